@@ -1,0 +1,37 @@
+import type { Hook } from "@hono/zod-openapi";
+import { OpenAPIHono } from "@hono/zod-openapi";
+import type { AppEnv, Deps } from "./deps.ts";
+import { ApiError, describeIssues, errorResponse, onError } from "./errors.ts";
+import { BODY_LIMIT, DOCUMENT_BODY_LIMIT, jsonBody } from "./http/body.ts";
+import { requestContext } from "./http/requestId.ts";
+import { registerDocs } from "./routes/docs.ts";
+import { routes } from "./routes/index.ts";
+
+/**
+ * Validation failures in the one envelope: query → `invalid_query`, path → `not_found`
+ * (a malformed id is just an unknown id), body and headers → `invalid_request`.
+ */
+export const defaultHook: Hook<unknown, AppEnv, string, unknown> = (result, c) => {
+  if (result.success) return;
+  const { message, param } = describeIssues(result.error.issues);
+  const target = (result as { target?: string }).target;
+  if (target === "query") throw new ApiError("invalid_query", message, param ? { param } : {});
+  if (target === "param") throw new ApiError("not_found", "No such object.", param ? { param } : {});
+  return errorResponse(c, new ApiError("invalid_request", message, param ? { param } : {}));
+};
+
+export function createApp(deps: Deps) {
+  const app = new OpenAPIHono<AppEnv>({ defaultHook });
+  app.use("*", requestContext(deps));
+  app.use(
+    "/api/*",
+    jsonBody((path) =>
+      /\/knowledge-bases\/[^/]+\/documents$/.test(path) ? DOCUMENT_BODY_LIMIT : BODY_LIMIT,
+    ),
+  );
+  for (const register of routes) register(app, deps);
+  registerDocs(app);
+  app.notFound((c) => errorResponse(c, new ApiError("not_found", `No route ${c.req.method} ${c.req.path}.`)));
+  app.onError(onError(deps.log));
+  return app;
+}

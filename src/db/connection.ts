@@ -1,0 +1,45 @@
+import postgres, { type Sql } from "postgres";
+import type { Logger } from "../log.ts";
+import { openEmbedded } from "./embedded.ts";
+
+export interface Database {
+  sql: Sql;
+  kind: "postgres" | "embedded";
+  close(): Promise<void>;
+}
+
+export interface OpenOptions {
+  /** PostgreSQL URL; without it an embedded database is opened in dataDir. */
+  url?: string;
+  dataDir: string;
+  log: Logger;
+  /** Pool size for PostgreSQL (the embedded database always gets exactly one connection). */
+  max?: number;
+}
+
+/** Options shared by both modes: one driver, one configuration. */
+export const driverOptions = {
+  onnotice: () => {},
+  // Identifiers and text only: our numeric columns are int4, timestamps come back as Date.
+  types: {},
+} as const;
+
+export async function openDatabase(opts: OpenOptions): Promise<Database> {
+  if (opts.url) {
+    const sql = postgres(opts.url, { ...driverOptions, max: opts.max ?? 10 });
+    await sql`select 1`;
+    return { sql, kind: "postgres", close: () => sql.end({ timeout: 5 }) };
+  }
+  const embedded = await openEmbedded(opts.dataDir, opts.log);
+  // PGlite is a single session: exactly one connection, or transactions leak into each other.
+  const sql = postgres(embedded.url, { ...driverOptions, max: 1 });
+  await sql`select 1`;
+  return {
+    sql,
+    kind: "embedded",
+    close: async () => {
+      await sql.end({ timeout: 5 });
+      await embedded.close();
+    },
+  };
+}

@@ -1,0 +1,25 @@
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import type { Sql } from "postgres";
+import type { SecretKeyAuth } from "./auth/secretKey.ts";
+import type { Clock } from "./clock.ts";
+import type { Env } from "./env.ts";
+import type { Logger } from "./log.ts";
+
+/** Everything the app needs from outside. createApp(deps) has no side effects of its own. */
+export interface Deps {
+  sql: Sql;
+  clock: Clock;
+  log: Logger;
+  env: Env;
+}
+
+/** Hono typing: the runtime adapter passes the socket peer address; middleware sets the variables. */
+export interface AppEnv {
+  Bindings: { remoteAddress?: string };
+  Variables: {
+    requestId: string;
+    auth: SecretKeyAuth;
+  };
+}
+
+export type App = OpenAPIHono<AppEnv>;

@@ -1,0 +1,142 @@
+import { z } from "@hono/zod-openapi";
+import type { Context } from "hono";
+import { HTTPException } from "hono/http-exception";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import type { Logger } from "./log.ts";
+
+/** Every error code the API can answer, with its HTTP status. One table, used everywhere. */
+export const errorStatus = {
+  invalid_request: 400,
+  invalid_query: 400,
+  invalid_cursor: 400,
+  invalid_captcha: 400,
+  test_campaign_too_large: 400,
+  invalid_key: 401,
+  invalid_session_token: 401,
+  invalid_signature: 401,
+  origin_not_allowed: 403,
+  plan_required: 403,
+  plan_minutes_exhausted: 403,
+  missing_scope: 403,
+  agent_not_allowed: 403,
+  test_mode_not_supported: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  idempotency_key_reused: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  rate_limited: 429,
+  minute_cap_reached: 429,
+  internal_error: 500,
+  call_start_failed: 502,
+  agent_unavailable: 503,
+  carrier_unavailable: 503,
+} as const satisfies Record<string, ContentfulStatusCode>;
+
+export type ErrorCode = keyof typeof errorStatus;
+
+export class ApiError extends HTTPException {
+  readonly code: ErrorCode;
+  readonly param: string | undefined;
+  readonly headers: Record<string, string>;
+
+  constructor(
+    code: ErrorCode,
+    message: string,
+    opts: { param?: string; headers?: Record<string, string> } = {},
+  ) {
+    super(errorStatus[code], { message });
+    this.code = code;
+    this.param = opts.param;
+    this.headers = opts.headers ?? {};
+  }
+}
+
+export const ErrorBodySchema = z
+  .object({
+    error: z.object({
+      code: z.string().openapi({ example: "invalid_query" }),
+      message: z.string().openapi({ example: "limit must be between 1 and 100" }),
+      param: z.string().optional().openapi({ example: "limit" }),
+      requestId: z.string().openapi({ example: "req_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
+    }),
+  })
+  .openapi("Error");
+
+export type ErrorBody = z.infer<typeof ErrorBodySchema>;
+
+export function errorBody(requestId: string, code: ErrorCode, message: string, param?: string): ErrorBody {
+  return { error: { code, message, ...(param ? { param } : {}), requestId } };
+}
+
+export function errorResponse(c: Context, err: ApiError): Response {
+  const requestId: string = c.get("requestId") ?? "";
+  for (const [k, v] of Object.entries(err.headers)) c.header(k, v);
+  return c.json(errorBody(requestId, err.code, err.message, err.param), errorStatus[err.code]);
+}
+
+/** The single onError: our errors as they are, Hono's mapped to our codes, anything else a logged 500. */
+export function onError(log: Logger) {
+  return (err: Error, c: Context): Response => {
+    if (err instanceof ApiError) return errorResponse(c, err);
+    if (err instanceof z.ZodError) {
+      const { message, param } = describeIssues(err.issues);
+      return errorResponse(c, new ApiError("invalid_request", message, param ? { param } : {}));
+    }
+    if (err instanceof HTTPException) {
+      const status = err.status;
+      const code: ErrorCode =
+        status === 413
+          ? "payload_too_large"
+          : status === 415
+            ? "unsupported_media_type"
+            : status === 401
+              ? "invalid_key"
+              : status === 404
+                ? "not_found"
+                : status < 500
+                  ? "invalid_request"
+                  : "internal_error";
+      const message = status < 500 && err.message ? err.message : defaultMessage(code);
+      return errorResponse(c, new ApiError(code, message));
+    }
+    log.error("unhandled error", {
+      requestId: c.get("requestId"),
+      error: err instanceof Error ? err.message : String(err),
+      stack: err instanceof Error ? err.stack : undefined,
+    });
+    return errorResponse(c, new ApiError("internal_error", "An internal error occurred."));
+  };
+}
+
+function defaultMessage(code: ErrorCode): string {
+  return code === "internal_error" ? "An internal error occurred." : code.replaceAll("_", " ");
+}
+
+/** Turns a zod issue list into one clear message and the parameter at fault. */
+export function describeIssues(issues: readonly z.core.$ZodIssue[]): { message: string; param?: string } {
+  const first = issues[0];
+  if (!first) return { message: "Invalid request." };
+  const path = first.path.map(String).join(".");
+  return { message: path ? `${path}: ${first.message}` : first.message, ...(path ? { param: path } : {}) };
+}
+
+/** Error responses for OpenAPI, keyed by status, all sharing the one envelope. */
+export function errorResponses(...codes: ErrorCode[]) {
+  const byStatus = new Map<number, ErrorCode[]>();
+  for (const code of codes) {
+    const status = errorStatus[code];
+    byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
+  }
+  const out: Record<
+    number,
+    { description: string; content: { "application/json": { schema: typeof ErrorBodySchema } } }
+  > = {};
+  for (const [status, list] of byStatus) {
+    out[status] = {
+      description: list.map((c) => `\`${c}\``).join(", "),
+      content: { "application/json": { schema: ErrorBodySchema } },
+    };
+  }
+  return out;
+}

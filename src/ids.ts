@@ -1,0 +1,96 @@
+import { type Clock, systemClock } from "./clock.ts";
+
+/** Identifier prefixes of CONTRACT.md §2, plus `req` for request ids. */
+export const ID_PREFIXES = [
+  "org",
+  "agt",
+  "key",
+  "call",
+  "cmp",
+  "ct",
+  "task",
+  "kb",
+  "doc",
+  "evt",
+  "we",
+  "req",
+] as const;
+export type IdPrefix = (typeof ID_PREFIXES)[number];
+
+const CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+const ULID_RE = /^[0-9A-HJKMNP-TV-Z]{26}$/;
+
+let lastTime = -1;
+const lastRandom = new Uint8Array(10);
+
+/**
+ * The one id generator: `<prefix>_<ULID>`. Monotonic inside one millisecond (the random part is
+ * incremented), so ids created by this process sort in creation order.
+ */
+export function newId(prefix: IdPrefix, clock: Clock = systemClock): string {
+  return `${prefix}_${ulid(clock.now().getTime())}`;
+}
+
+export function ulid(time: number): string {
+  if (time <= lastTime) {
+    time = lastTime;
+    incrementRandom();
+  } else {
+    lastTime = time;
+    crypto.getRandomValues(lastRandom);
+  }
+  let out = "";
+  let t = time;
+  for (let i = 0; i < 10; i++) {
+    out = CROCKFORD[t % 32] + out;
+    t = Math.floor(t / 32);
+  }
+  // 80 random bits as 16 base32 characters.
+  let bits = 0;
+  let acc = 0;
+  for (const byte of lastRandom) {
+    acc = (acc << 8) | byte;
+    bits += 8;
+    while (bits >= 5) {
+      bits -= 5;
+      out += CROCKFORD[(acc >> bits) & 31];
+    }
+    acc &= (1 << bits) - 1;
+  }
+  return out;
+}
+
+function incrementRandom() {
+  for (let i = lastRandom.length - 1; i >= 0; i--) {
+    if (lastRandom[i] === 255) {
+      lastRandom[i] = 0;
+    } else {
+      lastRandom[i] = (lastRandom[i] ?? 0) + 1;
+      return;
+    }
+  }
+}
+
+/** True when `value` is a well-formed id with this prefix. */
+export function isId(value: string, prefix: IdPrefix): boolean {
+  const sep = prefix.length;
+  return value.length === sep + 27 && value.startsWith(`${prefix}_`) && ULID_RE.test(value.slice(sep + 1));
+}
+
+/** True when `value` is a well-formed id of any known prefix. */
+export function isAnyId(value: string): boolean {
+  const i = value.indexOf("_");
+  return (
+    i > 0 &&
+    (ID_PREFIXES as readonly string[]).includes(value.slice(0, i)) &&
+    isId(value, value.slice(0, i) as IdPrefix)
+  );
+}
+
+/** The creation time encoded in an id, in milliseconds. */
+export function idTime(id: string): number {
+  const u = id.slice(id.indexOf("_") + 1, id.indexOf("_") + 11);
+  let t = 0;
+  for (const ch of u) t = t * 32 + CROCKFORD.indexOf(ch);
+  return t;
+}

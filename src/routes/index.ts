@@ -1,0 +1,5 @@
+import type { App, Deps } from "../deps.ts";
+import { registerListAgents } from "./agents/list.ts";
+
+/** Every API route, registered in this order. Add a line per operation. */
+export const routes: ((app: App, deps: Deps) => void)[] = [registerListAgents];

@@ -1,0 +1,89 @@
+import { createApp } from "../../src/app.ts";
+import { type Clock, systemClock } from "../../src/clock.ts";
+import type { Deps } from "../../src/deps.ts";
+import { type Env, parseEnv } from "../../src/env.ts";
+import { createLogger, type Logger } from "../../src/log.ts";
+import {
+  createAgent,
+  createKnowledgeBase,
+  createOrganization,
+  createPublishableKey,
+  createSecretKey,
+} from "../../src/services/tenancy.ts";
+import { createTestDatabase, type TestDatabase } from "./db.ts";
+
+export interface TestContext {
+  db: TestDatabase;
+  deps: Deps;
+  app: ReturnType<typeof createApp>;
+  /** Every log line the app wrote, for tests that search logs for secrets. */
+  logs: string[];
+  /** Calls the app like a client would, with JSON helpers. */
+  request(
+    path: string,
+    init?: RequestInit & { json?: unknown; key?: string; remoteAddress?: string },
+  ): Promise<Response>;
+  close(): Promise<void>;
+}
+
+export async function createTestContext(
+  opts: { env?: Record<string, string>; clock?: Clock; log?: Logger } = {},
+): Promise<TestContext> {
+  const db = await createTestDatabase();
+  const logs: string[] = [];
+  const log = opts.log ?? createLogger("debug", (line) => logs.push(line));
+  const env: Env = parseEnv({ SIMULATION_TIME_SCALE: "0.01", ...opts.env });
+  const deps: Deps = { sql: db.sql, clock: opts.clock ?? systemClock, log, env };
+  const app = createApp(deps);
+  return {
+    db,
+    deps,
+    app,
+    logs,
+    request: (path, init = {}) => {
+      const { json, key, remoteAddress, ...rest } = init;
+      const headers = new Headers(rest.headers);
+      if (key) headers.set("authorization", `Bearer ${key}`);
+      let body = rest.body;
+      if (json !== undefined) {
+        headers.set("content-type", "application/json");
+        body = JSON.stringify(json);
+      }
+      return Promise.resolve(
+        app.fetch(new Request(`http://localhost${path}`, { ...rest, headers, body }), {
+          remoteAddress: remoteAddress ?? "127.0.0.1",
+        }),
+      );
+    },
+    close: () => db.close(),
+  };
+}
+
+/** An organization with an agent and one key of each kind: the usual starting point of a test. */
+export async function seedOrganization(
+  ctx: Pick<TestContext, "deps">,
+  opts: {
+    paidPlan?: boolean;
+    planMinutes?: number;
+    agentActive?: boolean;
+    origins?: string[];
+    cap?: number;
+  } = {},
+) {
+  const c = { sql: ctx.deps.sql, clock: ctx.deps.clock };
+  const org = await createOrganization(c, {
+    name: "Acme",
+    paidPlan: opts.paidPlan ?? true,
+    planMinutes: opts.planMinutes ?? 1000,
+  });
+  const agent = await createAgent(c, org.id, { name: "Reception", active: opts.agentActive ?? true });
+  const live = await createSecretKey(c, org.id, { mode: "live", scopes: ["*"] });
+  const test = await createSecretKey(c, org.id, { mode: "test", scopes: ["*"] });
+  const publishable = await createPublishableKey(c, org.id, {
+    agentId: agent.id,
+    allowedOrigins: opts.origins ?? ["https://shop.example.com"],
+    monthlyMinuteCap: opts.cap ?? 100,
+  });
+  const kb = await createKnowledgeBase(c, org.id, { name: "FAQ" });
+  return { org, agent, liveKey: live.key, testKey: test.key, live, test, publishable, kb };
+}
