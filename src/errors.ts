@@ -117,6 +117,11 @@ function defaultMessage(code: ErrorCode): string {
 export function describeIssues(issues: readonly z.core.$ZodIssue[]): { message: string; param?: string } {
   const first = issues[0];
   if (!first) return { message: "Invalid request." };
+  if (first.code === "unrecognized_keys") {
+    const key = first.keys[0] ?? "";
+    const prefix = first.path.map(String).join(".");
+    return { message: `Unknown parameter "${key}".`, param: prefix ? `${prefix}.${key}` : key };
+  }
   const path = first.path.map(String).join(".");
   return { message: path ? `${path}: ${first.message}` : first.message, ...(path ? { param: path } : {}) };
 }
