@@ -1,10 +1,12 @@
 import { createApp } from "./app.ts";
+import { type AdminResult, adminFailure, executeAdmin, parseAdmin } from "./cli/admin.ts";
 import { systemClock } from "./clock.ts";
 import { openDatabase } from "./db/connection.ts";
 import { migrate } from "./db/migrate.ts";
 import { parseEnv } from "./env.ts";
-import { createLogger } from "./log.ts";
+import { createLogger, silentLogger } from "./log.ts";
 import { serve } from "./runtime/bun.ts";
+import { prepareDemo, reachableUrl } from "./services/demo.ts";
 import { VERSION } from "./version.ts";
 
 /** Process wiring: env → database → migrate → serve → shutdown in reverse order on SIGTERM. */
@@ -24,6 +26,29 @@ async function main(argv: string[]) {
     await db.close();
     return;
   }
+  if (command === "admin") {
+    // stdout carries the JSON answer only: no log line, not even from the database or migrations.
+    const parsed = parseAdmin(argv.slice(1));
+    let result: AdminResult;
+    if ("code" in parsed) {
+      result = parsed;
+    } else {
+      try {
+        const db = await openDatabase({ url: env.DATABASE_URL, dataDir: env.DATA_DIR, log: silentLogger });
+        try {
+          await migrate(db.sql);
+          result = await executeAdmin(parsed, { sql: db.sql, clock: systemClock });
+        } finally {
+          await db.close();
+        }
+      } catch (err) {
+        result = adminFailure("internal_error", `Database unavailable: ${(err as Error).message}`);
+      }
+    }
+    await write(process.stdout, result.stdout);
+    await write(process.stderr, result.stderr);
+    process.exit(result.code);
+  }
   if (command !== "serve") {
     console.error(
       `unknown command: ${command}\nusage: voice-service [serve | migrate | admin <command> | --version]`,
@@ -33,9 +58,12 @@ async function main(argv: string[]) {
 
   const db = await openDatabase({ url: env.DATABASE_URL, dataDir: env.DATA_DIR, log });
   await migrate(db.sql, log);
+  const demoBanner = await prepareDemo({ sql: db.sql, clock: systemClock, log }, env.DATA_DIR);
   const app = createApp({ sql: db.sql, clock: systemClock, log, env });
   const server = serve(app.fetch, { port: env.PORT, hostname: env.HOST });
   log.info("listening", { url: `http://${env.HOST}:${server.port}`, database: db.kind, version: VERSION });
+  // For a person, once: on stderr, apart from the JSON log stream on stdout.
+  if (demoBanner) process.stderr.write(demoBanner(reachableUrl(env.HOST, server.port)));
 
   let stopping = false;
   const shutdown = async (signal: string) => {
@@ -51,6 +79,11 @@ async function main(argv: string[]) {
   };
   process.on("SIGTERM", () => void shutdown("SIGTERM"));
   process.on("SIGINT", () => void shutdown("SIGINT"));
+}
+
+/** Writes everything before the process exits (a pipe may otherwise lose the end of the output). */
+function write(stream: NodeJS.WriteStream, text: string): Promise<void> {
+  return new Promise((resolve) => (text ? stream.write(text, () => resolve()) : resolve()));
 }
 
 main(process.argv.slice(2)).catch((err) => {

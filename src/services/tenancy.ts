@@ -10,75 +10,138 @@ import { isId, newId } from "../ids.ts";
 
 type Ctx = { sql: Sql; clock: Clock };
 
+/**
+ * Input schemas: the one validation of operator input, shared by the admin API (which also
+ * documents them in the OpenAPI) and the CLI. All strict: an unknown field is an error.
+ */
+const Name = z.string().trim().min(1).max(200);
+const PlanMinutes = z
+  .number()
+  .int()
+  .min(0)
+  .max(10_000_000)
+  .openapi({ description: "Monthly allowance of live minutes.", example: 1000 });
+const PaidPlan = z.boolean().openapi({ description: "Whether the organization has an active paid plan." });
+const Language = z.enum(["en", "fr"]).openapi({ description: "Language the agent speaks." });
+const LivekitAgentName = Name.nullable().openapi({
+  description: "Agent name dispatched on the media server; `null` means the agent id.",
+  example: "reception-bot",
+});
+
 export const OrganizationInput = z
   .object({
-    name: z.string().trim().min(1).max(200),
-    paidPlan: z.boolean().default(false),
-    planMinutes: z.number().int().min(0).max(10_000_000).default(0),
+    name: Name.openapi({ example: "Acme" }),
+    paidPlan: PaidPlan.default(false),
+    planMinutes: PlanMinutes.default(0),
   })
-  .strict();
-export const OrganizationPatch = OrganizationInput.partial().strict();
+  .strict()
+  .openapi("CreateOrganizationRequest");
+
+/** No defaults here: a field left out of a PATCH keeps its value. */
+export const OrganizationPatch = z
+  .object({ name: Name.openapi({ example: "Acme Inc." }), paidPlan: PaidPlan, planMinutes: PlanMinutes })
+  .partial()
+  .strict()
+  .openapi("UpdateOrganizationRequest");
 
 export const AgentInput = z
   .object({
-    name: z.string().trim().min(1).max(200),
+    name: Name.openapi({ example: "Reception" }),
     active: z.boolean().default(true),
-    livekitAgentName: z.string().trim().min(1).max(200).nullable().optional(),
-    language: z.enum(["en", "fr"]).default("en"),
+    livekitAgentName: LivekitAgentName.optional(),
+    language: Language.default("en"),
   })
-  .strict();
+  .strict()
+  .openapi("CreateAgentRequest");
+
 export const AgentPatch = z
   .object({
-    name: z.string().trim().min(1).max(200),
+    name: Name.openapi({ example: "Front desk" }),
     active: z.boolean(),
-    livekitAgentName: z.string().trim().min(1).max(200).nullable(),
-    language: z.enum(["en", "fr"]),
+    livekitAgentName: LivekitAgentName,
+    language: Language,
   })
   .partial()
-  .strict();
+  .strict()
+  .openapi("UpdateAgentRequest");
+
+export const ScopeSchema = z.enum([...SCOPES, "*"]).openapi({ description: "A scope, or `*` for all." });
+export type GrantedScope = z.infer<typeof ScopeSchema>;
 
 export const SecretKeyInput = z
   .object({
-    mode: z.enum(["live", "test"]),
-    scopes: z.array(z.enum([...SCOPES, "*"])).min(1),
-    agentIds: z.array(z.string()).min(1).nullable().optional(),
+    mode: z
+      .enum(["live", "test"])
+      .openapi({ description: "`live` keys act for real; `test` keys simulate." }),
+    scopes: z
+      .array(ScopeSchema)
+      .min(1)
+      .openapi({ example: ["webcalls:write", "calls:write"] }),
+    agentIds: z
+      .array(z.string())
+      .min(1)
+      .nullable()
+      .optional()
+      .openapi({
+        description: "Restricts the key to these agents of the organization. Omitted or `null`: every agent.",
+        example: ["agt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C"],
+      }),
   })
-  .strict();
+  .strict()
+  .openapi("CreateSecretKeyRequest");
 
 /** An allowed website: an HTTPS origin, no wildcard, no path, query or credentials. Normalised to URL.origin. */
-export const OriginSchema = z.string().transform((value, ctx) => {
-  let url: URL | null = null;
-  try {
-    url = new URL(value);
-  } catch {}
-  if (
-    url?.protocol !== "https:" ||
-    value.includes("*") ||
-    url.username ||
-    url.password ||
-    url.pathname !== "/" ||
-    url.search ||
-    url.hash ||
-    !/^https:\/\/[^/?#]+\/?$/i.test(value)
-  ) {
-    ctx.addIssue({
-      code: "custom",
-      message: `"${value}" is not an HTTPS origin such as https://www.example.com`,
-    });
-    return z.NEVER;
-  }
-  return url.origin;
-});
+export const OriginSchema = z
+  .string()
+  .transform((value, ctx) => {
+    let url: URL | null = null;
+    try {
+      url = new URL(value);
+    } catch {}
+    if (
+      url?.protocol !== "https:" ||
+      value.includes("*") ||
+      url.username ||
+      url.password ||
+      url.pathname !== "/" ||
+      url.search ||
+      url.hash ||
+      !/^https:\/\/[^/?#]+\/?$/i.test(value)
+    ) {
+      ctx.addIssue({
+        code: "custom",
+        message: `"${value}" is not an HTTPS origin such as https://www.example.com`,
+      });
+      return z.NEVER;
+    }
+    return url.origin;
+  })
+  .openapi({
+    type: "string",
+    description: "An HTTPS origin: scheme and host (and port), no wildcard, no path.",
+    example: "https://www.example.com",
+  });
 
 export const PublishableKeyInput = z
   .object({
-    agentId: z.string(),
-    allowedOrigins: z.array(OriginSchema).min(1).max(100),
-    monthlyMinuteCap: z.number().int().min(1).max(10_000_000),
+    agentId: z.string().openapi({ example: "agt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
+    allowedOrigins: z
+      .array(OriginSchema)
+      .min(1)
+      .max(100)
+      .openapi({ example: ["https://www.example.com", "https://shop.example.com"] }),
+    monthlyMinuteCap: z.number().int().min(1).max(10_000_000).openapi({
+      description: "Web call minutes this key may start per calendar month (UTC).",
+      example: 500,
+    }),
   })
-  .strict();
+  .strict()
+  .openapi("CreatePublishableKeyRequest");
 
-export const KnowledgeBaseInput = z.object({ name: z.string().trim().min(1).max(200) }).strict();
+export const KnowledgeBaseInput = z
+  .object({ name: Name.openapi({ example: "FAQ" }) })
+  .strict()
+  .openapi("CreateKnowledgeBaseRequest");
 
 interface OrgRow {
   id: string;
@@ -101,7 +164,7 @@ interface AgentRowView {
   name: string;
   active: boolean;
   livekit_agent_name: string | null;
-  language: string;
+  language: "en" | "fr";
   created_at: Date;
 }
 export const agentView = (r: AgentRowView) => ({
@@ -138,6 +201,20 @@ export async function updateOrganization({ sql }: Ctx, id: string, input: z.inpu
     where id = ${id} returning *`;
   if (!row) throw notFound("organization");
   return organizationView(row);
+}
+
+/** Every organization, newest first: a short list an operator reads. */
+export async function listOrganizations({ sql }: Pick<Ctx, "sql">) {
+  const rows = await sql<OrgRow[]>`select * from organizations order by created_at desc, id desc`;
+  return { organizations: rows.map(organizationView) };
+}
+
+/** The agents of one organization, newest first, with the details operators need (ids for keys). */
+export async function listAgentsOf({ sql }: Pick<Ctx, "sql">, organizationId: string) {
+  await assertOrganization(sql, organizationId);
+  const rows = await sql<AgentRowView[]>`
+    select * from agents where organization_id = ${organizationId} order by created_at desc, id desc`;
+  return { agents: rows.map(agentView) };
 }
 
 async function assertOrganization(sql: Sql, id: string) {
@@ -249,8 +326,8 @@ export async function revokeSecretKey({ sql, clock }: Ctx, id: string) {
     {
       id: string;
       organization_id: string;
-      mode: string;
-      scopes: string[];
+      mode: "live" | "test";
+      scopes: GrantedScope[];
       agent_ids: string[] | null;
       start: string;
       created_at: Date;
@@ -268,7 +345,7 @@ export async function revokeSecretKey({ sql, clock }: Ctx, id: string) {
     agentIds: row.agent_ids,
     start: row.start,
     createdAt: row.created_at.toISOString(),
-    revoked: true,
+    revoked: true as const,
     revokedAt: row.revoked_at.toISOString(),
   };
 }
@@ -298,7 +375,7 @@ export async function revokePublishableKey({ sql, clock }: Ctx, id: string) {
     monthlyMinuteCap: row.monthly_minute_cap,
     start: row.start,
     createdAt: row.created_at.toISOString(),
-    revoked: true,
+    revoked: true as const,
     revokedAt: row.revoked_at.toISOString(),
   };
 }

@@ -1,0 +1,144 @@
+import { chmodSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Sql } from "postgres";
+import type { Clock } from "../clock.ts";
+import type { Logger } from "../log.ts";
+import { createAgent, createOrganization, createSecretKey } from "./tenancy.ts";
+
+/**
+ * The demo seed: on the first start with an empty database (no organization at all), a demo
+ * organization, an active "Demo agent" and a test secret key with every scope, so that a fresh
+ * install can be tried at once. Test mode only: no paid plan, nothing billed, nothing dialled.
+ */
+
+/** An arbitrary constant: the advisory lock that makes seeding single across processes. */
+const DEMO_LOCK = 72_410_005;
+/** The settings key that remembers the demo organization and agent. */
+const DEMO_SETTING = "demo";
+export const DEMO_CREDENTIALS_FILE = "demo-credentials.json";
+
+export interface DemoRef {
+  organizationId: string;
+  agentId: string;
+}
+
+export interface DemoSeed extends DemoRef {
+  organizationName: string;
+  agentName: string;
+  secretKeyId: string;
+  /** The test secret key: shown once at start and kept in the credentials file, stored only as a hash. */
+  testSecretKey: string;
+  createdAt: string;
+}
+
+/**
+ * Seeds the demo when the database has no organization, and returns it; returns null otherwise.
+ * One transaction under an advisory lock: two processes starting on one empty database create one
+ * demo, the second sees the first one's organization and does nothing.
+ */
+export async function seedDemo(ctx: { sql: Sql; clock: Clock }): Promise<DemoSeed | null> {
+  return ctx.sql.begin(async (txn) => {
+    // The tenancy functions take a Sql; a transaction runs the same tagged queries.
+    const tx = txn as unknown as Sql;
+    await tx`select pg_advisory_xact_lock(${DEMO_LOCK})`;
+    const [any] = await tx`select 1 from organizations limit 1`;
+    if (any) return null;
+    const t = { sql: tx, clock: ctx.clock };
+    const organization = await createOrganization(t, { name: "Demo organization" });
+    const agent = await createAgent(t, organization.id, { name: "Demo agent", active: true });
+    const key = await createSecretKey(t, organization.id, { mode: "test", scopes: ["*"] });
+    const ref: DemoRef = { organizationId: organization.id, agentId: agent.id };
+    await tx`
+      insert into settings (key, value) values (${DEMO_SETTING}, ${tx.json(ref as never)})
+      on conflict (key) do update set value = excluded.value`;
+    return {
+      ...ref,
+      organizationName: organization.name,
+      agentName: agent.name,
+      secretKeyId: key.id,
+      testSecretKey: key.key,
+      createdAt: key.createdAt,
+    };
+  });
+}
+
+/** The demo organization and agent, if this database was seeded with them (e.g. for a demo page). */
+export async function findDemo(sql: Sql): Promise<DemoRef | null> {
+  const [row] = await sql<{ value: DemoRef }[]>`select value from settings where key = ${DEMO_SETTING}`;
+  if (!row) return null;
+  return { organizationId: row.value.organizationId, agentId: row.value.agentId };
+}
+
+/**
+ * Keeps the demo credentials in `<dataDir>/demo-credentials.json`, readable by the owner only, since
+ * the key cannot be read back from the database. Written to a fresh file then renamed, so the
+ * secret never sits in a file with wider permissions. Returns the path.
+ */
+export function writeDemoCredentials(dataDir: string, demo: DemoSeed): string {
+  mkdirSync(dataDir, { recursive: true });
+  const path = join(dataDir, DEMO_CREDENTIALS_FILE);
+  const temporary = `${path}.${process.pid}.tmp`;
+  const body = {
+    organizationId: demo.organizationId,
+    agentId: demo.agentId,
+    secretKey: { id: demo.secretKeyId, key: demo.testSecretKey, mode: "test", scopes: ["*"] },
+    createdAt: demo.createdAt,
+  };
+  rmSync(temporary, { force: true });
+  writeFileSync(temporary, `${JSON.stringify(body, null, 2)}\n`, { mode: 0o600, flag: "wx" });
+  chmodSync(temporary, 0o600);
+  renameSync(temporary, path);
+  return path;
+}
+
+/** The address a person on this machine can reach the server at (a wildcard host is not one). */
+export function reachableUrl(host: string, port: number): string {
+  const h = host === "0.0.0.0" || host === "" ? "127.0.0.1" : host === "::" ? "::1" : host;
+  return `http://${h.includes(":") ? `[${h}]` : h}:${port}`;
+}
+
+/** The short human-readable note printed once, on stderr, when the demo is created. */
+export function demoBanner(demo: DemoSeed, baseUrl: string, credentialsPath: string | null): string {
+  const lines = [
+    "",
+    "Demo ready (test mode: everything is simulated, nothing is billed or dialled).",
+    `  organization  ${demo.organizationId}  "${demo.organizationName}"`,
+    `  agent         ${demo.agentId}  "${demo.agentName}"`,
+    `  test key      ${demo.testSecretKey}`,
+    credentialsPath
+      ? `  The key is shown only here; a copy is in ${credentialsPath} (owner-only).`
+      : "  The key is shown only here: the database keeps only its hash.",
+    "",
+    "Try it:",
+    `  curl -H "Authorization: Bearer ${demo.testSecretKey}" ${baseUrl}/api/v1/agents`,
+    "",
+    "POST /api/v1/calls with this key creates a simulated call.",
+    "",
+  ];
+  return `${lines.join("\n")}\n`;
+}
+
+/**
+ * The start-up step: seed if the database is empty, keep the credentials, and return the banner
+ * to print once the server listens (null when nothing was seeded).
+ */
+export async function prepareDemo(
+  ctx: { sql: Sql; clock: Clock; log: Logger },
+  dataDir: string,
+): Promise<((baseUrl: string) => string) | null> {
+  const demo = await seedDemo(ctx);
+  if (!demo) return null;
+  let path: string | null = null;
+  try {
+    path = writeDemoCredentials(dataDir, demo);
+  } catch (err) {
+    ctx.log.warn("could not write the demo credentials file", { dataDir, error: (err as Error).message });
+  }
+  ctx.log.info("demo seeded", {
+    organizationId: demo.organizationId,
+    agentId: demo.agentId,
+    secretKeyId: demo.secretKeyId,
+    credentialsFile: path,
+  });
+  return (baseUrl) => demoBanner(demo, baseUrl, path);
+}

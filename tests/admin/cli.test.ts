@@ -1,0 +1,418 @@
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type AdminResult, parseAdmin, runAdmin } from "../../src/cli/admin.ts";
+import { createTestContext, type TestContext } from "../helpers/app.ts";
+import { TEST_DATABASE } from "../helpers/db.ts";
+import { count } from "./support.ts";
+
+// A fresh embedded database takes seconds on a busy machine.
+setDefaultTimeout(60_000);
+
+let ctx: TestContext;
+beforeAll(async () => {
+  ctx = await createTestContext();
+});
+afterAll(() => ctx.close());
+
+function run(...argv: string[]): Promise<AdminResult> {
+  return runAdmin(argv, { sql: ctx.deps.sql, clock: ctx.deps.clock });
+}
+
+/** Runs a command that must succeed and returns its parsed JSON answer. */
+async function ok(...argv: string[]) {
+  const r = await run(...argv);
+  expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: "" });
+  return JSON.parse(r.stdout);
+}
+
+/** Runs a command that must fail with exit 1 and returns the parsed error. */
+async function refused(...argv: string[]) {
+  const r = await run(...argv);
+  expect(r.code).toBe(1);
+  expect(r.stdout).toBe("");
+  return JSON.parse(r.stderr).error as { code: string; message: string; param?: string };
+}
+
+/** A usage error: exit 2, nothing on stdout, the error JSON on stderr, and no database needed. */
+function usage(...argv: string[]) {
+  const r = parseAdmin(argv);
+  expect("code" in r && r.code).toBe(2);
+  const result = r as AdminResult;
+  expect(result.stdout).toBe("");
+  const error = JSON.parse(result.stderr).error as { code: string; message: string; param?: string };
+  expect(error.code).toBe("usage_error");
+  return error;
+}
+
+describe("commands through runAdmin", () => {
+  test("create-organization, update-organization, list-organizations", async () => {
+    const org = await ok(
+      "create-organization",
+      "--name",
+      "Acme",
+      "--paid-plan",
+      "true",
+      "--plan-minutes",
+      "250",
+    );
+    expect(org).toMatchObject({ name: "Acme", paidPlan: true, planMinutes: 250 });
+    expect(Object.keys(org).sort()).toEqual(["createdAt", "id", "name", "paidPlan", "planMinutes"]);
+    const defaults = await ok("create-organization", "--name=Plain");
+    expect(defaults).toMatchObject({ name: "Plain", paidPlan: false, planMinutes: 0 });
+
+    const updated = await ok("update-organization", org.id, "--plan-minutes", "0", "--paid-plan", "false");
+    expect(updated).toEqual({ ...org, paidPlan: false, planMinutes: 0 });
+    const renamed = await ok("update-organization", "--name", "Acme Inc.", org.id);
+    expect(renamed).toEqual({ ...updated, name: "Acme Inc." });
+
+    const list = await ok("list-organizations");
+    expect(list.organizations.map((o: { id: string }) => o.id)).toEqual([defaults.id, org.id]);
+  });
+
+  test("create-agent, update-agent, list-agents", async () => {
+    const org = await ok("create-organization", "--name", "Agents Co");
+    const agent = await ok("create-agent", "--organization", org.id, "--name", "Reception", "--active");
+    expect(agent).toMatchObject({ organizationId: org.id, name: "Reception", active: true, language: "en" });
+    const fr = await ok(
+      "create-agent",
+      "--organization",
+      org.id,
+      "--name",
+      "Accueil",
+      "--active",
+      "false",
+      "--livekit-agent-name",
+      "accueil-bot",
+      "--language",
+      "fr",
+    );
+    expect(fr).toMatchObject({ active: false, livekitAgentName: "accueil-bot", language: "fr" });
+
+    const on = await ok("update-agent", fr.id, "--active", "--livekit-agent-name", "");
+    expect(on).toEqual({ ...fr, active: true, livekitAgentName: null });
+    const off = await ok("update-agent", fr.id, "--active=false", "--name", "Accueil (nuit)");
+    expect(off).toEqual({ ...on, active: false, name: "Accueil (nuit)" });
+
+    const list = await ok("list-agents", "--organization", org.id);
+    expect(list.agents.map((a: { id: string }) => a.id)).toEqual([fr.id, agent.id]);
+  });
+
+  test("create-secret-key (with agent restriction) and revoke-secret-key; the revoked key stops working", async () => {
+    const org = await ok("create-organization", "--name", "Keys Co");
+    const a = await ok("create-agent", "--organization", org.id, "--name", "A");
+    const b = await ok("create-agent", "--organization", org.id, "--name", "B");
+    const key = await ok(
+      "create-secret-key",
+      "--organization",
+      org.id,
+      "--mode",
+      "test",
+      "--scopes",
+      "agents:read, calls:read",
+      "--agent-ids",
+      `${b.id},${a.id}`,
+    );
+    expect(key).toMatchObject({
+      mode: "test",
+      scopes: ["agents:read", "calls:read"],
+      agentIds: [b.id, a.id],
+    });
+    expect(key.key).toMatch(/^inf_test_[0-9A-Za-z]{43}$/);
+    expect((await ctx.request("/api/v1/agents", { key: key.key })).status).toBe(200);
+
+    const revoked = await ok("revoke-secret-key", key.id);
+    expect(revoked).toMatchObject({ id: key.id, revoked: true });
+    expect(revoked.key).toBeUndefined();
+    const after = await ctx.request("/api/v1/agents", { key: key.key });
+    expect(after.status).toBe(401);
+    expect((await after.json()).error.code).toBe("invalid_key");
+  });
+
+  test("create-publishable-key and revoke-publishable-key", async () => {
+    const org = await ok("create-organization", "--name", "Widget Co");
+    const agent = await ok("create-agent", "--organization", org.id, "--name", "Web");
+    const key = await ok(
+      "create-publishable-key",
+      "--organization",
+      org.id,
+      "--agent",
+      agent.id,
+      "--origins",
+      "https://www.example.com,https://shop.example.com/",
+      "--monthly-minute-cap",
+      "60",
+    );
+    expect(key).toMatchObject({
+      agentId: agent.id,
+      allowedOrigins: ["https://www.example.com", "https://shop.example.com"],
+      monthlyMinuteCap: 60,
+    });
+    expect(key.key).toMatch(/^inf_pub_[0-9A-Za-z]{43}$/);
+    const revoked = await ok("revoke-publishable-key", key.id);
+    expect(revoked).toMatchObject({ id: key.id, revoked: true });
+    const [row] = await ctx.deps.sql`select revoked_at from publishable_keys where id = ${key.id}`;
+    expect(row!.revoked_at).toBeInstanceOf(Date);
+  });
+
+  test("create-knowledge-base", async () => {
+    const org = await ok("create-organization", "--name", "KB Co");
+    const kb = await ok("create-knowledge-base", "--organization", org.id, "--name", "FAQ");
+    expect(kb).toMatchObject({ organizationId: org.id, name: "FAQ" });
+    expect(kb.id).toMatch(/^kb_/);
+  });
+});
+
+describe("refusals: the API's error on stderr, exit 1, nothing written", () => {
+  test("unknown ids are not_found", async () => {
+    const before = await count(ctx, "agents");
+    expect(
+      (await refused("create-agent", "--organization", "org_01JD8Y3M6W9Q2T4V5X7Z8A9B0C", "--name", "X")).code,
+    ).toBe("not_found");
+    expect((await refused("update-organization", "nope", "--name", "X")).code).toBe("not_found");
+    expect((await refused("update-agent", "agt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C", "--active")).code).toBe(
+      "not_found",
+    );
+    expect((await refused("revoke-secret-key", "key_01JD8Y3M6W9Q2T4V5X7Z8A9B0C")).code).toBe("not_found");
+    expect((await refused("revoke-publishable-key", "x")).code).toBe("not_found");
+    expect((await refused("list-agents", "--organization", "org_x")).code).toBe("not_found");
+    expect(await count(ctx, "agents")).toBe(before);
+  });
+
+  test("validation errors carry the same message and param as the API", async () => {
+    const org = await ok("create-organization", "--name", "Strict Co");
+    const agent = await ok("create-agent", "--organization", org.id, "--name", "A");
+    const other = await ok("create-organization", "--name", "Foreign Co");
+    const foreign = await ok("create-agent", "--organization", other.id, "--name", "Theirs");
+    const before = await Promise.all(
+      ["organizations", "agents", "secret_keys", "publishable_keys"].map((t) => count(ctx, t)),
+    );
+
+    expect(await refused("create-organization", "--name", "X", "--paid-plan", "yes")).toMatchObject({
+      code: "invalid_request",
+      param: "paidPlan",
+    });
+    expect(await refused("create-organization", "--name", "X", "--plan-minutes", "-1")).toMatchObject({
+      code: "invalid_request",
+      param: "planMinutes",
+    });
+    expect(await refused("create-organization", "--name", "X", "--plan-minutes", "many")).toMatchObject({
+      code: "invalid_request",
+      param: "planMinutes",
+    });
+    expect(await refused("create-organization", "--name", "")).toMatchObject({ param: "name" });
+    expect(
+      await refused("create-agent", "--organization", org.id, "--name", "B", "--language", "de"),
+    ).toMatchObject({
+      code: "invalid_request",
+      param: "language",
+    });
+    const origin = await refused(
+      "create-publishable-key",
+      "--organization",
+      org.id,
+      "--agent",
+      agent.id,
+      "--origins",
+      "http://www.example.com",
+      "--monthly-minute-cap",
+      "5",
+    );
+    expect(origin).toMatchObject({ code: "invalid_request", param: "allowedOrigins.0" });
+    const cap = await refused(
+      "create-publishable-key",
+      "--organization",
+      org.id,
+      "--agent",
+      agent.id,
+      "--origins",
+      "https://www.example.com",
+      "--monthly-minute-cap",
+      "0",
+    );
+    expect(cap).toMatchObject({ code: "invalid_request", param: "monthlyMinuteCap" });
+    const scope = await refused(
+      "create-secret-key",
+      "--organization",
+      org.id,
+      "--mode",
+      "live",
+      "--scopes",
+      "*,root",
+    );
+    expect(scope).toMatchObject({ code: "invalid_request", param: "scopes.1" });
+    const agents = await refused(
+      "create-secret-key",
+      "--organization",
+      org.id,
+      "--mode",
+      "live",
+      "--scopes",
+      "*",
+      "--agent-ids",
+      foreign.id,
+    );
+    expect(agents).toMatchObject({ code: "not_found", param: "agentIds" });
+    const pubAgent = await refused(
+      "create-publishable-key",
+      "--organization",
+      org.id,
+      "--agent",
+      foreign.id,
+      "--origins",
+      "https://www.example.com",
+      "--monthly-minute-cap",
+      "5",
+    );
+    expect(pubAgent).toMatchObject({ code: "not_found", param: "agentId" });
+    const after = await Promise.all(
+      ["organizations", "agents", "secret_keys", "publishable_keys"].map((t) => count(ctx, t)),
+    );
+    expect(after).toEqual(before);
+  });
+});
+
+describe("usage", () => {
+  test("help lists every command on stdout with exit 0", () => {
+    for (const argv of [["help"], ["--help"]]) {
+      const r = parseAdmin(argv) as AdminResult;
+      expect(r.code).toBe(0);
+      expect(r.stderr).toBe("");
+      for (const name of [
+        "create-organization",
+        "update-organization",
+        "list-organizations",
+        "create-agent",
+        "update-agent",
+        "create-secret-key",
+        "create-publishable-key",
+        "revoke-secret-key",
+        "revoke-publishable-key",
+        "create-knowledge-base",
+      ]) {
+        expect(r.stdout).toContain(`  ${name}`);
+      }
+    }
+  });
+
+  test("help for one command, either way", () => {
+    for (const argv of [
+      ["help", "create-publishable-key"],
+      ["create-publishable-key", "--help"],
+    ]) {
+      const r = parseAdmin(argv) as AdminResult;
+      expect(r.code).toBe(0);
+      expect(r.stdout).toContain("--monthly-minute-cap <n>");
+      expect(r.stdout).toContain("--origins");
+    }
+  });
+
+  test("usage errors exit 2 with the faulty option as param", () => {
+    expect(usage().message).toContain("Missing command");
+    expect(usage("create-org").message).toContain('Unknown command "create-org"');
+    expect(usage("help", "nope").message).toContain('Unknown command "nope"');
+    expect(usage("create-organization", "--nme", "Acme")).toMatchObject({ param: "--nme" });
+    expect(usage("create-organization", "--name")).toMatchObject({ param: "--name" });
+    expect(usage("create-organization", "--name", "--paid-plan")).toMatchObject({ param: "--name" });
+    expect(usage("create-organization", "--paid-plan", "true")).toMatchObject({ param: "--name" });
+    expect(usage("create-organization", "--name", "A", "--name", "B")).toMatchObject({ param: "--name" });
+    expect(usage("create-organization", "--name", "A", "extra").message).toContain(
+      'Unexpected argument "extra"',
+    );
+    expect(usage("update-organization", "--name", "A").message).toContain("Missing <org-id>");
+    expect(usage("update-organization", "org_a", "org_b").message).toContain('Unexpected argument "org_b"');
+    expect(usage("revoke-secret-key").message).toContain("Missing <key-id>");
+    expect(usage("create-agent", "--name", "A")).toMatchObject({ param: "--organization" });
+    expect(usage("create-secret-key", "--organization", "org_x", "--mode", "live")).toMatchObject({
+      param: "--scopes",
+    });
+    expect(
+      usage(
+        "create-publishable-key",
+        "--organization",
+        "o",
+        "--agent",
+        "a",
+        "--origins",
+        "https://a.example.com",
+      ),
+    ).toMatchObject({ param: "--monthly-minute-cap" });
+    expect(usage("list-organizations", "--all")).toMatchObject({ param: "--all" });
+    expect(usage("toString").message).toContain("Unknown command");
+    expect(usage("help", "constructor").message).toContain("Unknown command");
+    expect(usage("create-organization", "--constructor", "x")).toMatchObject({ param: "--constructor" });
+  });
+
+  test("runAdmin returns usage errors without touching the database", async () => {
+    const r = await runAdmin(["nope"], { sql: null as never, clock: ctx.deps.clock });
+    expect(r.code).toBe(2);
+  });
+});
+
+describe("the real executable", () => {
+  const root = join(import.meta.dir, "..", "..");
+  let dataDir: string;
+  beforeAll(() => {
+    dataDir = mkdtempSync(join(tmpdir(), "vs-admin-cli-"));
+  });
+  afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+
+  /** The child's environment: this test database (PostgreSQL), or its own embedded one in a fresh folder. */
+  function childEnv(): Record<string, string> {
+    const env: Record<string, string> = {};
+    for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v;
+    delete env.DATABASE_URL;
+    env.DATA_DIR = dataDir;
+    env.LOG_LEVEL = "debug";
+    if (TEST_DATABASE === "postgres") env.DATABASE_URL = ctx.db.url!;
+    return env;
+  }
+
+  async function spawn(...args: string[]) {
+    const child = Bun.spawn([process.execPath, "src/main.ts", "admin", ...args], {
+      cwd: root,
+      env: childEnv(),
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const [stdout, stderr, code] = await Promise.all([
+      new Response(child.stdout).text(),
+      new Response(child.stderr).text(),
+      child.exited,
+    ]);
+    return { stdout, stderr, code };
+  }
+
+  test("`voice-service admin create-organization …` prints only the JSON answer and exits 0", async () => {
+    const r = await spawn(
+      "create-organization",
+      "--name",
+      "From the shell",
+      "--paid-plan",
+      "true",
+      "--plan-minutes",
+      "30",
+    );
+    expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: "" });
+    const org = JSON.parse(r.stdout);
+    expect(org).toMatchObject({ name: "From the shell", paidPlan: true, planMinutes: 30 });
+    expect(org.id).toMatch(/^org_[0-9A-HJKMNP-TV-Z]{26}$/);
+    if (TEST_DATABASE === "postgres") {
+      const [row] = await ctx.deps
+        .sql`select name, paid_plan, plan_minutes from organizations where id = ${org.id}`;
+      expect(row).toEqual({ name: "From the shell", paid_plan: true, plan_minutes: 30 });
+    }
+  });
+
+  test("a refusal exits 1 with the error JSON on stderr; a usage error exits 2", async () => {
+    const refusedRun = await spawn("update-organization", "org_01JD8Y3M6W9Q2T4V5X7Z8A9B0C", "--name", "X");
+    expect(refusedRun.code).toBe(1);
+    expect(refusedRun.stdout).toBe("");
+    expect(JSON.parse(refusedRun.stderr).error.code).toBe("not_found");
+    const usageRun = await spawn("create-organization");
+    expect(usageRun.code).toBe(2);
+    expect(usageRun.stdout).toBe("");
+    expect(JSON.parse(usageRun.stderr).error).toMatchObject({ code: "usage_error", param: "--name" });
+  });
+});
