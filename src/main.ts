@@ -1,11 +1,11 @@
 import { createApp } from "./app.ts";
 import { type AdminResult, adminFailure, executeAdmin, parseAdmin } from "./cli/admin.ts";
 import { systemClock } from "./clock.ts";
-import { openDatabase } from "./db/connection.ts";
+import { type Database, openDatabase } from "./db/connection.ts";
 import { migrate } from "./db/migrate.ts";
 import { parseEnv } from "./env.ts";
 import { createLogger, silentLogger } from "./log.ts";
-import { serve } from "./runtime/bun.ts";
+import { type RunningServer, serve } from "./runtime/bun.ts";
 import { prepareDemo, reachableUrl } from "./services/demo.ts";
 import { VERSION } from "./version.ts";
 
@@ -56,29 +56,32 @@ async function main(argv: string[]) {
     process.exit(2);
   }
 
-  const db = await openDatabase({ url: env.DATABASE_URL, dataDir: env.DATA_DIR, log });
-  await migrate(db.sql, log);
-  const demoBanner = await prepareDemo({ sql: db.sql, clock: systemClock, log }, env.DATA_DIR);
-  const app = createApp({ sql: db.sql, clock: systemClock, log, env });
-  const server = serve(app.fetch, { port: env.PORT, hostname: env.HOST });
-  log.info("listening", { url: `http://${env.HOST}:${server.port}`, database: db.kind, version: VERSION });
-  // For a person, once: on stderr, apart from the JSON log stream on stdout.
-  if (demoBanner) process.stderr.write(demoBanner(reachableUrl(env.HOST, server.port)));
-
+  // Signals are handled from the very start, so a SIGTERM during start-up also stops cleanly.
   let stopping = false;
+  let server: RunningServer | null = null;
+  let db: Database | null = null;
   const shutdown = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     log.info("shutting down", { signal });
     const force = setTimeout(() => process.exit(1), 9_000);
-    await server.stop();
-    await db.close();
+    await server?.stop();
+    await db?.close();
     clearTimeout(force);
     log.info("stopped");
     process.exit(0);
   };
   process.on("SIGTERM", () => void shutdown("SIGTERM"));
   process.on("SIGINT", () => void shutdown("SIGINT"));
+
+  db = await openDatabase({ url: env.DATABASE_URL, dataDir: env.DATA_DIR, log });
+  await migrate(db.sql, log);
+  const demoBanner = await prepareDemo({ sql: db.sql, clock: systemClock, log }, env.DATA_DIR);
+  const app = createApp({ sql: db.sql, clock: systemClock, log, env });
+  server = serve(app.fetch, { port: env.PORT, hostname: env.HOST });
+  log.info("listening", { url: `http://${env.HOST}:${server.port}`, database: db.kind, version: VERSION });
+  // For a person, once: on stderr, apart from the JSON log stream on stdout.
+  if (demoBanner) process.stderr.write(demoBanner(reachableUrl(env.HOST, server.port)));
 }
 
 /** Writes everything before the process exits (a pipe may otherwise lose the end of the output). */
