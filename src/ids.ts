@@ -20,23 +20,33 @@ export type IdPrefix = (typeof ID_PREFIXES)[number];
 const CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 const ULID_RE = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 
-let lastTime = -1;
-const lastRandom = new Uint8Array(10);
+interface MonotonicState {
+  lastTime: number;
+  lastRandom: Uint8Array;
+}
+/** One monotonic sequence per clock, so a test clock set in the past never borrows the system clock's time. */
+const states = new WeakMap<Clock, MonotonicState>();
 
 /**
  * The one id generator: `<prefix>_<ULID>`. Monotonic inside one millisecond (the random part is
  * incremented), so ids created by this process sort in creation order.
  */
 export function newId(prefix: IdPrefix, clock: Clock = systemClock): string {
-  return `${prefix}_${ulid(clock.now().getTime())}`;
+  let state = states.get(clock);
+  if (!state) {
+    state = { lastTime: -1, lastRandom: new Uint8Array(10) };
+    states.set(clock, state);
+  }
+  return `${prefix}_${ulid(clock.now().getTime(), state)}`;
 }
 
-export function ulid(time: number): string {
-  if (time <= lastTime) {
-    time = lastTime;
-    incrementRandom();
+function ulid(time: number, state: MonotonicState): string {
+  const { lastRandom } = state;
+  if (time <= state.lastTime) {
+    time = state.lastTime;
+    incrementRandom(lastRandom);
   } else {
-    lastTime = time;
+    state.lastTime = time;
     crypto.getRandomValues(lastRandom);
   }
   let out = "";
@@ -60,7 +70,7 @@ export function ulid(time: number): string {
   return out;
 }
 
-function incrementRandom() {
+function incrementRandom(lastRandom: Uint8Array) {
   for (let i = lastRandom.length - 1; i >= 0; i--) {
     if (lastRandom[i] === 255) {
       lastRandom[i] = 0;
