@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import type { Context } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { Logger } from "./log.ts";
@@ -108,6 +108,19 @@ export function onError(log: Logger) {
     return errorResponse(c, new ApiError("internal_error", "An internal error occurred."));
   };
 }
+
+/**
+ * Hono hands only Error instances to onError; any other thrown value (a string, a plain object) would
+ * escape to the runtime, which answers with its own page. Mounted right after the request context, this
+ * turns such a value into an Error, so onError answers it like any bug: logged, 500 `internal_error`.
+ */
+export const thrownValuesAsErrors: MiddlewareHandler = async (_c, next) => {
+  try {
+    await next();
+  } catch (err) {
+    throw err instanceof Error ? err : new Error(`non-Error value thrown: ${String(err)}`);
+  }
+};
 
 function defaultMessage(code: ErrorCode): string {
   return code === "internal_error" ? "An internal error occurred." : code.replaceAll("_", " ");
