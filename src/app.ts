@@ -1,8 +1,8 @@
 import type { Hook } from "@hono/zod-openapi";
 import { OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv, Deps } from "./deps.ts";
-import { ApiError, describeIssues, errorResponse, onError } from "./errors.ts";
-import { BODY_LIMIT, DOCUMENT_BODY_LIMIT, jsonBody } from "./http/body.ts";
+import { ApiError, describeIssues, errorResponse, onError, thrownValuesAsErrors } from "./errors.ts";
+import { bodyLimit, jsonBody } from "./http/body.ts";
 import { requestContext } from "./http/requestId.ts";
 import { registerDocs } from "./routes/docs.ts";
 import { routes } from "./routes/index.ts";
@@ -23,12 +23,8 @@ export const defaultHook: Hook<unknown, AppEnv, string, unknown> = (result, c) =
 export function createApp(deps: Deps) {
   const app = new OpenAPIHono<AppEnv>({ defaultHook });
   app.use("*", requestContext(deps));
-  app.use(
-    "/api/*",
-    jsonBody((path) =>
-      /\/knowledge-bases\/[^/]+\/documents$/.test(path) ? DOCUMENT_BODY_LIMIT : BODY_LIMIT,
-    ),
-  );
+  app.use("*", thrownValuesAsErrors);
+  app.use("/api/*", jsonBody(bodyLimit));
   for (const register of routes) register(app, deps);
   registerDocs(app);
   app.notFound((c) => errorResponse(c, new ApiError("not_found", `No route ${c.req.method} ${c.req.path}.`)));

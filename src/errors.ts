@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import type { Context } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { Logger } from "./log.ts";
@@ -109,6 +109,19 @@ export function onError(log: Logger) {
   };
 }
 
+/**
+ * Hono hands only Error instances to onError; any other thrown value (a string, a plain object) would
+ * escape to the runtime, which answers with its own page. Mounted right after the request context, this
+ * turns such a value into an Error, so onError answers it like any bug: logged, 500 `internal_error`.
+ */
+export const thrownValuesAsErrors: MiddlewareHandler = async (_c, next) => {
+  try {
+    await next();
+  } catch (err) {
+    throw err instanceof Error ? err : new Error(`non-Error value thrown: ${String(err)}`);
+  }
+};
+
 function defaultMessage(code: ErrorCode): string {
   return code === "internal_error" ? "An internal error occurred." : code.replaceAll("_", " ");
 }
@@ -126,7 +139,28 @@ export function describeIssues(issues: readonly z.core.$ZodIssue[]): { message: 
   return { message: path ? `${path}: ${first.message}` : first.message, ...(path ? { param: path } : {}) };
 }
 
-/** Error responses for OpenAPI, keyed by status, all sharing the one envelope. */
+/** A typical message per code, for the examples of the OpenAPI document. */
+const exampleMessages: Partial<Record<ErrorCode, [message: string, param?: string]>> = {
+  invalid_request: ["agentId: Invalid input: expected string, received number", "agentId"],
+  invalid_query: ["limit must be an integer between 1 and 100", "limit"],
+  invalid_cursor: ["starting_after does not belong to this list.", "starting_after"],
+  invalid_captcha: ["The bot check failed; reload the page and try again."],
+  invalid_key: ["Provide a valid secret key as `Authorization: Bearer <key>`."],
+  invalid_session_token: ["The session token is wrong, expired or already used."],
+  missing_scope: ["This key lacks the scope `calls:read`."],
+  agent_not_allowed: ["This key is restricted to other agents.", "agentId"],
+  test_mode_not_supported: ["Scheduled tasks have no test mode; use a live key."],
+  not_found: ["No such object.", "id"],
+  idempotency_key_reused: ["This Idempotency-Key was used with a different body."],
+  payload_too_large: ["The body must not exceed 65536 bytes."],
+  unsupported_media_type: ["Send the body as JSON with `Content-Type: application/json`."],
+  rate_limited: ["Too many web calls from this address; retry later."],
+  internal_error: ["An internal error occurred."],
+};
+
+const EXAMPLE_REQUEST_ID = "req_01JD8Y3M6W9Q2T4V5X7Z8A9B0C";
+
+/** Error responses for OpenAPI, keyed by status, all sharing the one envelope, with an example per code. */
 export function errorResponses(...codes: ErrorCode[]) {
   const byStatus = new Map<number, ErrorCode[]>();
   for (const code of codes) {
@@ -135,12 +169,25 @@ export function errorResponses(...codes: ErrorCode[]) {
   }
   const out: Record<
     number,
-    { description: string; content: { "application/json": { schema: typeof ErrorBodySchema } } }
+    {
+      description: string;
+      content: {
+        "application/json": {
+          schema: typeof ErrorBodySchema;
+          examples: Record<string, { summary: string; value: ErrorBody }>;
+        };
+      };
+    }
   > = {};
   for (const [status, list] of byStatus) {
+    const examples: Record<string, { summary: string; value: ErrorBody }> = {};
+    for (const code of list) {
+      const [message, param] = exampleMessages[code] ?? [defaultMessage(code)];
+      examples[code] = { summary: code, value: errorBody(EXAMPLE_REQUEST_ID, code, message, param) };
+    }
     out[status] = {
       description: list.map((c) => `\`${c}\``).join(", "),
-      content: { "application/json": { schema: ErrorBodySchema } },
+      content: { "application/json": { schema: ErrorBodySchema, examples } },
     };
   }
   return out;

@@ -5,13 +5,20 @@ import { ApiError } from "../errors.ts";
 export const BODY_LIMIT = 64 * 1024;
 export const DOCUMENT_BODY_LIMIT = 1024 * 1024;
 
+/** The body limit of a path: 1 MiB for knowledge-base documents, 64 KiB everywhere else. */
+export function bodyLimit(path: string): number {
+  return /\/knowledge-bases\/[^/]+\/documents$/.test(path) ? DOCUMENT_BODY_LIMIT : BODY_LIMIT;
+}
+
 /** Content types read as JSON: application/json and the `+json` family (LiveKit sends webhook+json). */
 const JSON_TYPE = /^application\/([a-z0-9.-]+\+)?json\s*(;|$)/i;
 
 /**
  * The one gate for request bodies on write methods: 415 without a JSON content type, 413 over the
- * limit (checked on the bytes actually read, not only on Content-Length), 400 for malformed JSON.
- * The parsed body stays cached in the request for the route validators.
+ * limit (on Content-Length, and on the bytes actually read, so a chunked body is cut off at the limit
+ * instead of being buffered whole), 400 for malformed JSON.
+ * The raw bytes and the text stay cached in the request: signature checks read the exact bytes,
+ * the route validators parse the text.
  */
 export function jsonBody(limitFor: (path: string) => number): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
@@ -19,10 +26,10 @@ export function jsonBody(limitFor: (path: string) => number): MiddlewareHandler<
     if (method !== "POST" && method !== "PUT" && method !== "PATCH") return next();
     const limit = limitFor(c.req.path);
     const declared = Number(c.req.header("content-length") ?? "0");
-    if (declared > limit) throw new ApiError("payload_too_large", `The body must not exceed ${limit} bytes.`);
-    const raw = await c.req.arrayBuffer();
-    if (raw.byteLength > limit)
-      throw new ApiError("payload_too_large", `The body must not exceed ${limit} bytes.`);
+    if (declared > limit) throw tooLarge(limit);
+    const raw = await readAtMost(c.req.raw, limit);
+    const cache = c.req.bodyCache as BodyPromises;
+    cache.arrayBuffer = Promise.resolve(raw.buffer as ArrayBuffer);
     const type = c.req.header("content-type");
     if (raw.byteLength === 0 && !type) return next();
     if (!type || !JSON_TYPE.test(type)) {
@@ -32,14 +39,49 @@ export function jsonBody(limitFor: (path: string) => number): MiddlewareHandler<
       );
     }
     if (raw.byteLength === 0) return next();
-    let parsed: unknown;
+    let text: string;
     try {
-      parsed = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(raw));
+      text = new TextDecoder("utf-8", { fatal: true }).decode(raw);
+      JSON.parse(text);
     } catch {
       throw new ApiError("invalid_request", "The body is not valid JSON.");
     }
-    // Parsed once: the route validators read this cache instead of parsing again.
-    c.req.bodyCache.json = Promise.resolve(parsed);
+    cache.text = Promise.resolve(text);
     return next();
   };
+}
+
+/** Hono keeps promises in `bodyCache` at run time although its type names the resolved values. */
+interface BodyPromises {
+  arrayBuffer?: Promise<ArrayBuffer>;
+  text?: Promise<string>;
+}
+
+/** Reads the body, giving up (413) as soon as more than `limit` bytes have arrived. */
+async function readAtMost(req: Request, limit: number): Promise<Uint8Array> {
+  if (!req.body) return new Uint8Array(0);
+  const reader = req.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > limit) {
+      await reader.cancel().catch(() => {});
+      throw tooLarge(limit);
+    }
+    chunks.push(value);
+  }
+  const out = new Uint8Array(total);
+  let offset = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return out;
+}
+
+function tooLarge(limit: number): ApiError {
+  return new ApiError("payload_too_large", `The body must not exceed ${limit} bytes.`);
 }

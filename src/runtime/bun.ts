@@ -14,8 +14,11 @@ export function serve(fetch: FetchHandler, opts: { port: number; hostname: strin
   const server = Bun.serve({
     port: opts.port,
     hostname: opts.hostname,
-    // Bodies are bounded by the app (64 KiB / 1 MiB); this is only a backstop.
-    maxRequestBodySize: 2 * 1024 * 1024,
+    // The app bounds bodies itself (64 KiB / 1 MiB), on Content-Length and while reading, and answers
+    // 413 in the error envelope. A lower limit here would answer first, with an empty body.
+    maxRequestBodySize: Number.MAX_SAFE_INTEGER,
+    // Never Bun's development error page (it shows stack traces), whatever NODE_ENV says.
+    development: false,
     fetch: (req, srv) => fetch(req, { remoteAddress: srv.requestIP(req)?.address }),
   });
   return {

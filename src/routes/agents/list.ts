@@ -14,7 +14,7 @@ export function registerListAgents(app: App, deps: Deps) {
     description:
       "Lists the agents of the organization (those the key is restricted to, if any). This list keeps its own format " +
       "(`{agents: [...]}`) until it adopts the cursor convention.",
-    security: [{ secretKey: [] }],
+    security: [{ secretKey: ["agents:read"] }],
     middleware: [requireSecretKey(deps.sql, "agents:read")] as const,
     responses: {
       200: {

@@ -1,0 +1,3 @@
+/** init.js, imported as text: it is served to the browser, never run on the server. */
+declare const text: string;
+export default text;

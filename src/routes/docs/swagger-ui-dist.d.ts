@@ -1,0 +1,9 @@
+// The renderer's prebuilt files, imported as text so that `bun build --compile` embeds them.
+declare module "swagger-ui-dist/swagger-ui-bundle.js" {
+  const text: string;
+  export default text;
+}
+declare module "swagger-ui-dist/swagger-ui.css" {
+  const text: string;
+  export default text;
+}

@@ -1,0 +1,188 @@
+/**
+ * `npm test`: the whole suite twice, on PostgreSQL and on the embedded database (TEST_DATABASE=embedded),
+ * each pass writing a JUnit report to .artifacts/junit/<pass>.xml. Prints bun's own output, one
+ * `<pass>: N passed, N failed` line per pass, then `N passed, N failed` for both; exits 1 if either failed.
+ *
+ *   npm test                       both passes, every test file
+ *   npm test -- tests/http         both passes, only the files under tests/http (any `bun test` filter)
+ *   TEST_PASSES=embedded npm test  one pass only
+ *
+ * Benchmarks live in tests/bench/ as `*.bench.ts` and run through their own npm scripts: `bun test`
+ * picks up only `*.test.*`, `*_test.*`, `*.spec.*` and `*_spec.*`, so they must never be named like that
+ * (checked below).
+ */
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import postgres from "postgres";
+import { PG_ADMIN_URL } from "./helpers/db.ts";
+
+const REPORTS = ".artifacts/junit";
+const ALL_PASSES = { postgres: {}, embedded: { TEST_DATABASE: "embedded" } } as const;
+type PassName = keyof typeof ALL_PASSES;
+
+interface Counts {
+  passed: number;
+  failed: number;
+  skipped: number;
+}
+
+/**
+ * bun ignores `timeout` in bunfig.toml and defaults to 5 s for tests and hooks alike; a beforeAll that
+ * opens an embedded database on a busy machine can take longer.
+ */
+const BUN_TEST_FLAGS = ["--timeout=30000"];
+
+const TEST_FILE = /(\.|_)(test|spec)\.[cm]?[jt]sx?$/;
+
+async function main(): Promise<number> {
+  const filters = process.argv.slice(2);
+  const passes = (process.env.TEST_PASSES?.split(",") ?? Object.keys(ALL_PASSES)) as PassName[];
+  rmSync(REPORTS, { recursive: true, force: true });
+  mkdirSync(REPORTS, { recursive: true });
+
+  const misnamed = listFiles("tests/bench").filter((f) => TEST_FILE.test(f));
+  if (misnamed.length) {
+    console.error(
+      `Benchmarks must not be named like tests (bun test would run them): ${misnamed.join(", ")}`,
+    );
+    return 1;
+  }
+
+  const results: [PassName, Counts][] = [];
+  for (const pass of passes) {
+    if (!(pass in ALL_PASSES))
+      throw new Error(`unknown pass ${pass}; use ${Object.keys(ALL_PASSES).join(",")}`);
+    console.log(`\n=== ${pass}: bun test ${filters.join(" ")}`.trimEnd());
+    results.push([pass, await runPass(pass, filters)]);
+  }
+
+  console.log("");
+  const total: Counts = { passed: 0, failed: 0, skipped: 0 };
+  for (const [pass, c] of results) {
+    console.log(`${pass}: ${line(c)}`);
+    total.passed += c.passed;
+    total.failed += c.failed;
+    total.skipped += c.skipped;
+  }
+  console.log(line(total));
+  return total.failed > 0 || total.passed === 0 ? 1 : 0;
+}
+
+async function runPass(pass: PassName, filters: string[]): Promise<Counts> {
+  const report = join(REPORTS, `${pass}.xml`);
+  if (pass === "postgres") {
+    const problem = await postgresProblem();
+    if (problem) {
+      // A missing PostgreSQL fails the pass (the suite needs it), in CI and on a workstation alike.
+      const message = `PostgreSQL is required at ${PG_ADMIN_URL} (set TEST_PG_URL to use another): ${problem}`;
+      console.error(message);
+      writeFileSync(report, syntheticReport(pass, [message]));
+      return { passed: 0, failed: 1, skipped: 0 };
+    }
+  }
+  const proc = Bun.spawn(
+    [
+      process.execPath,
+      "test",
+      ...BUN_TEST_FLAGS,
+      "--reporter=junit",
+      `--reporter-outfile=${report}`,
+      ...filters,
+    ],
+    { env: { ...process.env, ...ALL_PASSES[pass] }, stdout: "pipe", stderr: "pipe" },
+  );
+  // bun prints its summary ("N fail") on stderr; keep a copy to reconcile it with the report.
+  const [, errText] = await Promise.all([tee(proc.stdout, process.stdout), tee(proc.stderr, process.stderr)]);
+  const exitCode = await proc.exited;
+  return reconcile(pass, report, exitCode, errText);
+}
+
+/**
+ * The JUnit report does not count errors outside tests (a file that fails to load, an unhandled
+ * rejection between tests), nor a crash before the report is written. Those become failed test cases
+ * of their own in the report, so everything that reads it (CI's summary) sees them.
+ */
+function reconcile(pass: PassName, report: string, exitCode: number, output: string): Counts {
+  let xml: string;
+  try {
+    xml = readFileSync(report, "utf8");
+  } catch {
+    xml = syntheticReport(pass, []);
+  }
+  const counts = countsOf(xml);
+  const consoleFailed = Number(/^\s*(\d+) fail\s*$/m.exec(output)?.[1] ?? 0);
+  const missing = Math.max(consoleFailed - counts.failed, exitCode !== 0 && counts.failed === 0 ? 1 : 0);
+  if (missing > 0) {
+    const why = `bun test exited with ${exitCode}: ${missing} failure(s) outside any test (see the output above)`;
+    xml = xml.replace(/<\/testsuites>\s*$/, `${suite(`${pass}: outside tests`, [why])}\n</testsuites>\n`);
+    if (!xml.includes(why)) xml = syntheticReport(pass, [why]);
+    writeFileSync(report, xml);
+  }
+  return countsOf(xml);
+}
+
+/** Counts of a report: every testcase, failed if it holds <failure> or <error>, skipped if <skipped>. */
+export function countsOf(xml: string): Counts {
+  const counts: Counts = { passed: 0, failed: 0, skipped: 0 };
+  for (const m of xml.matchAll(/<testcase\b[^>]*?(\/>|>([\s\S]*?)<\/testcase>)/g)) {
+    const inner = m[2] ?? "";
+    if (/<(failure|error)\b/.test(inner)) counts.failed++;
+    else if (/<skipped\b/.test(inner)) counts.skipped++;
+    else counts.passed++;
+  }
+  return counts;
+}
+
+function syntheticReport(pass: PassName, failures: string[]): string {
+  return `<?xml version="1.0" encoding="UTF-8"?>\n<testsuites name="bun test">\n${suite(pass, failures)}\n</testsuites>\n`;
+}
+
+function suite(name: string, failures: string[]): string {
+  const cases = failures
+    .map(
+      (f) =>
+        `    <testcase name="${esc(f)}" classname="${esc(name)}"><failure message="${esc(f)}" /></testcase>`,
+    )
+    .join("\n");
+  return `  <testsuite name="${esc(name)}" tests="${failures.length}" failures="${failures.length}">\n${cases}\n  </testsuite>`;
+}
+
+function esc(s: string): string {
+  return s.replace(/[<>&"]/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+async function postgresProblem(): Promise<string | null> {
+  const sql = postgres(PG_ADMIN_URL, { max: 1, connect_timeout: 5, onnotice: () => {} });
+  try {
+    await sql`select 1`;
+    return null;
+  } catch (err) {
+    return (err as Error).message;
+  } finally {
+    await sql.end({ timeout: 1 }).catch(() => {});
+  }
+}
+
+async function tee(stream: ReadableStream<Uint8Array>, out: NodeJS.WriteStream): Promise<string> {
+  const decoder = new TextDecoder();
+  let text = "";
+  for await (const chunk of stream) {
+    out.write(chunk);
+    text += decoder.decode(chunk, { stream: true });
+  }
+  return text;
+}
+
+function listFiles(dir: string): string[] {
+  try {
+    return readdirSync(dir, { recursive: true, encoding: "utf8" }).map((f) => join(dir, f));
+  } catch {
+    return [];
+  }
+}
+
+function line(c: Counts): string {
+  return `${c.passed} passed, ${c.failed} failed${c.skipped ? `, ${c.skipped} skipped` : ""}`;
+}
+
+if (import.meta.main) process.exit(await main());
