@@ -1,5 +1,15 @@
 import type { App, Deps } from "../deps.ts";
+import { registerListConvention } from "../lists/cursor.ts";
 import { registerListAgents } from "./agents/list.ts";
+import { contactRoutes } from "./contacts/index.ts";
+import { registerListEvents } from "./events/list.ts";
+import { webhookEndpointRoutes } from "./webhook-endpoints/index.ts";
 
 /** Every API route, registered in this order. Add a line per operation. */
-export const routes: ((app: App, deps: Deps) => void)[] = [registerListAgents];
+export const routes: ((app: App, deps: Deps) => void)[] = [
+  registerListConvention,
+  registerListAgents,
+  ...contactRoutes,
+  registerListEvents,
+  ...webhookEndpointRoutes,
+];
