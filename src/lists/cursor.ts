@@ -14,8 +14,9 @@ import { ID_PREFIXES, type IdPrefix, isAnyId, isId } from "../ids.ts";
  *   on an index (<scope columns>, created_at desc, id desc): page 5,000 costs what page 1 costs;
  * - a cursor outside the list (unknown, deleted, foreign, other mode, other filters, other resource
  *   type) is 400 `invalid_cursor`, never an empty page; a malformed one is 400 `invalid_query`.
- * Items created during a walk sort before its first page, so a walk returns every item that
- * existed when it began exactly once (unless deleted meanwhile).
+ * Items created during a walk get a created_at no earlier than the existing ones and a larger id, so
+ * they sort before its first page: a walk returns every item that existed when it began exactly once
+ * (unless deleted meanwhile).
  */
 
 export const LIMIT_DEFAULT = 20;

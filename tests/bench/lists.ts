@@ -7,6 +7,9 @@
  *
  * It creates and drops its own database (TEST_PG_URL, default postgres://postgres@127.0.0.1:5432).
  * Another list joins by adding one entry to LISTS: how to seed it in bulk, its route, its filters.
+ * For calls, for instance: table "calls", prefix "call", route "/api/v1/calls", mode "test", a seed
+ * `insert into calls (...) select ${idOf("call")}, $1, false, …, ${createdAt} from generate_series(1, $2::int) i`,
+ * and filters "" and `status=completed` with the where fragment the calls list passes to paginate().
  */
 import type { Fragment, Sql } from "postgres";
 import { contactsScope } from "../../src/db/contacts.ts";

@@ -86,6 +86,28 @@ describe("mode isolation", () => {
   });
 });
 
+describe("livemode query", () => {
+  test("the key's own mode is accepted, the other one is 400 invalid_query with param livemode", async () => {
+    const own = await walk(seed.testKey, "&livemode=false");
+    expect(own.map((e) => e.id)).toEqual(expectedIds((e) => e.org === seed.org.id && !e.livemode));
+    const ownLive = await walk(seed.liveKey, "&livemode=true&type=call.started");
+    expect(ownLive.map((e) => e.id)).toEqual(
+      expectedIds((e) => e.org === seed.org.id && e.livemode && e.type === "call.started"),
+    );
+    for (const [key, value] of [
+      [seed.testKey, "true"],
+      [seed.liveKey, "false"],
+      [seed.testKey, "False"],
+      [seed.testKey, "0"],
+      [seed.testKey, ""],
+    ] as const) {
+      const res = await ctx.request(`/api/v1/events?livemode=${value}`, { key });
+      expect(res.status).toBe(400);
+      expect((await res.json()).error).toMatchObject({ code: "invalid_query", param: "livemode" });
+    }
+  });
+});
+
 describe("type filter", () => {
   test("each type lists only its events, in both modes", async () => {
     for (const type of TYPES) {

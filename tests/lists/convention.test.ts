@@ -152,6 +152,9 @@ describe("OpenAPI", () => {
       ]);
       expect(params.filter((p) => p.name === "limit" || p.name === "starting_after")).toEqual([]);
     }
+    expect(doc.paths["/api/v1/events"]!.get!.parameters).toContainEqual({
+      $ref: "#/components/parameters/Livemode",
+    });
   });
 
   test("every list answers the same envelope shape, and documents invalid_query and invalid_cursor", () => {

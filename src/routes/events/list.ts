@@ -2,6 +2,7 @@ import { createRoute } from "@hono/zod-openapi";
 import { requireSecretKey } from "../../auth/secretKey.ts";
 import type { App, Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
+import { assertLivemodeMatches } from "../../lists/cursor.ts";
 import { listEvents } from "../../services/eventLog.ts";
 import { EventListQuery, EventListSchema } from "./schema.ts";
 
@@ -13,7 +14,7 @@ export function registerListEvents(app: App, deps: Deps) {
     summary: "List events",
     description:
       "Lists the events of the organization in the mode of the key (test keys see `livemode` false events only), " +
-      "newest first, with the cursor convention.",
+      "newest first, with the cursor convention. A `livemode` value other than the key's mode is 400 `invalid_query`.",
     security: [{ secretKey: [] }],
     middleware: [requireSecretKey(deps.sql, "events:read")] as const,
     request: { query: EventListQuery },
@@ -27,6 +28,8 @@ export function registerListEvents(app: App, deps: Deps) {
   });
   app.openapi(route, async (c) => {
     const auth = c.get("auth");
-    return c.json(await listEvents(deps.sql, auth, c.req.valid("query")), 200);
+    const query = c.req.valid("query");
+    assertLivemodeMatches(query.livemode, auth.livemode);
+    return c.json(await listEvents(deps.sql, auth, query), 200);
   });
 }

@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { enumFilter, listEnvelope, listQuery } from "../../lists/cursor.ts";
+import { enumFilter, listEnvelope, listQuery, livemodeParam } from "../../lists/cursor.ts";
 import { EVENT_TYPES } from "../../services/eventTypes.ts";
 
 export const EventTypeSchema = z.enum(EVENT_TYPES).openapi("EventType");
@@ -24,5 +24,6 @@ export const EventSchema = z
 export const EventListSchema = listEnvelope(EventSchema, "EventList");
 
 export const EventListQuery = listQuery({
+  livemode: livemodeParam,
   type: enumFilter(EVENT_TYPES, "Only events of this type."),
 });
