@@ -25,7 +25,7 @@ type Ctx = { sql: Sql; clock: Clock };
 export type Actor = { organizationId: string; livemode: boolean };
 
 /** E.164: a plus sign, a country code not starting with 0, 7 to 15 digits in all, nothing else. */
-const E164 = /^\+[1-9][0-9]{6,14}$/;
+export const E164 = /^\+[1-9][0-9]{6,14}$/;
 
 export const PhoneSchema = z
   .string({ error: (iss) => (iss.input === undefined ? "is required" : "must be a string") })

@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { listEnvelope, listQuery, queryValue, textFilter } from "../../lists/cursor.ts";
-import { FlatMetadataSchema } from "../../services/contacts.ts";
+import { E164, FlatMetadataSchema } from "../../services/contacts.ts";
 
 const CONTACT_ID_EXAMPLE = "ct_01JD8Y3M6W9Q2T4V5X7Z8A9B0C";
 
@@ -24,7 +24,7 @@ export const ContactListQuery = listQuery({
   phone: queryValue("a phone number in E.164 format")
     // A `+` left unencoded in a query string arrives as a space; read it as the `+` it was meant to be.
     .transform((v) => v.replace(/^ (?=[0-9])/, "+"))
-    .refine((v) => /^\+[1-9][0-9]{6,14}$/.test(v), {
+    .refine((v) => E164.test(v), {
       message: "must be a phone number in E.164 format, such as +33612345678 (encode + as %2B)",
     })
     .optional()
