@@ -1,79 +1,142 @@
 import { z } from "@hono/zod-openapi";
 import type { Fragment, Sql } from "postgres";
+import type { App } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { ID_PREFIXES, type IdPrefix, isAnyId, isId } from "../ids.ts";
 
 /**
- * The one cursor list convention (SPEC.md "List convention"): `limit` 1–100 (default 20),
- * `starting_after` = id of the last item of the previous page, answer `{data, has_more}` newest
- * first. Keyset pagination on (created_at desc, id desc): page 5,000 costs what page 1 costs.
+ * The one cursor list convention (SPEC.md "List convention", CONTRACT.md §6):
+ * - query: `limit` 1–100 (default 20), `starting_after` = id of the last item of the previous page,
+ *   plus the list's own filters; anything else is refused (400 `invalid_query` with `param`);
+ * - answer: `{data, has_more}`, newest first in the total order (created_at desc, id desc), so items
+ *   with equal timestamps are neither repeated nor skipped;
+ * - keyset pagination: a page is `where <scope> and (created_at, id) < (cursor) order by … limit n+1`
+ *   on an index (<scope columns>, created_at desc, id desc): page 5,000 costs what page 1 costs;
+ * - a cursor outside the list (unknown, deleted, foreign, other mode, other filters, other resource
+ *   type) is 400 `invalid_cursor`, never an empty page; a malformed one is 400 `invalid_query`.
+ * Items created during a walk get a created_at no earlier than the existing ones and a larger id, so
+ * they sort before its first page: a walk returns every item that existed when it began exactly once
+ * (unless deleted meanwhile).
  */
 
-const LIMIT_RE = /^[0-9]+$/;
+export const LIMIT_DEFAULT = 20;
+export const LIMIT_MAX = 100;
 
-export const limitParam = z
-  .string()
+/**
+ * One value of a query parameter. A repeated parameter reaches the validator as an array and is
+ * refused rather than guessed. Messages read after the parameter name (`limit: must be …`).
+ */
+export function queryValue(what = "a string") {
+  return z.string({ error: (iss) => (Array.isArray(iss.input) ? "must be given once" : `must be ${what}`) });
+}
+
+const LIMIT_RE = /^[0-9]{1,4}$/;
+
+export const limitParam = queryValue("an integer from 1 to 100")
   .optional()
   .transform((v, ctx) => {
-    if (v === undefined) return 20;
+    if (v === undefined) return LIMIT_DEFAULT;
     const n = LIMIT_RE.test(v) ? Number(v) : Number.NaN;
-    if (!Number.isInteger(n) || n < 1 || n > 100) {
-      ctx.addIssue({ code: "custom", message: "limit must be an integer between 1 and 100" });
+    if (!Number.isInteger(n) || n < 1 || n > LIMIT_MAX) {
+      ctx.addIssue({ code: "custom", message: `must be an integer from 1 to ${LIMIT_MAX}` });
       return z.NEVER;
     }
     return n;
   })
-  .openapi({
+  .openapi("Limit", {
     param: { name: "limit", in: "query" },
     type: "integer",
     minimum: 1,
-    maximum: 100,
-    default: 20,
-    description: "Number of items to return, 1 to 100.",
+    maximum: LIMIT_MAX,
+    default: LIMIT_DEFAULT,
+    description: `Number of items to return, 1 to ${LIMIT_MAX}. Default ${LIMIT_DEFAULT}.`,
   });
 
-export const startingAfterParam = z
-  .string()
+export const startingAfterParam = queryValue("an object id")
   .optional()
-  .refine((v) => v === undefined || isAnyId(v), { message: "starting_after must be an object id" })
-  .openapi({
+  .refine((v) => v === undefined || isAnyId(v), {
+    message: "must be the id of an object, such as ct_01JD8Y3M6W9Q2T4V5X7Z8A9B0C",
+  })
+  .openapi("StartingAfter", {
     param: { name: "starting_after", in: "query" },
-    description: "The `id` of the last item of the previous page. It must belong to the list being read.",
-    example: "call_01JD8Y3M6W9Q2T4V5X7Z8A9B0C",
+    description:
+      "The `id` of the last item of the previous page. It must belong to the list being read (same " +
+      "organization, mode and filters): otherwise 400 `invalid_cursor`. A malformed value is 400 `invalid_query`.",
+    example: "ct_01JD8Y3M6W9Q2T4V5X7Z8A9B0C",
+    pattern: "^[a-z]+_[0-9A-HJKMNP-TV-Z]{26}$",
   });
 
-/** `livemode` query value: exactly `true` or `false`. */
-export const livemodeParam = z
-  .enum(["true", "false"], { message: "livemode must be true or false" })
+/** `livemode` query value: exactly `true` or `false` (CONTRACT.md §2). */
+export const livemodeParam = queryValue("true or false")
   .optional()
+  .refine((v) => v === undefined || v === "true" || v === "false", { message: "must be true or false" })
   .transform((v) => (v === undefined ? undefined : v === "true"))
-  .openapi({
+  .openapi("Livemode", {
     param: { name: "livemode", in: "query" },
     type: "boolean",
-    description: "Must match the mode of the key: `false` for test keys, `true` for live keys.",
+    description:
+      "Must match the mode of the key: `false` for test keys, `true` for live keys; otherwise 400 `invalid_query`.",
   });
+
+/** An optional filter taking one of `values`. */
+export function enumFilter<const T extends readonly [string, ...string[]]>(values: T, description: string) {
+  return z
+    .enum(values, {
+      error: (iss) =>
+        Array.isArray(iss.input) ? "must be given once" : `must be one of ${values.join(", ")}`,
+    })
+    .optional()
+    .openapi({ description });
+}
+
+/** An optional free-text filter (exact match), at most `max` characters. */
+export function textFilter(description: string, max = 255) {
+  return queryValue(`a string of 1 to ${max} characters`)
+    .min(1, { message: "must not be empty" })
+    .max(max, { message: `must be at most ${max} characters` })
+    .optional()
+    .openapi({ description });
+}
 
 /** The query schema of a list: the convention plus the list's own filters. Unknown parameters are refused. */
 export function listQuery<T extends z.ZodRawShape>(filters: T) {
   return z.object({ limit: limitParam, starting_after: startingAfterParam, ...filters }).strict();
 }
 
-/** The envelope of a list, named once per item type in the OpenAPI document. */
+/** The envelope of a list, the same shape for every item type, named once per item type in the OpenAPI. */
 export function listEnvelope<T extends z.ZodType>(item: T, name: string) {
   return z
     .object({
       data: z.array(item).openapi({ description: "Items, newest first." }),
-      has_more: z.boolean().openapi({ description: "true when another page exists." }),
+      has_more: z
+        .boolean()
+        .openapi({ description: "true when another page exists: repeat with `starting_after` = last id." }),
     })
-    .openapi(name);
+    .openapi(name, {
+      description: "One page of a cursor-paginated list, newest first.",
+    });
 }
 
-/** 400 `invalid_query` when a `livemode` filter contradicts the key's mode (SPEC.md rule 1). */
+/**
+ * Registers `limit`, `starting_after` and `livemode` once under `components/parameters`; every list
+ * route then refers to them, so the OpenAPI shows the convention once and identically.
+ */
+export function registerListConvention(app: App): void {
+  app.openAPIRegistry.registerParameter("Limit", limitParam);
+  app.openAPIRegistry.registerParameter("StartingAfter", startingAfterParam);
+  app.openAPIRegistry.registerParameter("Livemode", livemodeParam);
+}
+
+/** 400 `invalid_query` when a `livemode` filter contradicts the key's mode (SPEC.md calls and campaigns, rule 1). */
 export function assertLivemodeMatches(requested: boolean | undefined, keyLivemode: boolean): void {
   if (requested !== undefined && requested !== keyLivemode) {
-    throw new ApiError("invalid_query", `This key only sees objects with livemode ${keyLivemode}.`, {
-      param: "livemode",
-    });
+    throw new ApiError(
+      "invalid_query",
+      `livemode: this key only sees objects with livemode ${keyLivemode}.`,
+      {
+        param: "livemode",
+      },
+    );
   }
 }
 
@@ -81,12 +144,16 @@ export interface PageRequest<Row> {
   sql: Sql;
   /** Table to read; must have `id` and `created_at` and an index on (<scope columns>, created_at desc, id desc). */
   table: string;
-  /** The whole scope of the list: organization, mode and filters. The cursor must satisfy it too. */
+  /**
+   * The whole scope of the list: organization, mode and filters, on unqualified columns of `table`.
+   * The cursor must satisfy it too.
+   */
   where: Fragment;
-  /** Id prefix of the items; a cursor of another prefix is `invalid_cursor`. */
+  /** Id prefix of the items; a well-formed cursor of another prefix is `invalid_cursor`. */
   prefix: IdPrefix;
   limit: number;
   startingAfter: string | undefined;
+  /** Columns to select (default `*`); must include what `map` reads. */
   columns?: Fragment;
   map?: (row: Row) => unknown;
 }
@@ -96,46 +163,63 @@ export interface Page<T> {
   has_more: boolean;
 }
 
+/** Marks the rows of the page in the cursor query (see pageQuery). */
+const PAGE_ROW = "__page_row";
+
 /**
- * Reads one page. The cursor row is looked up within the same scope, so an unknown, deleted,
- * foreign, other-mode or out-of-filter cursor is `invalid_cursor`, never an empty page.
- * One extra row is read to know `has_more` without a count.
+ * The one statement that reads a page, exported so benchmarks can EXPLAIN exactly what runs.
+ * With a cursor it is a single round trip: the anchor row is looked up within the same scope, and
+ * the page is read after it by a lateral keyset scan. No anchor: no row at all (→ invalid_cursor);
+ * an anchor with nothing after it: one row whose page columns are null (→ empty last page).
  */
-export async function paginate<Row extends Record<string, unknown>, T = Row>(
-  req: PageRequest<Row>,
-): Promise<Page<T>> {
+export function pageQuery<Row>(req: PageRequest<Row>): Fragment {
   const { sql, where, limit } = req;
   const table = sql(req.table);
   const columns = req.columns ?? sql`*`;
-  let rows: Row[];
-  if (req.startingAfter !== undefined) {
-    const cursor = req.startingAfter;
-    if (!isId(cursor, req.prefix)) throw invalidCursor();
-    const [anchor] = await sql<{ created_at: Date; id: string }[]>`
-      select created_at, id from ${table} where id = ${cursor} and ${where}`;
-    if (!anchor) throw invalidCursor();
-    rows = await sql<Row[]>`
-      select ${columns} from ${table}
-      where ${where} and (created_at, id) < (${anchor.created_at}, ${anchor.id})
-      order by created_at desc, id desc
-      limit ${limit + 1}`;
-  } else {
-    rows = await sql<Row[]>`
+  if (req.startingAfter === undefined) {
+    return sql`
       select ${columns} from ${table}
       where ${where}
       order by created_at desc, id desc
       limit ${limit + 1}`;
   }
-  const has_more = rows.length > limit;
-  const page = has_more ? rows.slice(0, limit) : rows;
+  return sql`
+    with anchor as (
+      select created_at, id from ${table} where id = ${req.startingAfter} and ${where}
+    )
+    select page.* from anchor
+    left join lateral (
+      select ${columns}, true as ${sql(PAGE_ROW)} from ${table}
+      where ${where} and (created_at, id) < (anchor.created_at, anchor.id)
+      order by created_at desc, id desc
+      limit ${limit + 1}
+    ) page on true`;
+}
+
+/**
+ * Reads one page. An unknown, deleted, foreign, other-mode or out-of-filter cursor is
+ * `invalid_cursor`, never an empty page. One extra row is read to know `has_more` without a count.
+ */
+export async function paginate<Row extends object, T = Row>(req: PageRequest<Row>): Promise<Page<T>> {
+  if (req.startingAfter !== undefined && !isId(req.startingAfter, req.prefix)) throw invalidCursor();
+  let rows = (await pageQuery(req)) as unknown as (Row & { [PAGE_ROW]?: boolean | null })[];
+  if (req.startingAfter !== undefined) {
+    if (rows.length === 0) throw invalidCursor();
+    rows = rows.filter((r) => r[PAGE_ROW] === true);
+    for (const r of rows) delete r[PAGE_ROW];
+  }
+  const has_more = rows.length > req.limit;
+  const page = has_more ? rows.slice(0, req.limit) : rows;
   const map = req.map ?? ((r: Row) => r as unknown as T);
   return { data: page.map((r) => map(r) as T), has_more };
 }
 
 function invalidCursor(): ApiError {
-  return new ApiError("invalid_cursor", "starting_after does not belong to this list.", {
-    param: "starting_after",
-  });
+  return new ApiError(
+    "invalid_cursor",
+    "starting_after: no item of this list has this id (unknown, deleted, or of another organization, mode, filter or resource type).",
+    { param: "starting_after" },
+  );
 }
 
 export { ID_PREFIXES };

@@ -1,6 +1,17 @@
 import type { App, Deps } from "../deps.ts";
+import { registerListConvention } from "../lists/cursor.ts";
 import { adminRoutes } from "./admin/index.ts";
 import { registerListAgents } from "./agents/list.ts";
+import { contactRoutes } from "./contacts/index.ts";
+import { registerListEvents } from "./events/list.ts";
+import { webhookEndpointRoutes } from "./webhook-endpoints/index.ts";
 
 /** Every API route, registered in this order. Add a line per operation. */
-export const routes: ((app: App, deps: Deps) => void)[] = [registerListAgents, ...adminRoutes];
+export const routes: ((app: App, deps: Deps) => void)[] = [
+  registerListConvention,
+  registerListAgents,
+  ...contactRoutes,
+  registerListEvents,
+  ...webhookEndpointRoutes,
+  ...adminRoutes,
+];

@@ -1,4 +1,4 @@
-import type { Sql } from "postgres";
+import type { Sql, TransactionSql } from "postgres";
 import type { Clock } from "../clock.ts";
 import { newId } from "../ids.ts";
 
@@ -21,7 +21,7 @@ export type EventType =
  * event exists if and only if the change does. Delivery to webhook endpoints reads the outbox.
  */
 export async function recordEvent(
-  sql: Sql,
+  sql: Sql | TransactionSql,
   clock: Clock,
   e: { organizationId: string; type: EventType; livemode: boolean; data: Record<string, unknown> },
 ): Promise<string> {

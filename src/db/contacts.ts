@@ -1,0 +1,75 @@
+import type { Fragment, Sql, TransactionSql } from "postgres";
+
+export interface ContactRow {
+  id: string;
+  organization_id: string;
+  phone: string;
+  name: string | null;
+  email: string | null;
+  /** A flat object (see FlatMetadataSchema). */
+  metadata: Record<string, string | number | boolean | null>;
+  created_at: Date;
+  updated_at: Date;
+}
+
+type Db = Sql | TransactionSql;
+
+export async function insertContact(
+  sql: Db,
+  c: Omit<ContactRow, "updated_at"> & { updated_at?: Date },
+): Promise<ContactRow> {
+  const [row] = await sql<ContactRow[]>`
+    insert into contacts (id, organization_id, phone, name, email, metadata, created_at, updated_at)
+    values (${c.id}, ${c.organization_id}, ${c.phone}, ${c.name}, ${c.email}, ${sql.json(c.metadata as never)},
+            ${c.created_at}, ${c.updated_at ?? c.created_at})
+    returning *`;
+  return row!;
+}
+
+export async function findContact(sql: Db, organizationId: string, id: string): Promise<ContactRow | null> {
+  const [row] = await sql<ContactRow[]>`
+    select * from contacts where id = ${id} and organization_id = ${organizationId}`;
+  return row ?? null;
+}
+
+/** The row, locked until the end of the transaction, so concurrent updates apply one after another. */
+export async function lockContact(
+  sql: TransactionSql,
+  organizationId: string,
+  id: string,
+): Promise<ContactRow | null> {
+  const [row] = await sql<ContactRow[]>`
+    select * from contacts where id = ${id} and organization_id = ${organizationId} for update`;
+  return row ?? null;
+}
+
+export async function updateContactRow(
+  sql: Db,
+  id: string,
+  v: Pick<ContactRow, "phone" | "name" | "email" | "metadata" | "updated_at">,
+): Promise<ContactRow> {
+  const [row] = await sql<ContactRow[]>`
+    update contacts set phone = ${v.phone}, name = ${v.name}, email = ${v.email},
+      metadata = ${sql.json(v.metadata as never)}, updated_at = ${v.updated_at}
+    where id = ${id}
+    returning *`;
+  return row!;
+}
+
+/** Removes the contact; false when there was none (already deleted, or never of this organization). */
+export async function deleteContactRow(sql: Db, organizationId: string, id: string): Promise<boolean> {
+  const rows =
+    await sql`delete from contacts where id = ${id} and organization_id = ${organizationId} returning id`;
+  return rows.length === 1;
+}
+
+/** The scope of a contacts list; each shape has its index (sql/0002_contacts.sql). */
+export function contactsScope(
+  sql: Sql,
+  organizationId: string,
+  filters: { phone?: string | undefined; email?: string | undefined },
+): Fragment {
+  return sql`organization_id = ${organizationId}
+    ${filters.phone !== undefined ? sql`and phone = ${filters.phone}` : sql``}
+    ${filters.email !== undefined ? sql`and lower(email) = lower(${filters.email})` : sql``}`;
+}

@@ -1,0 +1,35 @@
+import type { Fragment, Sql } from "postgres";
+
+export interface WebhookEndpointRow {
+  id: string;
+  organization_id: string;
+  url: string;
+  /** null: every event type. */
+  events: string[] | null;
+  secret: string;
+  created_at: Date;
+}
+
+export async function insertWebhookEndpoint(sql: Sql, e: WebhookEndpointRow): Promise<WebhookEndpointRow> {
+  const [row] = await sql<WebhookEndpointRow[]>`
+    insert into webhook_endpoints (id, organization_id, url, events, secret, created_at)
+    values (${e.id}, ${e.organization_id}, ${e.url}, ${e.events}, ${e.secret}, ${e.created_at})
+    returning *`;
+  return row!;
+}
+
+export async function deleteWebhookEndpointRow(
+  sql: Sql,
+  organizationId: string,
+  id: string,
+): Promise<boolean> {
+  const rows = await sql`
+    delete from webhook_endpoints where id = ${id} and organization_id = ${organizationId} returning id`;
+  return rows.length === 1;
+}
+
+/** Listing never selects the secret. */
+export const webhookEndpointListColumns = (sql: Sql): Fragment => sql`id, url, events, created_at`;
+
+export const webhookEndpointsScope = (sql: Sql, organizationId: string): Fragment =>
+  sql`organization_id = ${organizationId}`;

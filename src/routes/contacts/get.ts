@@ -1,0 +1,26 @@
+import { createRoute } from "@hono/zod-openapi";
+import { requireSecretKey } from "../../auth/secretKey.ts";
+import type { App, Deps } from "../../deps.ts";
+import { errorResponses } from "../../errors.ts";
+import { getContact } from "../../services/contacts.ts";
+import { ContactIdParams, ContactSchema } from "./schema.ts";
+
+export function registerGetContact(app: App, deps: Deps) {
+  const route = createRoute({
+    method: "get",
+    path: "/api/v1/contacts/{id}",
+    tags: ["Contacts"],
+    summary: "Retrieve a contact",
+    security: [{ secretKey: [] }],
+    middleware: [requireSecretKey(deps.sql, "contacts:read")] as const,
+    request: { params: ContactIdParams },
+    responses: {
+      200: { description: "The contact.", content: { "application/json": { schema: ContactSchema } } },
+      ...errorResponses("invalid_key", "missing_scope", "not_found"),
+    },
+  });
+  app.openapi(route, async (c) => {
+    const auth = c.get("auth");
+    return c.json(await getContact(deps, auth.organizationId, c.req.valid("param").id), 200);
+  });
+}

@@ -1,0 +1,31 @@
+import { createRoute } from "@hono/zod-openapi";
+import { requireSecretKey } from "../../auth/secretKey.ts";
+import type { App, Deps } from "../../deps.ts";
+import { errorResponses } from "../../errors.ts";
+import { listContacts } from "../../services/contacts.ts";
+import { ContactListQuery, ContactListSchema } from "./schema.ts";
+
+export function registerListContacts(app: App, deps: Deps) {
+  const route = createRoute({
+    method: "get",
+    path: "/api/v1/contacts",
+    tags: ["Contacts"],
+    summary: "List contacts",
+    description:
+      "Lists the contacts of the organization (the same in both modes), newest first, with the cursor convention.",
+    security: [{ secretKey: [] }],
+    middleware: [requireSecretKey(deps.sql, "contacts:read")] as const,
+    request: { query: ContactListQuery },
+    responses: {
+      200: {
+        description: "One page of contacts.",
+        content: { "application/json": { schema: ContactListSchema } },
+      },
+      ...errorResponses("invalid_query", "invalid_cursor", "invalid_key", "missing_scope"),
+    },
+  });
+  app.openapi(route, async (c) => {
+    const auth = c.get("auth");
+    return c.json(await listContacts(deps, auth.organizationId, c.req.valid("query")), 200);
+  });
+}

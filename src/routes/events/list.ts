@@ -1,0 +1,35 @@
+import { createRoute } from "@hono/zod-openapi";
+import { requireSecretKey } from "../../auth/secretKey.ts";
+import type { App, Deps } from "../../deps.ts";
+import { errorResponses } from "../../errors.ts";
+import { assertLivemodeMatches } from "../../lists/cursor.ts";
+import { listEvents } from "../../services/eventLog.ts";
+import { EventListQuery, EventListSchema } from "./schema.ts";
+
+export function registerListEvents(app: App, deps: Deps) {
+  const route = createRoute({
+    method: "get",
+    path: "/api/v1/events",
+    tags: ["Events"],
+    summary: "List events",
+    description:
+      "Lists the events of the organization in the mode of the key (test keys see `livemode` false events only), " +
+      "newest first, with the cursor convention. A `livemode` value other than the key's mode is 400 `invalid_query`.",
+    security: [{ secretKey: [] }],
+    middleware: [requireSecretKey(deps.sql, "events:read")] as const,
+    request: { query: EventListQuery },
+    responses: {
+      200: {
+        description: "One page of events.",
+        content: { "application/json": { schema: EventListSchema } },
+      },
+      ...errorResponses("invalid_query", "invalid_cursor", "invalid_key", "missing_scope"),
+    },
+  });
+  app.openapi(route, async (c) => {
+    const auth = c.get("auth");
+    const query = c.req.valid("query");
+    assertLivemodeMatches(query.livemode, auth.livemode);
+    return c.json(await listEvents(deps.sql, auth, query), 200);
+  });
+}

@@ -1,0 +1,43 @@
+import { createRoute } from "@hono/zod-openapi";
+import { requireSecretKey } from "../../auth/secretKey.ts";
+import type { App, Deps } from "../../deps.ts";
+import { errorResponses } from "../../errors.ts";
+import { createWebhookEndpoint, WebhookEndpointInputSchema } from "../../services/webhookEndpoints.ts";
+import { CreatedWebhookEndpointSchema } from "./schema.ts";
+
+export function registerCreateWebhookEndpoint(app: App, deps: Deps) {
+  const route = createRoute({
+    method: "post",
+    path: "/api/v1/webhook-endpoints",
+    tags: ["Webhook endpoints"],
+    summary: "Create a webhook endpoint",
+    description:
+      "Adds an endpoint that receives the organization's events (both modes; filter on `livemode`). The answer " +
+      "carries the signing secret, shown this once.",
+    security: [{ secretKey: [] }],
+    middleware: [requireSecretKey(deps.sql, "webhooks:write")] as const,
+    request: {
+      body: { required: true, content: { "application/json": { schema: WebhookEndpointInputSchema } } },
+    },
+    responses: {
+      201: {
+        description: "The endpoint, with its secret.",
+        content: { "application/json": { schema: CreatedWebhookEndpointSchema } },
+      },
+      ...errorResponses(
+        "invalid_request",
+        "invalid_key",
+        "missing_scope",
+        "payload_too_large",
+        "unsupported_media_type",
+      ),
+    },
+  });
+  app.openapi(route, async (c) => {
+    const auth = c.get("auth");
+    const endpoint = await createWebhookEndpoint(deps, auth.organizationId, c.req.valid("json"), {
+      allowPrivateUrls: deps.env.WEBHOOK_ALLOW_PRIVATE_URLS,
+    });
+    return c.json(endpoint, 201);
+  });
+}

@@ -1,0 +1,30 @@
+import { createRoute } from "@hono/zod-openapi";
+import { requireSecretKey } from "../../auth/secretKey.ts";
+import type { App, Deps } from "../../deps.ts";
+import { errorResponses } from "../../errors.ts";
+import { deleteWebhookEndpoint } from "../../services/webhookEndpoints.ts";
+import { DeletedWebhookEndpointSchema, WebhookEndpointIdParams } from "./schema.ts";
+
+export function registerDeleteWebhookEndpoint(app: App, deps: Deps) {
+  const route = createRoute({
+    method: "delete",
+    path: "/api/v1/webhook-endpoints/{id}",
+    tags: ["Webhook endpoints"],
+    summary: "Delete a webhook endpoint",
+    description: "Removes the endpoint: no event is sent to it any more.",
+    security: [{ secretKey: [] }],
+    middleware: [requireSecretKey(deps.sql, "webhooks:write")] as const,
+    request: { params: WebhookEndpointIdParams },
+    responses: {
+      200: {
+        description: "The endpoint was deleted.",
+        content: { "application/json": { schema: DeletedWebhookEndpointSchema } },
+      },
+      ...errorResponses("invalid_key", "missing_scope", "not_found"),
+    },
+  });
+  app.openapi(route, async (c) => {
+    const auth = c.get("auth");
+    return c.json(await deleteWebhookEndpoint(deps, auth.organizationId, c.req.valid("param").id), 200);
+  });
+}

@@ -1,0 +1,32 @@
+import { createRoute } from "@hono/zod-openapi";
+import { requireSecretKey } from "../../auth/secretKey.ts";
+import type { App, Deps } from "../../deps.ts";
+import { errorResponses } from "../../errors.ts";
+import { listWebhookEndpoints } from "../../services/webhookEndpoints.ts";
+import { WebhookEndpointListQuery, WebhookEndpointListSchema } from "./schema.ts";
+
+export function registerListWebhookEndpoints(app: App, deps: Deps) {
+  const route = createRoute({
+    method: "get",
+    path: "/api/v1/webhook-endpoints",
+    tags: ["Webhook endpoints"],
+    summary: "List webhook endpoints",
+    description:
+      "Lists the organization's webhook endpoints (the same for live and test keys), newest first, with the " +
+      "cursor convention. Secrets are never listed.",
+    security: [{ secretKey: [] }],
+    middleware: [requireSecretKey(deps.sql, "webhooks:read")] as const,
+    request: { query: WebhookEndpointListQuery },
+    responses: {
+      200: {
+        description: "One page of webhook endpoints.",
+        content: { "application/json": { schema: WebhookEndpointListSchema } },
+      },
+      ...errorResponses("invalid_query", "invalid_cursor", "invalid_key", "missing_scope"),
+    },
+  });
+  app.openapi(route, async (c) => {
+    const auth = c.get("auth");
+    return c.json(await listWebhookEndpoints(deps, auth.organizationId, c.req.valid("query")), 200);
+  });
+}
