@@ -71,3 +71,14 @@ export function assertAgentAllowed(auth: SecretKeyAuth, agentId: string, param =
     throw new ApiError("agent_not_allowed", "This key is restricted to other agents.", { param });
   }
 }
+
+/**
+ * The one way a route declares its secret key: the OpenAPI security requirement names the scope
+ * that the middleware enforces, so the document and the check cannot drift apart.
+ */
+export function secretKeyAuth(sql: Sql, scope: Scope) {
+  return {
+    security: [{ secretKey: [scope] }],
+    middleware: [requireSecretKey(sql, scope)] as [MiddlewareHandler<AppEnv>],
+  };
+}

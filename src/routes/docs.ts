@@ -11,9 +11,10 @@ import { type DocsAsset, docsAssets } from "./docs/assets.ts";
  * API reference rendered in the browser from files this server serves itself.
  *
  * How an operation documents what it needs:
- * - `security: [{ secretKey: ["calls:read"] }]`: a secret key with that one scope. OpenAPI 3.1 lets the
- *   array of a non-OAuth scheme name the roles an operation requires; the scope listed there must be
- *   the scope given to `requireSecretKey` (tests/http/security.test.ts proves both agree, route by route).
+ * - `...secretKeyAuth(deps.sql, "calls:read")`: a secret key with that one scope. It writes both the
+ *   security requirement `[{ secretKey: ["calls:read"] }]` (OpenAPI 3.1 lets the array of a non-OAuth
+ *   scheme name the roles an operation requires) and the middleware that enforces that same scope
+ *   (tests/http/security.test.ts proves both agree, route by route).
  * - `...errorResponses(code, …)`: every error the operation can answer, with an example per code.
  *   Operations with a JSON body also list `invalid_request`, `payload_too_large` and
  *   `unsupported_media_type` (tests/http/openapi.test.ts checks this).

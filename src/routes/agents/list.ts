@@ -1,5 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { requireSecretKey } from "../../auth/secretKey.ts";
+import { secretKeyAuth } from "../../auth/secretKey.ts";
 import { listAgents } from "../../db/agents.ts";
 import type { App, Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
@@ -14,8 +14,7 @@ export function registerListAgents(app: App, deps: Deps) {
     description:
       "Lists the agents of the organization (those the key is restricted to, if any). This list keeps its own format " +
       "(`{agents: [...]}`) until it adopts the cursor convention.",
-    security: [{ secretKey: ["agents:read"] }],
-    middleware: [requireSecretKey(deps.sql, "agents:read")] as const,
+    ...secretKeyAuth(deps.sql, "agents:read"),
     responses: {
       200: {
         description: "The agents, newest first.",

@@ -1,5 +1,5 @@
 import { createRoute } from "@hono/zod-openapi";
-import { requireSecretKey } from "../../auth/secretKey.ts";
+import { secretKeyAuth } from "../../auth/secretKey.ts";
 import type { App, Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
 import { ContactInputSchema, createContact } from "../../services/contacts.ts";
@@ -14,8 +14,7 @@ export function registerCreateContact(app: App, deps: Deps) {
     description:
       "Creates a contact of the organization and emits `contact.created`. Contacts are real data in both modes: " +
       "with a test key the contact really is created, and the event carries `livemode` false.",
-    security: [{ secretKey: [] }],
-    middleware: [requireSecretKey(deps.sql, "contacts:write")] as const,
+    ...secretKeyAuth(deps.sql, "contacts:write"),
     request: {
       body: { required: true, content: { "application/json": { schema: ContactInputSchema } } },
     },

@@ -1,5 +1,5 @@
 import { createRoute } from "@hono/zod-openapi";
-import { requireSecretKey } from "../../auth/secretKey.ts";
+import { secretKeyAuth } from "../../auth/secretKey.ts";
 import type { App, Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
 import { deleteContact } from "../../services/contacts.ts";
@@ -14,8 +14,7 @@ export function registerDeleteContact(app: App, deps: Deps) {
     description:
       "Deletes the contact for good and emits `contact.deleted` with data `{id, deleted: true}`. Its id then " +
       "answers 404 and is refused as a cursor (`invalid_cursor`).",
-    security: [{ secretKey: [] }],
-    middleware: [requireSecretKey(deps.sql, "contacts:write")] as const,
+    ...secretKeyAuth(deps.sql, "contacts:write"),
     request: { params: ContactIdParams },
     responses: {
       200: {

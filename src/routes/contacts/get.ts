@@ -1,5 +1,5 @@
 import { createRoute } from "@hono/zod-openapi";
-import { requireSecretKey } from "../../auth/secretKey.ts";
+import { secretKeyAuth } from "../../auth/secretKey.ts";
 import type { App, Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
 import { getContact } from "../../services/contacts.ts";
@@ -11,8 +11,7 @@ export function registerGetContact(app: App, deps: Deps) {
     path: "/api/v1/contacts/{id}",
     tags: ["Contacts"],
     summary: "Retrieve a contact",
-    security: [{ secretKey: [] }],
-    middleware: [requireSecretKey(deps.sql, "contacts:read")] as const,
+    ...secretKeyAuth(deps.sql, "contacts:read"),
     request: { params: ContactIdParams },
     responses: {
       200: { description: "The contact.", content: { "application/json": { schema: ContactSchema } } },

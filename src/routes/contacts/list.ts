@@ -1,5 +1,5 @@
 import { createRoute } from "@hono/zod-openapi";
-import { requireSecretKey } from "../../auth/secretKey.ts";
+import { secretKeyAuth } from "../../auth/secretKey.ts";
 import type { App, Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
 import { listContacts } from "../../services/contacts.ts";
@@ -13,8 +13,7 @@ export function registerListContacts(app: App, deps: Deps) {
     summary: "List contacts",
     description:
       "Lists the contacts of the organization (the same in both modes), newest first, with the cursor convention.",
-    security: [{ secretKey: [] }],
-    middleware: [requireSecretKey(deps.sql, "contacts:read")] as const,
+    ...secretKeyAuth(deps.sql, "contacts:read"),
     request: { query: ContactListQuery },
     responses: {
       200: {

@@ -1,5 +1,5 @@
 import { createRoute } from "@hono/zod-openapi";
-import { requireSecretKey } from "../../auth/secretKey.ts";
+import { secretKeyAuth } from "../../auth/secretKey.ts";
 import type { App, Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
 import { ContactPatchSchema, updateContact } from "../../services/contacts.ts";
@@ -14,8 +14,7 @@ export function registerUpdateContact(app: App, deps: Deps) {
     description:
       "Changes the fields sent; `null` clears `name` or `email` and empties `metadata` (which is replaced as a " +
       "whole when sent). Emits `contact.updated` when something changed, with `livemode` of the key.",
-    security: [{ secretKey: [] }],
-    middleware: [requireSecretKey(deps.sql, "contacts:write")] as const,
+    ...secretKeyAuth(deps.sql, "contacts:write"),
     request: {
       params: ContactIdParams,
       body: { required: true, content: { "application/json": { schema: ContactPatchSchema } } },

@@ -1,5 +1,5 @@
 import { createRoute } from "@hono/zod-openapi";
-import { requireSecretKey } from "../../auth/secretKey.ts";
+import { secretKeyAuth } from "../../auth/secretKey.ts";
 import type { App, Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
 import { assertLivemodeMatches } from "../../lists/cursor.ts";
@@ -15,8 +15,7 @@ export function registerListEvents(app: App, deps: Deps) {
     description:
       "Lists the events of the organization in the mode of the key (test keys see `livemode` false events only), " +
       "newest first, with the cursor convention. A `livemode` value other than the key's mode is 400 `invalid_query`.",
-    security: [{ secretKey: [] }],
-    middleware: [requireSecretKey(deps.sql, "events:read")] as const,
+    ...secretKeyAuth(deps.sql, "events:read"),
     request: { query: EventListQuery },
     responses: {
       200: {

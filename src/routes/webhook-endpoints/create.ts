@@ -1,5 +1,5 @@
 import { createRoute } from "@hono/zod-openapi";
-import { requireSecretKey } from "../../auth/secretKey.ts";
+import { secretKeyAuth } from "../../auth/secretKey.ts";
 import type { App, Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
 import { createWebhookEndpoint, WebhookEndpointInputSchema } from "../../services/webhookEndpoints.ts";
@@ -14,8 +14,7 @@ export function registerCreateWebhookEndpoint(app: App, deps: Deps) {
     description:
       "Adds an endpoint that receives the organization's events (both modes; filter on `livemode`). The answer " +
       "carries the signing secret, shown this once.",
-    security: [{ secretKey: [] }],
-    middleware: [requireSecretKey(deps.sql, "webhooks:write")] as const,
+    ...secretKeyAuth(deps.sql, "webhooks:write"),
     request: {
       body: { required: true, content: { "application/json": { schema: WebhookEndpointInputSchema } } },
     },

@@ -1,5 +1,5 @@
 import { createRoute } from "@hono/zod-openapi";
-import { requireSecretKey } from "../../auth/secretKey.ts";
+import { secretKeyAuth } from "../../auth/secretKey.ts";
 import type { App, Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
 import { deleteWebhookEndpoint } from "../../services/webhookEndpoints.ts";
@@ -12,8 +12,7 @@ export function registerDeleteWebhookEndpoint(app: App, deps: Deps) {
     tags: ["Webhook endpoints"],
     summary: "Delete a webhook endpoint",
     description: "Removes the endpoint: no event is sent to it any more.",
-    security: [{ secretKey: [] }],
-    middleware: [requireSecretKey(deps.sql, "webhooks:write")] as const,
+    ...secretKeyAuth(deps.sql, "webhooks:write"),
     request: { params: WebhookEndpointIdParams },
     responses: {
       200: {

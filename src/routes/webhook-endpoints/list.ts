@@ -1,5 +1,5 @@
 import { createRoute } from "@hono/zod-openapi";
-import { requireSecretKey } from "../../auth/secretKey.ts";
+import { secretKeyAuth } from "../../auth/secretKey.ts";
 import type { App, Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
 import { listWebhookEndpoints } from "../../services/webhookEndpoints.ts";
@@ -14,8 +14,7 @@ export function registerListWebhookEndpoints(app: App, deps: Deps) {
     description:
       "Lists the organization's webhook endpoints (the same for live and test keys), newest first, with the " +
       "cursor convention. Secrets are never listed.",
-    security: [{ secretKey: [] }],
-    middleware: [requireSecretKey(deps.sql, "webhooks:read")] as const,
+    ...secretKeyAuth(deps.sql, "webhooks:read"),
     request: { query: WebhookEndpointListQuery },
     responses: {
       200: {
