@@ -31,6 +31,9 @@ async function main(argv: string[]) {
     process.exit(2);
   }
 
+  if (!env.RECAPTCHA_SECRET) {
+    log.warn("RECAPTCHA_SECRET is not set: web calls with a publishable key are refused (invalid_captcha)");
+  }
   const db = await openDatabase({ url: env.DATABASE_URL, dataDir: env.DATA_DIR, log });
   await migrate(db.sql, log);
   const app = createApp({ sql: db.sql, clock: systemClock, log, env });
