@@ -27,6 +27,11 @@ export function clientServerUrl(url: string): string {
   return url.replace(/^http(s?):\/\//i, (_, s: string) => (s ? "wss://" : "ws://"));
 }
 
+/** LiveKit's name for an agent (CONTRACT.md §8): its `livekitAgentName`, or else its id. */
+export function liveKitAgentName(agent: { id: string; livekit_agent_name: string | null }): string {
+  return agent.livekit_agent_name || agent.id;
+}
+
 /** The visitor's access token never outlives this (CONTRACT.md §4: at most 10 minutes). */
 export const PARTICIPANT_TOKEN_TTL_SECONDS = 600;
 /** Seconds a room waits for its first participant before LiveKit closes it. */

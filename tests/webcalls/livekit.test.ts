@@ -7,6 +7,7 @@ import {
   createLiveKit,
   LiveKit,
   LiveKitError,
+  liveKitAgentName,
   liveKitConfig,
   PARTICIPANT_TOKEN_TTL_SECONDS,
 } from "../../src/livekit/client.ts";
@@ -39,6 +40,11 @@ describe("configuration", () => {
         parseEnv({ LIVEKIT_URL: "https://lk.example.com", LIVEKIT_API_KEY: "k", LIVEKIT_API_SECRET: "s" }),
       ),
     ).toEqual({ url: "https://lk.example.com", apiKey: "k", apiSecret: "s" });
+  });
+
+  test("the agent is dispatched by its livekitAgentName, or by its id", () => {
+    expect(liveKitAgentName({ id: "agt_1", livekit_agent_name: "reception" })).toBe("reception");
+    expect(liveKitAgentName({ id: "agt_1", livekit_agent_name: null })).toBe("agt_1");
   });
 
   test("the client URL is LIVEKIT_URL with http → ws and https → wss", () => {
