@@ -59,7 +59,7 @@ export function registerCreateWebCallSession(app: App, deps: Deps) {
       "scope `webcalls:write`; a key restricted to certain agents can mint only for them. A live key needs " +
       "an active paid plan; a test key needs none and mints a token with `livemode` false, whose call is " +
       "simulated. Plan minutes are checked when the token is used, not here.",
-    security: [{ secretKey: [] }],
+    security: [{ secretKey: ["webcalls:write"] }],
     middleware: [requireSecretKey(deps.sql, "webcalls:write")] as const,
     request: {
       headers: IdempotencyHeaders,
