@@ -56,6 +56,9 @@ async function main(argv: string[]) {
     process.exit(2);
   }
 
+  if (!env.RECAPTCHA_SECRET) {
+    log.warn("RECAPTCHA_SECRET is not set: web calls with a publishable key are refused (invalid_captcha)");
+  }
   // Signals are handled from the very start, so a SIGTERM during start-up also stops cleanly.
   let stopping = false;
   let server: RunningServer | null = null;

@@ -4,6 +4,7 @@ import { adminRoutes } from "./admin/index.ts";
 import { registerListAgents } from "./agents/list.ts";
 import { contactRoutes } from "./contacts/index.ts";
 import { registerListEvents } from "./events/list.ts";
+import { registerCreateWebCallSession } from "./web-call-sessions/create.ts";
 import { webhookEndpointRoutes } from "./webhook-endpoints/index.ts";
 
 /** Every API route, registered in this order. Add a line per operation. */
@@ -13,5 +14,6 @@ export const routes: ((app: App, deps: Deps) => void)[] = [
   ...contactRoutes,
   registerListEvents,
   ...webhookEndpointRoutes,
+  registerCreateWebCallSession,
   ...adminRoutes,
 ];

@@ -1,0 +1,170 @@
+import type { Sql, TransactionSql } from "postgres";
+import type { Clock } from "../clock.ts";
+import { ApiError } from "../errors.ts";
+
+/**
+ * Web-call minutes (CONTRACT.md §4, §8): a publishable key's monthly cap and an organization's plan
+ * minutes, both counted per calendar month in UTC. A call reserves the whole minutes of its
+ * `maxSeconds` when it starts; when it ends, `ceil(actual / 60)` (at least 1) stays counted and the
+ * rest is returned. Usage rows are locked while a reservation is decided, so parallel calls can
+ * never reserve beyond a cap.
+ */
+
+/** The longest web call, whatever remains. */
+export const MAX_CALL_SECONDS = 600;
+
+type Db = Sql | TransactionSql;
+
+/** First day of the calendar month (UTC) of `at`, as `YYYY-MM-01`. */
+export function monthOf(at: Date): string {
+  return `${at.getUTCFullYear()}-${String(at.getUTCMonth() + 1).padStart(2, "0")}-01`;
+}
+
+/** Whole seconds from `at` until the next calendar month (UTC) begins: the Retry-After of `minute_cap_reached`. */
+export function secondsUntilNextMonth(at: Date): number {
+  const next = Date.UTC(at.getUTCFullYear(), at.getUTCMonth() + 1, 1);
+  return Math.max(1, Math.ceil((next - at.getTime()) / 1000));
+}
+
+export interface ReserveInput {
+  callId: string;
+  organizationId: string;
+  /** Live calls reserve plan minutes; simulated (test) calls reserve nothing. */
+  livemode: boolean;
+  /** Calls started with a publishable key also reserve on the key's monthly cap. */
+  publishableKeyId?: string | null;
+}
+
+export interface Reservation {
+  maxSeconds: number;
+  reservedMinutes: number;
+}
+
+/**
+ * Decides `maxSeconds` and reserves its minutes, inside the caller's transaction (the one that
+ * creates the call), so a refusal or a rollback reserves nothing. Checks in the order of §4: plan
+ * minutes (403 `plan_minutes_exhausted`) before the key's cap (429 `minute_cap_reached`, Retry-After
+ * until the next month). Locks are always taken plan row first, then key row, so no two
+ * reservations can deadlock.
+ */
+export async function reserveMinutes(tx: Db, clock: Clock, input: ReserveInput): Promise<Reservation> {
+  if (!input.livemode) return { maxSeconds: MAX_CALL_SECONDS, reservedMinutes: 0 };
+  const now = clock.now();
+  const month = monthOf(now);
+  let maxSeconds = MAX_CALL_SECONDS;
+
+  const [org] = await tx<{ plan_minutes: number }[]>`
+    select plan_minutes from organizations where id = ${input.organizationId}`;
+  const planUsed = await lockUsage(tx, "plan", input.organizationId, month);
+  const planRemaining = (org?.plan_minutes ?? 0) - planUsed;
+  if (planRemaining <= 0) {
+    throw new ApiError(
+      "plan_minutes_exhausted",
+      "The organization's plan minutes for this month are used up.",
+    );
+  }
+  maxSeconds = Math.min(maxSeconds, planRemaining * 60);
+
+  if (input.publishableKeyId) {
+    const [key] = await tx<{ monthly_minute_cap: number }[]>`
+      select monthly_minute_cap from publishable_keys where id = ${input.publishableKeyId}`;
+    const keyUsed = await lockUsage(tx, "key", input.publishableKeyId, month);
+    const keyRemaining = (key?.monthly_minute_cap ?? 0) - keyUsed;
+    if (keyRemaining <= 0) {
+      throw new ApiError("minute_cap_reached", "The monthly minute cap of this key is used up.", {
+        headers: { "Retry-After": String(secondsUntilNextMonth(now)) },
+      });
+    }
+    maxSeconds = Math.min(maxSeconds, keyRemaining * 60);
+  }
+
+  const reservedMinutes = Math.ceil(maxSeconds / 60);
+  await tx`
+    update minute_usage set used_minutes = used_minutes + ${reservedMinutes}
+    where month = ${month} and ((kind = 'plan' and subject_id = ${input.organizationId})
+      ${input.publishableKeyId ? tx`or (kind = 'key' and subject_id = ${input.publishableKeyId})` : tx``})`;
+  await tx`
+    insert into minute_reservations
+      (call_id, organization_id, publishable_key_id, plan_charged, month, reserved_minutes, max_seconds, created_at)
+    values (${input.callId}, ${input.organizationId}, ${input.publishableKeyId ?? null}, true, ${month},
+            ${reservedMinutes}, ${maxSeconds}, ${now})`;
+  return { maxSeconds, reservedMinutes };
+}
+
+/** Creates the month's usage row if needed and locks it until the transaction ends; returns minutes used. */
+async function lockUsage(tx: Db, kind: "plan" | "key", subjectId: string, month: string): Promise<number> {
+  const [row] = await tx<{ used_minutes: number }[]>`
+    insert into minute_usage (kind, subject_id, month, used_minutes) values (${kind}, ${subjectId}, ${month}, 0)
+    on conflict (kind, subject_id, month) do update set used_minutes = minute_usage.used_minutes
+    returning used_minutes`;
+  return row!.used_minutes;
+}
+
+export interface Settlement {
+  keptMinutes: number;
+  returnedMinutes: number;
+}
+
+/**
+ * Ends a reservation: `ceil(actualSeconds / 60)` minutes, at least 1 and at most what was reserved,
+ * stay counted (in the month the call started); the rest goes back. `actualSeconds` null means the
+ * call never started (it failed while starting), and everything goes back. Idempotent: only the first
+ * settlement of a call changes anything; later ones, or a call without a reservation, return null.
+ */
+export async function settleMinutes(
+  sql: Sql,
+  clock: Clock,
+  callId: string,
+  actualSeconds: number | null,
+): Promise<Settlement | null> {
+  return (await sql.begin(async (tx) => {
+    const [r] = await tx<
+      {
+        organization_id: string;
+        publishable_key_id: string | null;
+        plan_charged: boolean;
+        month: string;
+        reserved_minutes: number;
+      }[]
+    >`
+      select organization_id, publishable_key_id, plan_charged, to_char(month, 'YYYY-MM-DD') as month,
+             reserved_minutes
+      from minute_reservations where call_id = ${callId} and settled_at is null
+      for update`;
+    if (!r) return null;
+    const used = actualSeconds === null ? 0 : Math.max(1, Math.ceil(Math.max(0, actualSeconds) / 60));
+    const kept = Math.min(r.reserved_minutes, used);
+    const returned = r.reserved_minutes - kept;
+    await tx`
+      update minute_reservations set kept_minutes = ${kept}, settled_at = ${clock.now()}
+      where call_id = ${callId}`;
+    if (returned > 0) {
+      // Plan row first, then key row: the same lock order as reserveMinutes.
+      if (r.plan_charged) await giveBack(tx, "plan", r.organization_id, r.month, returned);
+      if (r.publishable_key_id) await giveBack(tx, "key", r.publishable_key_id, r.month, returned);
+    }
+    return { keptMinutes: kept, returnedMinutes: returned };
+  })) as Settlement | null;
+}
+
+async function giveBack(tx: Db, kind: "plan" | "key", subjectId: string, month: string, minutes: number) {
+  await tx`
+    update minute_usage set used_minutes = greatest(0, used_minutes - ${minutes})
+    where kind = ${kind} and subject_id = ${subjectId} and month = ${month}`;
+}
+
+/** Minutes counted this month (reservations of running calls included), for checks and operators. */
+export async function usedMinutes(
+  sql: Db,
+  clock: Clock,
+  subject: { organizationId: string } | { publishableKeyId: string },
+): Promise<number> {
+  const [kind, id] =
+    "organizationId" in subject
+      ? (["plan", subject.organizationId] as const)
+      : (["key", subject.publishableKeyId] as const);
+  const [row] = await sql<{ used_minutes: number }[]>`
+    select used_minutes from minute_usage
+    where kind = ${kind} and subject_id = ${id} and month = ${monthOf(clock.now())}`;
+  return row?.used_minutes ?? 0;
+}

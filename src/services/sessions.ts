@@ -1,0 +1,464 @@
+import { z } from "@hono/zod-openapi";
+import type { Sql, TransactionSql } from "postgres";
+import { generateKey, KEY_PREFIXES, keyKind, sha256 } from "../auth/keys.ts";
+import type { SecretKeyAuth } from "../auth/secretKey.ts";
+import { assertAgentAllowed } from "../auth/secretKey.ts";
+import type { Clock } from "../clock.ts";
+import type { AgentRow } from "../db/agents.ts";
+import { ApiError } from "../errors.ts";
+import { isId } from "../ids.ts";
+
+/**
+ * Session tokens (SPEC.md "Session token", CONTRACT.md §5): minted with a secret key, single use,
+ * valid five minutes, stored only as SHA-256 hashes. Redeeming one is an atomic claim, so of any
+ * number of parallel redeemers exactly one wins.
+ */
+
+export const SESSION_TOKEN_TTL_MS = 5 * 60 * 1000;
+export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
+
+/** Queries run either on the pool or inside `sql.begin(...)`. */
+export type Db = Sql | TransactionSql;
+
+// ---------------------------------------------------------------------------------------------
+// Variables: a flat object kept with the token and handed to the call, never to the browser.
+
+export const MAX_VARIABLES = 50;
+export const MAX_VARIABLE_KEY_LENGTH = 64;
+export const MAX_VARIABLE_STRING_LENGTH = 1000;
+
+export type FlatValue = string | number | boolean | null;
+export type FlatVariables = Record<string, FlatValue>;
+
+/** A flat object: ≤ 50 keys of 1–64 characters; values string (≤ 1,000 characters), number, boolean or null. */
+export const VariablesSchema = z
+  .record(z.string(), z.unknown())
+  .superRefine((vars, ctx) => {
+    const keys = Object.keys(vars);
+    if (keys.length > MAX_VARIABLES) {
+      ctx.addIssue({ code: "custom", message: `at most ${MAX_VARIABLES} variables are allowed`, path: [] });
+      return;
+    }
+    for (const key of keys) {
+      if (key.length === 0 || key.length > MAX_VARIABLE_KEY_LENGTH) {
+        ctx.addIssue({
+          code: "custom",
+          message: `variable names must have 1 to ${MAX_VARIABLE_KEY_LENGTH} characters`,
+          path: key ? [key] : [],
+        });
+        return;
+      }
+      const value = vars[key];
+      const flat =
+        value === null ||
+        typeof value === "boolean" ||
+        (typeof value === "number" && Number.isFinite(value)) ||
+        (typeof value === "string" && value.length <= MAX_VARIABLE_STRING_LENGTH);
+      if (!flat) {
+        ctx.addIssue({
+          code: "custom",
+          message:
+            typeof value === "string"
+              ? `must not exceed ${MAX_VARIABLE_STRING_LENGTH} characters`
+              : "must be a string, number, boolean or null (variables are flat)",
+          path: [key],
+        });
+        return;
+      }
+    }
+  })
+  .openapi({
+    description:
+      "Flat values kept with the call and passed to the agent; never sent to the browser. At most 50 keys " +
+      "of at most 64 characters; values are strings (at most 1,000 characters), numbers, booleans or null.",
+    example: { customerName: "Ada", orderId: 1042, vip: true },
+  });
+
+// ---------------------------------------------------------------------------------------------
+// Idempotency-Key
+
+/** 1–255 printable ASCII characters (CONTRACT.md §8). */
+export const IDEMPOTENCY_KEY_PATTERN = /^[\x20-\x7E]{1,255}$/;
+
+// ---------------------------------------------------------------------------------------------
+// Server secret
+
+const secretCache = new WeakMap<object, Map<string, Promise<Uint8Array>>>();
+
+/**
+ * A random 256-bit secret generated once per database and shared by every process using it.
+ * The first process to ask creates it; the others read the same row.
+ */
+export async function serverSecret(sql: Sql, name: string): Promise<Uint8Array> {
+  let byName = secretCache.get(sql);
+  if (!byName) {
+    byName = new Map();
+    secretCache.set(sql, byName);
+  }
+  let pending = byName.get(name);
+  if (!pending) {
+    pending = (async () => {
+      const fresh = crypto.getRandomValues(new Uint8Array(32));
+      await sql`insert into server_secrets (name, secret) values (${name}, ${fresh}) on conflict (name) do nothing`;
+      const [row] = await sql<
+        { secret: Uint8Array }[]
+      >`select secret from server_secrets where name = ${name}`;
+      return new Uint8Array(row!.secret);
+    })();
+    pending.catch(() => byName?.delete(name));
+    byName.set(name, pending);
+  }
+  return pending;
+}
+
+const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+/** 32 bytes as exactly 43 base62 characters (62^43 > 2^256), the shape of every key's secret part. */
+function base62Of32Bytes(bytes: Uint8Array): string {
+  let n = 0n;
+  for (const b of bytes) n = (n << 8n) | BigInt(b);
+  let out = "";
+  for (let i = 0; i < 43; i++) {
+    out = BASE62[Number(n % 62n)] + out;
+    n /= 62n;
+  }
+  return out;
+}
+
+/**
+ * The token of an idempotent mint, derived rather than stored: HMAC-SHA256 under the server secret
+ * of the scope (organization, mode), the Idempotency-Key and the record's random salt. The salt makes
+ * a key reused after its 24 hours yield a new token.
+ */
+async function deriveSessionToken(
+  secret: Uint8Array,
+  scope: { organizationId: string; livemode: boolean; idempotencyKey: string; salt: string },
+): Promise<string> {
+  const key = await crypto.subtle.importKey(
+    "raw",
+    secret as Uint8Array<ArrayBuffer>,
+    { name: "HMAC", hash: "SHA-256" },
+    false,
+    ["sign"],
+  );
+  const message = JSON.stringify([
+    "session_token",
+    scope.organizationId,
+    scope.livemode ? "live" : "test",
+    scope.idempotencyKey,
+    scope.salt,
+  ]);
+  const mac = new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(message)));
+  return `${KEY_PREFIXES.sessionToken}${base62Of32Bytes(mac)}`;
+}
+
+/** SHA-256 of a canonical JSON of the request, to tell a replay from a different request with the same key. */
+async function requestFingerprint(agentId: string, variables: FlatVariables): Promise<Uint8Array> {
+  const sorted = Object.fromEntries(
+    Object.keys(variables)
+      .sort()
+      .map((k) => [k, variables[k]]),
+  );
+  return sha256(JSON.stringify({ agentId, variables: sorted }));
+}
+
+function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((v, i) => v === b[i]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Minting
+
+export interface MintInput {
+  agentId: string;
+  variables?: FlatVariables | undefined;
+  idempotencyKey?: string | undefined;
+}
+
+export interface MintedSessionToken {
+  token: string;
+  expiresAt: string;
+  livemode: boolean;
+  /** True when this answer replays an earlier request with the same Idempotency-Key. */
+  replayed: boolean;
+}
+
+/**
+ * Mints a session token for `auth` (CONTRACT.md §5). Order: agent exists in the organization (404)
+ * → the key may use it (403 agent_not_allowed) → Idempotency-Key replay or conflict (409) → paid plan
+ * for a live key (403 plan_required) → mint. Plan minutes are checked when the token is used.
+ *
+ * With an Idempotency-Key everything happens in one transaction that first claims the key's record:
+ * concurrent requests with the same key wait on that row and then replay the winner's answer; a
+ * refused request rolls back, so only successful answers are kept.
+ */
+export async function mintSessionToken(
+  deps: { sql: Sql; clock: Clock },
+  auth: SecretKeyAuth,
+  input: MintInput,
+): Promise<MintedSessionToken> {
+  const { sql, clock } = deps;
+  const variables = input.variables ?? {};
+  const agent = isId(input.agentId, "agt")
+    ? (
+        await sql<{ id: string }[]>`
+          select id from agents where id = ${input.agentId} and organization_id = ${auth.organizationId}`
+      )[0]
+    : undefined;
+  if (!agent) throw new ApiError("not_found", "No such agent in this organization.", { param: "agentId" });
+  assertAgentAllowed(auth, agent.id);
+
+  if (input.idempotencyKey === undefined) {
+    assertPlanForMint(auth);
+    const { key, hash } = await generateKey("sessionToken");
+    const now = clock.now();
+    const expiresAt = new Date(now.getTime() + SESSION_TOKEN_TTL_MS);
+    await insertSessionToken(sql, { hash, auth, agentId: agent.id, variables, expiresAt, now });
+    await pruneSessionData(sql, clock);
+    return { token: key, expiresAt: expiresAt.toISOString(), livemode: auth.livemode, replayed: false };
+  }
+
+  const idempotencyKey = input.idempotencyKey;
+  const secret = await serverSecret(sql, "session_tokens");
+  const fingerprint = await requestFingerprint(agent.id, variables);
+  const salt = Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) =>
+    b.toString(16).padStart(2, "0"),
+  ).join("");
+  const scope = { organizationId: auth.organizationId, livemode: auth.livemode, idempotencyKey };
+  const fresh = await deriveSessionToken(secret, { ...scope, salt });
+  const freshHash = await sha256(fresh);
+
+  const result = await sql.begin(async (tx) => {
+    const now = clock.now();
+    const staleBefore = new Date(now.getTime() - IDEMPOTENCY_TTL_MS);
+    // Claims the key: inserts a record, or takes over one older than 24 hours. A concurrent request
+    // with the same key blocks here until the first commits (then sees its record) or rolls back.
+    const [claimed] = await tx<{ salt: string }[]>`
+      insert into session_idempotency_keys
+        (organization_id, livemode, idempotency_key, request_hash, salt, token_hash, created_at)
+      values (${auth.organizationId}, ${auth.livemode}, ${idempotencyKey}, ${fingerprint}, ${salt},
+              ${freshHash}, ${now})
+      on conflict (organization_id, livemode, idempotency_key) do update set
+        request_hash = excluded.request_hash, salt = excluded.salt, token_hash = excluded.token_hash,
+        created_at = excluded.created_at
+      where session_idempotency_keys.created_at <= ${staleBefore}
+      returning salt`;
+    if (claimed) {
+      assertPlanForMint(auth);
+      const expiresAt = new Date(now.getTime() + SESSION_TOKEN_TTL_MS);
+      await insertSessionToken(tx, { hash: freshHash, auth, agentId: agent.id, variables, expiresAt, now });
+      return { token: fresh, expiresAt, replayed: false };
+    }
+    const [prior] = await tx<{ request_hash: Uint8Array; salt: string; expires_at: Date }[]>`
+      select i.request_hash, i.salt, t.expires_at
+      from session_idempotency_keys i join session_tokens t on t.token_hash = i.token_hash
+      where i.organization_id = ${auth.organizationId} and i.livemode = ${auth.livemode}
+        and i.idempotency_key = ${idempotencyKey}`;
+    if (!prior) throw new Error("idempotency record without its session token");
+    if (!bytesEqual(new Uint8Array(prior.request_hash), fingerprint)) {
+      throw new ApiError(
+        "idempotency_key_reused",
+        "This Idempotency-Key was already used with a different request body.",
+      );
+    }
+    const token = await deriveSessionToken(secret, { ...scope, salt: prior.salt });
+    return { token, expiresAt: prior.expires_at, replayed: true };
+  });
+  if (!result.replayed) await pruneSessionData(sql, clock);
+  return {
+    token: result.token,
+    expiresAt: result.expiresAt.toISOString(),
+    livemode: auth.livemode,
+    replayed: result.replayed,
+  };
+}
+
+function assertPlanForMint(auth: SecretKeyAuth) {
+  if (auth.livemode && !auth.paidPlan) {
+    throw new ApiError(
+      "plan_required",
+      "Minting session tokens with a live key requires an active paid plan. Test keys need none.",
+    );
+  }
+}
+
+async function insertSessionToken(
+  sql: Db,
+  t: {
+    hash: Uint8Array;
+    auth: SecretKeyAuth;
+    agentId: string;
+    variables: FlatVariables;
+    expiresAt: Date;
+    now: Date;
+  },
+) {
+  await sql`
+    insert into session_tokens
+      (token_hash, organization_id, livemode, secret_key_id, agent_id, variables, expires_at, created_at)
+    values (${t.hash}, ${t.auth.organizationId}, ${t.auth.livemode}, ${t.auth.keyId}, ${t.agentId},
+            ${sql.json(t.variables)}, ${t.expiresAt}, ${t.now})`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Redemption
+
+/** A valid session token, as redemption sees it. */
+export interface SessionTokenRecord {
+  tokenHash: Uint8Array;
+  organizationId: string;
+  livemode: boolean;
+  secretKeyId: string;
+  agentId: string;
+  variables: FlatVariables;
+  expiresAt: Date;
+}
+
+interface TokenRow {
+  token_hash: Uint8Array;
+  organization_id: string;
+  livemode: boolean;
+  secret_key_id: string;
+  agent_id: string;
+  variables: FlatVariables;
+  expires_at: Date;
+}
+
+function record(row: TokenRow): SessionTokenRecord {
+  return {
+    tokenHash: new Uint8Array(row.token_hash),
+    organizationId: row.organization_id,
+    livemode: row.livemode,
+    secretKeyId: row.secret_key_id,
+    agentId: row.agent_id,
+    variables: row.variables ?? {},
+    expiresAt: row.expires_at,
+  };
+}
+
+/** The hash to look a presented token up by, or null when it is not even shaped like a session token. */
+async function presentedHash(token: unknown): Promise<Uint8Array | null> {
+  if (typeof token !== "string" || keyKind(token) !== "sessionToken") return null;
+  return sha256(token);
+}
+
+/**
+ * Reads a token without spending it: valid means known, unspent, unexpired and minted by a key that
+ * is not revoked. Null otherwise (the caller answers 401 `invalid_session_token`).
+ */
+export async function findSessionToken(
+  sql: Db,
+  token: unknown,
+  clock: Clock,
+): Promise<SessionTokenRecord | null> {
+  const hash = await presentedHash(token);
+  if (!hash) return null;
+  const [row] = await sql<TokenRow[]>`
+    select t.token_hash, t.organization_id, t.livemode, t.secret_key_id, t.agent_id, t.variables, t.expires_at
+    from session_tokens t join secret_keys k on k.id = t.secret_key_id
+    where t.token_hash = ${hash} and t.spent_at is null and t.expires_at > ${clock.now()}
+      and k.revoked_at is null`;
+  return row ? record(row) : null;
+}
+
+/**
+ * Atomically claims a valid token: one UPDATE that only matches an unspent, unexpired token of a
+ * non-revoked key, so of any number of concurrent redeemers exactly one gets the record and the others
+ * get null. Run it inside the transaction that also reserves minutes and creates the call: rolling
+ * that transaction back (a refusal) leaves the token valid; committing it spends the token, and a
+ * failure after the commit (starting the call) leaves it spent.
+ */
+export async function redeemSessionToken(
+  tx: Db,
+  token: unknown,
+  clock: Clock,
+  opts: { callId?: string } = {},
+): Promise<SessionTokenRecord | null> {
+  const hash = await presentedHash(token);
+  if (!hash) return null;
+  const [row] = await tx<TokenRow[]>`
+    update session_tokens t set spent_at = ${clock.now()}, call_id = ${opts.callId ?? null}
+    from secret_keys k
+    where t.token_hash = ${hash} and t.spent_at is null and t.expires_at > ${clock.now()}
+      and k.id = t.secret_key_id and k.revoked_at is null
+    returning t.token_hash, t.organization_id, t.livemode, t.secret_key_id, t.agent_id, t.variables, t.expires_at`;
+  return row ? record(row) : null;
+}
+
+export function invalidSessionToken(): ApiError {
+  return new ApiError("invalid_session_token", "The session token is wrong, expired or already used.");
+}
+
+/**
+ * The session form of a web call up to the point of starting it, in one transaction:
+ * claim the token (401 if not valid) → `prepare(tx, session)` runs the remaining checks in the order
+ * of CONTRACT.md §4 (paid plan, agent, plan minutes) and reserves minutes and creates the call with
+ * `tx`. A refusal thrown by `prepare` rolls everything back, so the token stays valid; on return the
+ * token is spent. Start the call (LiveKit) after this resolves: a failure there keeps it spent.
+ *
+ * `prepare` must use `tx` only: the embedded database has a single connection, taken by this transaction.
+ */
+export async function withRedeemedSessionToken<T>(
+  sql: Sql,
+  token: unknown,
+  clock: Clock,
+  prepare: (tx: TransactionSql, session: SessionTokenRecord) => Promise<T>,
+  opts: { callId?: string } = {},
+): Promise<{ session: SessionTokenRecord; prepared: T }> {
+  return sql.begin(async (tx) => {
+    const session = await redeemSessionToken(tx, token, clock, opts);
+    if (!session) throw invalidSessionToken();
+    const prepared = await prepare(tx, session);
+    return { session, prepared };
+  }) as Promise<{ session: SessionTokenRecord; prepared: T }>;
+}
+
+/**
+ * The agent of a web call, or 503 `agent_unavailable`: unknown, inactive, or (for a live call) no media
+ * server configured.
+ */
+export async function assertAgentAvailable(
+  sql: Db,
+  organizationId: string,
+  agentId: string,
+  opts: { livemode: boolean; mediaServerConfigured: boolean },
+): Promise<AgentRow> {
+  const [agent] = await sql<AgentRow[]>`
+    select * from agents where id = ${agentId} and organization_id = ${organizationId}`;
+  if (!agent?.active || (opts.livemode && !opts.mediaServerConfigured)) {
+    throw new ApiError("agent_unavailable", "The agent is not available right now.");
+  }
+  return agent;
+}
+
+/** 403 `plan_required` unless the organization has an active paid plan (read now, not from the key). */
+export async function assertPaidPlan(sql: Db, organizationId: string): Promise<void> {
+  const [org] = await sql<{ paid_plan: boolean }[]>`
+    select paid_plan from organizations where id = ${organizationId}`;
+  if (!org?.paid_plan) throw new ApiError("plan_required", "The organization has no active paid plan.");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Housekeeping
+
+const lastPrune = new WeakMap<object, number>();
+const PRUNE_EVERY_MS = 10 * 60 * 1000;
+
+/**
+ * Removes idempotency records past their 24 hours and session tokens past expiry by more than that
+ * (a replay may still need a token row until its record expires). Runs at most every ten minutes per
+ * process and never fails the request that triggered it.
+ */
+export async function pruneSessionData(sql: Sql, clock: Clock, force = false): Promise<void> {
+  const now = clock.now().getTime();
+  if (!force && now - (lastPrune.get(sql) ?? 0) < PRUNE_EVERY_MS) return;
+  lastPrune.set(sql, now);
+  const staleRecords = new Date(now - IDEMPOTENCY_TTL_MS);
+  const staleTokens = new Date(now - IDEMPOTENCY_TTL_MS - SESSION_TOKEN_TTL_MS);
+  try {
+    await sql`delete from session_idempotency_keys where created_at <= ${staleRecords}`;
+    await sql`delete from session_tokens where expires_at <= ${staleTokens}`;
+  } catch {
+    // Housekeeping only: the next mint tries again.
+  }
+}

@@ -1,0 +1,25 @@
+import type { TestContext } from "../helpers/app.ts";
+
+export const TOKEN_RE = /^inf_wcs_[0-9A-Za-z]{43}$/;
+
+/** POST /api/v1/web-call-sessions as a client would. */
+export function mint(
+  ctx: TestContext,
+  key: string | undefined,
+  json: unknown,
+  headers: Record<string, string> = {},
+): Promise<Response> {
+  return ctx.request("/api/v1/web-call-sessions", { method: "POST", ...(key ? { key } : {}), json, headers });
+}
+
+export async function errorOf(res: Response): Promise<{ status: number; code: string; param?: string }> {
+  const body = (await res.json()) as { error: { code: string; param?: string } };
+  return {
+    status: res.status,
+    code: body.error.code,
+    ...(body.error.param ? { param: body.error.param } : {}),
+  };
+}
+
+/** Creating an embedded database takes seconds on a busy machine: more than the default hook timeout. */
+export const SETUP_TIMEOUT_MS = 60_000;

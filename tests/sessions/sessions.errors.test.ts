@@ -1,0 +1,159 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createAgent, createSecretKey, revokeSecretKey } from "../../src/services/tenancy.ts";
+import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
+import { errorOf, mint, SETUP_TIMEOUT_MS } from "./helpers.ts";
+
+let ctx: TestContext;
+let seed: Awaited<ReturnType<typeof seedOrganization>>;
+let other: Awaited<ReturnType<typeof seedOrganization>>;
+
+beforeAll(async () => {
+  ctx = await createTestContext();
+  seed = await seedOrganization(ctx);
+  other = await seedOrganization(ctx);
+}, SETUP_TIMEOUT_MS);
+afterAll(() => ctx.close());
+
+async function rowCount(): Promise<number> {
+  const [row] = await ctx.db.sql<{ n: number }[]>`select count(*)::int as n from session_tokens`;
+  return row!.n;
+}
+
+describe("POST /api/v1/web-call-sessions: authentication and permissions", () => {
+  test("missing, garbage, publishable and revoked keys are 401 invalid_key", async () => {
+    const c = { sql: ctx.deps.sql, clock: ctx.deps.clock };
+    const revoked = await createSecretKey(c, seed.org.id, { mode: "live", scopes: ["*"] });
+    await revokeSecretKey(c, revoked.id);
+    for (const key of [
+      undefined,
+      "garbage",
+      seed.publishable.key,
+      revoked.key,
+      `inf_live_${"A".repeat(43)}`,
+    ]) {
+      const res = await mint(ctx, key, { agentId: seed.agent.id });
+      const err = await errorOf(res);
+      expect(err).toEqual({ status: 401, code: "invalid_key" });
+    }
+  });
+
+  test("a key without webcalls:write is 403 missing_scope", async () => {
+    const k = await createSecretKey({ sql: ctx.deps.sql, clock: ctx.deps.clock }, seed.org.id, {
+      mode: "live",
+      scopes: ["calls:read", "calls:write"],
+    });
+    expect(await errorOf(await mint(ctx, k.key, { agentId: seed.agent.id }))).toEqual({
+      status: 403,
+      code: "missing_scope",
+    });
+  });
+
+  test("an unknown, malformed or foreign agent is 404 not_found with param agentId", async () => {
+    for (const agentId of [`agt_${"0".repeat(26)}`, "agt_nope", "", "x".repeat(300), other.agent.id]) {
+      expect(await errorOf(await mint(ctx, seed.liveKey, { agentId }))).toEqual({
+        status: 404,
+        code: "not_found",
+        param: "agentId",
+      });
+    }
+  });
+
+  test("a key restricted to other agents is 403 agent_not_allowed; an allowed agent mints", async () => {
+    const c = { sql: ctx.deps.sql, clock: ctx.deps.clock };
+    const second = await createAgent(c, seed.org.id, { name: "Sales" });
+    const k = await createSecretKey(c, seed.org.id, {
+      mode: "test",
+      scopes: ["webcalls:write"],
+      agentIds: [second.id],
+    });
+    expect(await errorOf(await mint(ctx, k.key, { agentId: seed.agent.id }))).toEqual({
+      status: 403,
+      code: "agent_not_allowed",
+      param: "agentId",
+    });
+    expect((await mint(ctx, k.key, { agentId: second.id })).status).toBe(201);
+  });
+
+  test("a live key without an active paid plan is 403 plan_required and stores nothing; its test key mints", async () => {
+    const s = await seedOrganization(ctx, { paidPlan: false });
+    const before = await rowCount();
+    expect(await errorOf(await mint(ctx, s.liveKey, { agentId: s.agent.id }))).toEqual({
+      status: 403,
+      code: "plan_required",
+    });
+    expect(await rowCount()).toBe(before);
+    expect((await mint(ctx, s.testKey, { agentId: s.agent.id })).status).toBe(201);
+  });
+
+  test("the agent is checked before the plan: a foreign agent is 404 even without a paid plan", async () => {
+    const s = await seedOrganization(ctx, { paidPlan: false });
+    expect((await errorOf(await mint(ctx, s.liveKey, { agentId: other.agent.id }))).code).toBe("not_found");
+  });
+});
+
+describe("POST /api/v1/web-call-sessions: body validation", () => {
+  const cases: [string, unknown, string | undefined][] = [
+    ["missing agentId", {}, "agentId"],
+    ["agentId not a string", { agentId: 42 }, "agentId"],
+    ["agentId null", { agentId: null }, "agentId"],
+    ["an unknown field", { agentId: "agt_x", extra: 1 }, "extra"],
+    ["variables an array", { agentId: "agt_x", variables: [1, 2] }, "variables"],
+    ["variables a string", { agentId: "agt_x", variables: "a=b" }, "variables"],
+    ["variables null", { agentId: "agt_x", variables: null }, "variables"],
+    ["a nested object value", { agentId: "agt_x", variables: { a: { b: 1 } } }, "variables.a"],
+    ["an array value", { agentId: "agt_x", variables: { list: [1] } }, "variables.list"],
+    [
+      "a string over 1,000 characters",
+      { agentId: "agt_x", variables: { s: "x".repeat(1001) } },
+      "variables.s",
+    ],
+    [
+      "a name over 64 characters",
+      { agentId: "agt_x", variables: { ["n".repeat(65)]: 1 } },
+      `variables.${"n".repeat(65)}`,
+    ],
+    ["an empty name", { agentId: "agt_x", variables: { "": 1 } }, "variables"],
+    [
+      "51 variables",
+      { agentId: "agt_x", variables: Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`k${i}`, i])) },
+      "variables",
+    ],
+    ["a JSON array body", [], undefined],
+    ["a JSON string body", "agt_x", undefined],
+  ];
+  for (const [name, body, param] of cases) {
+    test(`${name} is 400 invalid_request${param ? ` with param ${param}` : ""}`, async () => {
+      const before = await rowCount();
+      const err = await errorOf(await mint(ctx, seed.liveKey, body));
+      expect(err.status).toBe(400);
+      expect(err.code).toBe("invalid_request");
+      if (param !== undefined) expect(err.param).toBe(param);
+      expect(await rowCount()).toBe(before);
+    });
+  }
+
+  test("a body that is not JSON is 400 invalid_request; no Content-Type is 415; no body is 400", async () => {
+    const bad = await ctx.request("/api/v1/web-call-sessions", {
+      method: "POST",
+      key: seed.liveKey,
+      headers: { "content-type": "application/json" },
+      body: "{agentId:",
+    });
+    expect(await errorOf(bad)).toEqual({ status: 400, code: "invalid_request" });
+    const untyped = await ctx.request("/api/v1/web-call-sessions", {
+      method: "POST",
+      key: seed.liveKey,
+      body: JSON.stringify({ agentId: seed.agent.id }),
+    });
+    expect(await errorOf(untyped)).toEqual({ status: 415, code: "unsupported_media_type" });
+    const empty = await ctx.request("/api/v1/web-call-sessions", { method: "POST", key: seed.liveKey });
+    expect((await errorOf(empty)).code).toBe("invalid_request");
+  });
+
+  test("every error carries the request id of its X-Request-Id header", async () => {
+    const res = await mint(ctx, seed.liveKey, { agentId: 1 });
+    const body = await res.json();
+    expect(body.error.requestId).toBe(res.headers.get("x-request-id"));
+    expect(body.error.message).toContain("agentId");
+  });
+});
