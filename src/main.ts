@@ -1,4 +1,5 @@
 import { createApp } from "./app.ts";
+import { listenForKeyChanges } from "./auth/keyCache.ts";
 import { type AdminResult, adminFailure, executeAdmin, parseAdmin } from "./cli/admin.ts";
 import { systemClock } from "./clock.ts";
 import { type Database, openDatabase } from "./db/connection.ts";
@@ -79,6 +80,8 @@ async function main(argv: string[]) {
 
   db = await openDatabase({ url: env.DATABASE_URL, dataDir: env.DATA_DIR, log });
   await migrate(db.sql, log);
+  // Other processes on the same PostgreSQL may revoke keys: hear it, so cached keys are evicted.
+  if (db.kind === "postgres") await listenForKeyChanges(db.sql);
   const demoBanner = await prepareDemo({ sql: db.sql, clock: systemClock, log }, env.DATA_DIR);
   const app = createApp({ sql: db.sql, clock: systemClock, log, env });
   server = serve(app.fetch, { port: env.PORT, hostname: env.HOST });

@@ -2,6 +2,7 @@ import type { MiddlewareHandler } from "hono";
 import type { Sql } from "postgres";
 import type { AppEnv } from "../deps.ts";
 import { ApiError } from "../errors.ts";
+import { keyCacheFor } from "./keyCache.ts";
 import { keyKind, sha256, timingSafeEqual } from "./keys.ts";
 import { hasScope, type Scope } from "./scopes.ts";
 
@@ -36,12 +37,17 @@ export async function resolveSecretKey(sql: Sql, header: string | undefined): Pr
   const kind = keyKind(presented);
   if (kind !== "live" && kind !== "test") return null;
   const hash = await sha256(presented);
+  const cache = keyCacheFor(sql);
+  const hashHex = toHex(hash);
+  const cached = cache.get(hashHex);
+  if (cached) return cached.mode === kind ? cached : null;
+  const generation = cache.generation;
   const [row] = await sql<KeyRow[]>`
     select k.id, k.organization_id, k.mode, k.key_hash, k.scopes, k.agent_ids, k.revoked_at, o.paid_plan
     from secret_keys k join organizations o on o.id = k.organization_id
     where k.key_hash = ${hash}`;
   if (!row || row.revoked_at || !timingSafeEqual(row.key_hash, hash) || row.mode !== kind) return null;
-  return {
+  const auth: SecretKeyAuth = {
     keyId: row.id,
     organizationId: row.organization_id,
     mode: row.mode,
@@ -50,6 +56,14 @@ export async function resolveSecretKey(sql: Sql, header: string | undefined): Pr
     agentIds: row.agent_ids,
     paidPlan: row.paid_plan,
   };
+  cache.set(hashHex, auth, generation);
+  return auth;
+}
+
+function toHex(bytes: Uint8Array): string {
+  let out = "";
+  for (const b of bytes) out += b.toString(16).padStart(2, "0");
+  return out;
 }
 
 /** Route middleware: a valid secret key with `scope`, else 401 `invalid_key` / 403 `missing_scope`. */

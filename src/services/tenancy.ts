@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import type { Sql } from "postgres";
+import { publishKeyChange } from "../auth/keyCache.ts";
 import { generateKey } from "../auth/keys.ts";
 import { SCOPES } from "../auth/scopes.ts";
 import type { Clock } from "../clock.ts";
@@ -200,6 +201,7 @@ export async function updateOrganization({ sql }: Ctx, id: string, input: z.inpu
       plan_minutes = coalesce(${v.planMinutes ?? null}::integer, plan_minutes)
     where id = ${id} returning *`;
   if (!row) throw notFound("organization");
+  publishKeyChange({ organizationId: id });
   return organizationView(row);
 }
 
@@ -337,6 +339,7 @@ export async function revokeSecretKey({ sql, clock }: Ctx, id: string) {
     update secret_keys set revoked_at = coalesce(revoked_at, ${clock.now()}) where id = ${id}
     returning id, organization_id, mode, scopes, agent_ids, start, created_at, revoked_at`;
   if (!row) throw notFound("secret key");
+  publishKeyChange({ keyId: id });
   return {
     id: row.id,
     organizationId: row.organization_id,

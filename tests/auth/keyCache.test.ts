@@ -1,0 +1,111 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import postgres from "postgres";
+import { KeyCache, listenForKeyChanges } from "../../src/auth/keyCache.ts";
+import { resolveSecretKey, type SecretKeyAuth } from "../../src/auth/secretKey.ts";
+import { systemClock } from "../../src/clock.ts";
+import { createSecretKey, revokeSecretKey, updateOrganization } from "../../src/services/tenancy.ts";
+import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
+import { createTestDatabase, type TestDatabase } from "../helpers/db.ts";
+
+const auth = (keyId: string, organizationId: string): SecretKeyAuth => ({
+  keyId,
+  organizationId,
+  mode: "live",
+  livemode: true,
+  scopes: ["*"],
+  agentIds: null,
+  paidPlan: true,
+});
+
+describe("KeyCache", () => {
+  test("evicts by key, by organization, or everything", () => {
+    const cache = new KeyCache();
+    cache.set("h1", auth("key_1", "org_1"), cache.generation);
+    cache.set("h2", auth("key_2", "org_1"), cache.generation);
+    cache.set("h3", auth("key_3", "org_2"), cache.generation);
+    cache.evict({ keyId: "key_1" });
+    expect(cache.get("h1")).toBeNull();
+    expect(cache.get("h2")?.keyId).toBe("key_2");
+    cache.evict({ organizationId: "org_1" });
+    expect(cache.get("h2")).toBeNull();
+    expect(cache.get("h3")?.keyId).toBe("key_3");
+    cache.evict({});
+    expect(cache.get("h3")).toBeNull();
+  });
+
+  test("a resolution that raced with a change is not stored", () => {
+    const cache = new KeyCache();
+    const before = cache.generation;
+    cache.evict({ keyId: "key_1" }); // the revocation commits while the lookup runs
+    cache.set("h1", auth("key_1", "org_1"), before);
+    expect(cache.get("h1")).toBeNull();
+  });
+
+  test("entries expire after their time to live", () => {
+    const cache = new KeyCache();
+    cache.set("h1", auth("key_1", "org_1"), cache.generation, 0);
+    expect(cache.get("h1", 29_999)).not.toBeNull();
+    expect(cache.get("h1", 30_000)).toBeNull();
+  });
+});
+
+describe("resolving keys through the cache", () => {
+  let ctx: TestContext;
+  let seed: Awaited<ReturnType<typeof seedOrganization>>;
+  beforeAll(async () => {
+    ctx = await createTestContext();
+    seed = await seedOrganization(ctx, { paidPlan: true });
+  });
+  afterAll(() => ctx.close());
+  const c = () => ({ sql: ctx.deps.sql, clock: ctx.deps.clock });
+
+  test("a revocation in this process refuses the key on the very next request", async () => {
+    const k = await createSecretKey(c(), seed.org.id, { mode: "live", scopes: ["*"] });
+    expect((await ctx.request("/api/v1/agents", { key: k.key })).status).toBe(200);
+    expect((await ctx.request("/api/v1/agents", { key: k.key })).status).toBe(200); // now cached
+    await revokeSecretKey(c(), k.id);
+    expect((await ctx.request("/api/v1/agents", { key: k.key })).status).toBe(401);
+  });
+
+  test("an organization change is seen on the next request (paid plan)", async () => {
+    expect((await resolveSecretKey(ctx.deps.sql, `Bearer ${seed.liveKey}`))?.paidPlan).toBe(true);
+    await updateOrganization(c(), seed.org.id, { paidPlan: false });
+    expect((await resolveSecretKey(ctx.deps.sql, `Bearer ${seed.liveKey}`))?.paidPlan).toBe(false);
+    await updateOrganization(c(), seed.org.id, { paidPlan: true });
+  });
+
+  test("a key of one mode presented with the other prefix is refused even when cached", async () => {
+    expect(await resolveSecretKey(ctx.deps.sql, `Bearer ${seed.testKey}`)).not.toBeNull();
+    const swapped = seed.testKey.replace("inf_test_", "inf_live_");
+    expect(await resolveSecretKey(ctx.deps.sql, `Bearer ${swapped}`)).toBeNull();
+  });
+});
+
+describe("another process revokes a key", () => {
+  let db: TestDatabase;
+  let other: postgres.Sql;
+  beforeAll(async () => {
+    db = await createTestDatabase("postgres");
+    other = postgres(db.url!, { max: 1, onnotice: () => {} });
+  });
+  afterAll(async () => {
+    await other.end();
+    await db.close();
+  });
+
+  test("the trigger's notification evicts the cached key in this process", async () => {
+    const ctxLike = { deps: { sql: db.sql, clock: systemClock } } as Parameters<typeof seedOrganization>[0];
+    const seed = await seedOrganization(ctxLike);
+    await listenForKeyChanges(db.sql);
+    expect(await resolveSecretKey(db.sql, `Bearer ${seed.liveKey}`)).not.toBeNull();
+    // A plain SQL update from another connection: nothing in this process is told directly.
+    await other`update secret_keys set revoked_at = now() where id = ${seed.live.id}`;
+    const deadline = Date.now() + 2_000;
+    let resolved = await resolveSecretKey(db.sql, `Bearer ${seed.liveKey}`);
+    while (resolved && Date.now() < deadline) {
+      await Bun.sleep(10);
+      resolved = await resolveSecretKey(db.sql, `Bearer ${seed.liveKey}`);
+    }
+    expect(resolved).toBeNull();
+  });
+});
