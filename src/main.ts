@@ -6,6 +6,7 @@ import { parseEnv } from "./env.ts";
 import { createLogger } from "./log.ts";
 import { serve } from "./runtime/bun.ts";
 import { VERSION } from "./version.ts";
+import { preloadWidget } from "./widget/assets.ts";
 
 /** Process wiring: env → database → migrate → serve → shutdown in reverse order on SIGTERM. */
 async function main(argv: string[]) {
@@ -31,6 +32,7 @@ async function main(argv: string[]) {
     process.exit(2);
   }
 
+  preloadWidget(log);
   const db = await openDatabase({ url: env.DATABASE_URL, dataDir: env.DATA_DIR, log });
   await migrate(db.sql, log);
   const app = createApp({ sql: db.sql, clock: systemClock, log, env });
