@@ -88,7 +88,9 @@ describe("the built script in a page", () => {
     const button = host.shadowRoot!.querySelector("button")!;
     expect(button.textContent).toBe("Parler à l'agent");
     const states: unknown[] = [];
-    document.addEventListener("service:statechange", (e) => states.push((e as unknown as CustomEvent).detail));
+    document.addEventListener("service:statechange", (e) =>
+      states.push((e as unknown as CustomEvent).detail),
+    );
     button.click();
     for (let i = 0; i < 50 && states.length < 2; i++) await new Promise((r) => setTimeout(r, 10));
     expect(states).toEqual([{ state: "connecting" }, { state: "in-call" }]);
