@@ -18,7 +18,10 @@ export interface WidgetAsset {
 
 export type WidgetAssets = Record<keyof WidgetFiles, WidgetAsset>;
 
-/** Compresses a file ahead of time (brotli at its best quality, gzip at level 9): never per request. */
+/**
+ * Compresses a file ahead of time, never per request: gzip level 9, brotli at its best quality for
+ * the button script; for the large media client quality 10 is 2% bigger and takes a third of the time.
+ */
 export async function prepareAsset(text: string): Promise<WidgetAsset> {
   const identity = new TextEncoder().encode(text);
   const [gz, br] = await Promise.all([
@@ -26,7 +29,7 @@ export async function prepareAsset(text: string): Promise<WidgetAsset> {
     brotliAsync(identity, {
       params: {
         [constants.BROTLI_PARAM_MODE]: constants.BROTLI_MODE_TEXT,
-        [constants.BROTLI_PARAM_QUALITY]: constants.BROTLI_MAX_QUALITY,
+        [constants.BROTLI_PARAM_QUALITY]: identity.byteLength > 100_000 ? 10 : constants.BROTLI_MAX_QUALITY,
         [constants.BROTLI_PARAM_SIZE_HINT]: identity.byteLength,
       },
     }),

@@ -17,7 +17,7 @@ button:focus,button:focus-visible{outline:3px solid #111827;outline-offset:2px;b
 .connecting .dot,.in-call .dot{animation:p 1.2s ease-in-out infinite}
 @keyframes p{50%{opacity:.35;transform:scale(.7)}}
 @media (prefers-reduced-motion:reduce){.dot{animation:none!important}}
-.alert{margin:0;max-width:280px;padding:8px 12px;border-radius:8px;background:#fff;color:#991b1b;border:1px solid #991b1b;font-size:14px}
+.alert{order:-1;margin:0;max-width:280px;padding:8px 12px;border-radius:8px;background:#fff;color:#991b1b;border:1px solid #991b1b;font-size:14px}
 .alert:empty{display:none}
 .sr{position:absolute;width:1px;height:1px;margin:-1px;padding:0;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap;border:0}
 `;
