@@ -9,6 +9,7 @@ import { createLogger, silentLogger } from "./log.ts";
 import { type RunningServer, serve } from "./runtime/bun.ts";
 import { prepareDemo, reachableUrl } from "./services/demo.ts";
 import { VERSION } from "./version.ts";
+import { preloadWidget } from "./widget/assets.ts";
 
 /** Process wiring: env → database → migrate → serve → shutdown in reverse order on SIGTERM. */
 async function main(argv: string[]) {
@@ -78,6 +79,7 @@ async function main(argv: string[]) {
   process.on("SIGTERM", () => void shutdown("SIGTERM"));
   process.on("SIGINT", () => void shutdown("SIGINT"));
 
+  preloadWidget(log);
   db = await openDatabase({ url: env.DATABASE_URL, dataDir: env.DATA_DIR, log });
   await migrate(db.sql, log);
   // Other processes on the same PostgreSQL may revoke keys: hear it, so cached keys are evicted.

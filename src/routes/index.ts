@@ -6,6 +6,7 @@ import { contactRoutes } from "./contacts/index.ts";
 import { registerListEvents } from "./events/list.ts";
 import { registerCreateWebCallSession } from "./web-call-sessions/create.ts";
 import { webhookEndpointRoutes } from "./webhook-endpoints/index.ts";
+import { registerWidget } from "./widget.ts";
 
 /** Every API route, registered in this order. Add a line per operation. */
 export const routes: ((app: App, deps: Deps) => void)[] = [
@@ -16,4 +17,5 @@ export const routes: ((app: App, deps: Deps) => void)[] = [
   ...webhookEndpointRoutes,
   registerCreateWebCallSession,
   ...adminRoutes,
+  registerWidget,
 ];
