@@ -32,8 +32,20 @@ export async function openDatabase(opts: OpenOptions): Promise<Database> {
   }
   const embedded = await openEmbedded(opts.dataDir, opts.log);
   // PGlite is a single session: exactly one connection, or transactions leak into each other.
-  const sql = postgres(embedded.url, { ...driverOptions, max: 1 });
-  await sql`select 1`;
+  const sql = postgres({
+    ...driverOptions,
+    path: embedded.socketPath,
+    username: "postgres",
+    database: "postgres",
+    max: 1,
+  });
+  try {
+    await sql`select 1`;
+  } catch (err) {
+    await sql.end({ timeout: 1 });
+    await embedded.close();
+    throw err;
+  }
   return {
     sql,
     kind: "embedded",

@@ -1,30 +1,137 @@
-import { mkdirSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import { PGLiteSocketServer } from "@electric-sql/pglite-socket";
 import type { Logger } from "../log.ts";
+import { type PgliteFiles, pgliteFiles } from "../runtime/pglite.ts";
+import { lockDataDir } from "./dataDirLock.ts";
+import { loadTemplate, unpackTemplate } from "./pgdataTemplate.ts";
 
+/**
+ * The embedded PostgreSQL (PGlite), stored in DATA_DIR:
+ *
+ *   DATA_DIR/voice-service.lock   the pid of the one process using the folder (see dataDirLock.ts)
+ *   DATA_DIR/pgdata/              the PostgreSQL data directory; it only ever exists complete
+ *   DATA_DIR/pgdata.init-<pid>/   a first start in progress, renamed to pgdata/ when complete
+ *   DATA_DIR/run/.s.PGSQL.5432    the private socket postgres.js connects to
+ *
+ * Transport: a Unix socket in a 0700 folder rather than a loopback TCP port. PGlite has no
+ * authentication, so a port would let any local user read and write the database; the socket's
+ * folder admits only our user. Both PGLiteSocketServer (`path`) and postgres.js (`path`) support
+ * it under Bun. A socket path is limited to ~104 bytes, so a very deep DATA_DIR falls back to a
+ * private 0700 folder under the system temp folder.
+ *
+ * Durability: PGlite runs PostgreSQL with fsync off and writes through the filesystem without
+ * flushing. A committed transaction is in the operating system's page cache when the query
+ * returns, so it survives the process being killed (kill -9, crash) and is replayed from the WAL
+ * at the next start; it does not survive a power cut or kernel crash before the kernel writes it.
+ */
 export interface Embedded {
-  /** postgres:// URL of the private loopback socket in front of PGlite. */
-  url: string;
+  /** Path of the Unix socket in front of PGlite, for postgres.js's `path` option. */
+  socketPath: string;
   close(): Promise<void>;
 }
 
+/** postgres.js looks for this name, like libpq, when given a socket folder. */
+const SOCKET_NAME = ".s.PGSQL.5432";
+const MAX_SOCKET_PATH = 103;
 /**
- * Opens the embedded PostgreSQL (PGlite) persisted in dataDir and exposes it on a private loopback
- * port so the same postgres.js code talks to it.
+ * PostgreSQL's default of 128MB lives inside PGlite's WebAssembly memory, which is zeroed at every
+ * start: ~100 ms of start-up and ~130 MB of resident memory. Pages missing from a smaller pool are
+ * read back from the operating system's page cache, a copy rather than a disk read.
  */
-export async function openEmbedded(dataDir: string, log: Logger): Promise<Embedded> {
-  mkdirSync(dataDir, { recursive: true });
-  const db = await PGlite.create({ dataDir });
-  const server = new PGLiteSocketServer({ db, host: "127.0.0.1", port: 0, maxConnections: 1 });
-  await server.start();
-  const conn = server.getServerConn();
-  log.debug("embedded database ready", { dataDir });
-  return {
-    url: `postgres://postgres@${conn}/postgres`,
-    close: async () => {
-      await server.stop();
-      await db.close();
-    },
+const SHARED_BUFFERS = "16MB";
+
+export async function openEmbedded(
+  dataDir: string,
+  log: Logger,
+  files: PgliteFiles = pgliteFiles,
+): Promise<Embedded> {
+  // Compiling the engine (~9 MB of WebAssembly, ~130 ms) is requested first and awaited only when
+  // PGlite needs it; a failure before then must not surface as an unhandled rejection.
+  const engine = files.engine();
+  engine.catch(() => {});
+
+  const root = resolve(dataDir);
+  mkdirSync(root, { recursive: true, mode: 0o700 });
+  const lock = lockDataDir(root, dataDir);
+  const cleanups: (() => Promise<void> | void)[] = [() => lock.release()];
+  const closeAll = async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   };
+  try {
+    const pgdata = await ensureDataDirectory(root, dataDir, files, log);
+    const db = await PGlite.create({
+      dataDir: pgdata,
+      pgliteWasmModule: await engine,
+      fsBundle: files.fsBundle(),
+      startParams: [...PGlite.defaultStartParams, "-c", `shared_buffers=${SHARED_BUFFERS}`],
+    });
+    cleanups.push(() => db.close());
+
+    const socketDir = privateSocketDir(root);
+    cleanups.push(socketDir.cleanup);
+    const socketPath = join(socketDir.path, SOCKET_NAME);
+    // A socket left by a killed process would make listen() fail; we hold the lock, so it is stale.
+    rmSync(socketPath, { force: true });
+    // One connection: PGlite is a single session, a second client would share its transaction.
+    const server = new PGLiteSocketServer({ db, path: socketPath, maxConnections: 1 });
+    await server.start();
+    cleanups.push(() => server.stop());
+    log.debug("embedded database ready", { dataDir, socketPath, engine: files.enginePath });
+    return { socketPath, close: closeAll };
+  } catch (err) {
+    await closeAll().catch(() => {});
+    throw err;
+  }
+}
+
+/**
+ * Returns DATA_DIR/pgdata, creating it from the template when missing. It is built in a sibling
+ * folder and renamed into place, so an interrupted first start leaves only a pgdata.init-* folder,
+ * which the next start deletes. A folder holding a database is never deleted.
+ */
+async function ensureDataDirectory(root: string, displayName: string, files: PgliteFiles, log: Logger) {
+  const pgdata = join(root, "pgdata");
+  if (existsSync(join(root, "PG_VERSION"))) {
+    throw new Error(
+      `DATA_DIR ${displayName} holds a PostgreSQL data directory at its top level; ` +
+        `move its contents into ${join(displayName, "pgdata")}`,
+    );
+  }
+  for (const name of readdirSync(root)) {
+    if (!name.startsWith("pgdata.init-")) continue;
+    rmSync(join(root, name), { recursive: true, force: true });
+    log.warn("removed an interrupted initialisation of the embedded database", { folder: name });
+  }
+  if (existsSync(join(pgdata, "PG_VERSION"))) {
+    chmodSync(pgdata, 0o700);
+    return pgdata;
+  }
+  if (existsSync(pgdata)) {
+    if (readdirSync(pgdata).length > 0) {
+      throw new Error(
+        `${join(displayName, "pgdata")} is not a PostgreSQL data directory (no PG_VERSION); move it away`,
+      );
+    }
+    rmSync(pgdata, { recursive: true });
+  }
+  const template = await loadTemplate(files, log);
+  const staging = join(root, `pgdata.init-${process.pid}`);
+  unpackTemplate(template, staging);
+  renameSync(staging, pgdata);
+  log.info("created the embedded database", { dataDir: displayName });
+  return pgdata;
+}
+
+function privateSocketDir(root: string): { path: string; cleanup: () => void } {
+  const inDataDir = join(root, "run");
+  if (Buffer.byteLength(join(inDataDir, SOCKET_NAME)) <= MAX_SOCKET_PATH) {
+    mkdirSync(inDataDir, { recursive: true, mode: 0o700 });
+    chmodSync(inDataDir, 0o700);
+    return { path: inDataDir, cleanup: () => {} };
+  }
+  const fallback = mkdtempSync(join(tmpdir(), "voice-service-"));
+  return { path: fallback, cleanup: () => rmSync(fallback, { recursive: true, force: true }) };
 }

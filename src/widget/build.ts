@@ -46,11 +46,3 @@ export const PREBUILT_MODULE_PATH = join(import.meta.dir, "prebuilt.ts");
 export function prebuiltWidgetModule(files: WidgetFiles): string {
   return `export const prebuiltWidget = ${JSON.stringify(files)};\n`;
 }
-
-// `bun src/widget/build.ts [dir]` writes the files (default widget/dist/) to inspect or serve them.
-if (import.meta.main) {
-  const outDir = process.argv[2] ?? join(root, "widget", "dist");
-  const files = await buildWidgetFiles();
-  for (const [name, text] of Object.entries(files)) await Bun.write(join(outDir, name), text);
-  console.log(JSON.stringify({ outDir, files: Object.keys(files) }));
-}

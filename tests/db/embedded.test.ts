@@ -1,0 +1,275 @@
+import { afterAll, describe, expect, test } from "bun:test";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { openDatabase } from "../../src/db/connection.ts";
+import { DataDirInUseError } from "../../src/db/dataDirLock.ts";
+import { migrate } from "../../src/db/migrate.ts";
+import { silentLogger } from "../../src/log.ts";
+import { spawnService, stopService } from "./serviceProcess.ts";
+
+const FIXTURE = join(import.meta.dir, "fixtures", "commitThenWait.ts");
+const folders: string[] = [];
+afterAll(() => {
+  for (const dir of folders) rmSync(dir, { recursive: true, force: true });
+});
+
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "vs-embedded-"));
+  folders.push(dir);
+  return dir;
+}
+
+const open = (dataDir: string) => openDatabase({ dataDir, log: silentLogger });
+
+async function organizationIds(dataDir: string): Promise<string[]> {
+  const db = await open(dataDir);
+  try {
+    const rows = await db.sql<{ id: string }[]>`select id from organizations order by id`;
+    return rows.map((r) => r.id);
+  } finally {
+    await db.close();
+  }
+}
+
+/** A pid that is certainly not running: a child that has exited. */
+async function deadPid(): Promise<number> {
+  const child = Bun.spawn(["true"]);
+  await child.exited;
+  return child.pid;
+}
+
+function startTimeOf(pid: number): string {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]!;
+}
+
+describe("embedded database: persistence", () => {
+  test("data committed before a clean close is there after a restart", async () => {
+    const dataDir = join(tempDir(), "data");
+    const db = await open(dataDir);
+    await migrate(db.sql);
+    await db.sql`insert into organizations (id, name, created_at) values ('org_restart', 'Acme', now())`;
+    await db.close();
+    expect(existsSync(join(dataDir, "voice-service.lock"))).toBe(false);
+
+    expect(await organizationIds(dataDir)).toEqual(["org_restart"]);
+  });
+
+  test("kill -9 of a process holding the database keeps every committed transaction", async () => {
+    const dataDir = join(tempDir(), "data");
+    const child = spawnService([], { command: [process.execPath, FIXTURE], env: { DATA_DIR: dataDir } });
+    await child.waitFor(/committed 5/);
+    child.proc.kill("SIGKILL");
+    await child.exited;
+    // The lock of the killed process is still there: the next start takes it over.
+    expect(JSON.parse(readFileSync(join(dataDir, "voice-service.lock"), "utf8")).pid).toBe(child.pid);
+
+    expect(await organizationIds(dataDir)).toEqual([0, 1, 2, 3, 4].map((i) => `org_crash_${i}`));
+  });
+
+  test("kill -9 of a serving process, then serve again on the same DATA_DIR", async () => {
+    const dir = tempDir();
+    const env = { DATA_DIR: join(dir, "data"), PORT: "0" };
+    const first = spawnService(["serve"], { env });
+    await first.listening();
+    first.proc.kill("SIGKILL");
+    await first.exited;
+
+    const second = spawnService(["serve"], { env });
+    const url = await second.listening();
+    expect((await fetch(`${url}/api/openapi.json`)).status).toBe(200);
+    const { code } = await stopService(second);
+    expect(code).toBe(0);
+
+    // The migrations the killed process committed are recorded once: the second start applied nothing.
+    expect(second.output()).not.toContain("migration applied");
+    const db = await open(env.DATA_DIR);
+    const rows = await db.sql`select name from schema_migrations`;
+    await db.close();
+    expect(rows.map((r) => r.name)).toContain("0001_init");
+  });
+});
+
+describe("embedded database: one process per DATA_DIR", () => {
+  test("a second process gets a clear error and a non-zero exit; the first keeps serving", async () => {
+    const dir = tempDir();
+    const env = { DATA_DIR: join(dir, "data"), PORT: "0" };
+    const first = spawnService(["serve"], { env });
+    const url = await first.listening();
+
+    const second = spawnService(["migrate"], { env });
+    const code = await second.exited;
+    expect(code).not.toBe(0);
+    expect(second.output()).toContain(`DATA_DIR ${env.DATA_DIR} is in use by process ${first.pid}`);
+
+    expect((await fetch(`${url}/api/openapi.json`)).status).toBe(200);
+    expect(JSON.parse(readFileSync(join(env.DATA_DIR, "voice-service.lock"), "utf8")).pid).toBe(first.pid);
+    expect((await stopService(first)).code).toBe(0);
+    expect(existsSync(join(env.DATA_DIR, "voice-service.lock"))).toBe(false);
+  });
+
+  test("a second open in the same process is refused too, and the first connection keeps working", async () => {
+    const dataDir = join(tempDir(), "data");
+    const db = await open(dataDir);
+    try {
+      const error = await open(dataDir).catch((err) => err);
+      expect(error).toBeInstanceOf(DataDirInUseError);
+      expect(error.message).toBe(`DATA_DIR ${dataDir} is in use by process ${process.pid}`);
+      expect([...(await db.sql`select 1 as one`)]).toEqual([{ one: 1 }]);
+    } finally {
+      await db.close();
+    }
+  });
+
+  test("a lock held by a live process is respected", async () => {
+    const dataDir = join(tempDir(), "data");
+    mkdirSync(dataDir);
+    const owner = process.ppid;
+    writeFileSync(
+      join(dataDir, "voice-service.lock"),
+      JSON.stringify({ pid: owner, started: startTimeOf(owner) }),
+    );
+    await expect(open(dataDir)).rejects.toThrow(`DATA_DIR ${dataDir} is in use by process ${owner}`);
+    // Nothing was created next to the other process's database.
+    expect(readdirSync(dataDir)).toEqual(["voice-service.lock"]);
+  });
+
+  test("a stale lock (dead pid, reused pid, or garbage) is taken over", async () => {
+    const reused = JSON.stringify({ pid: process.ppid, started: "1" });
+    for (const content of [JSON.stringify({ pid: await deadPid(), started: null }), reused, "", "{garbage"]) {
+      const dataDir = join(tempDir(), "data");
+      mkdirSync(dataDir);
+      writeFileSync(join(dataDir, "voice-service.lock"), content);
+      const db = await open(dataDir);
+      const lock = JSON.parse(readFileSync(join(dataDir, "voice-service.lock"), "utf8"));
+      expect(lock.pid).toBe(process.pid);
+      await db.close();
+    }
+  });
+});
+
+describe("embedded database: first start", () => {
+  async function expectUsable(dataDir: string) {
+    const db = await open(dataDir);
+    await migrate(db.sql);
+    expect([...(await db.sql`select count(*)::int as n from organizations`)]).toEqual([{ n: 0 }]);
+    await db.close();
+    expect(readdirSync(dataDir).sort()).toEqual(["pgdata", "run"]);
+  }
+
+  test("a first start killed while it writes the data directory is repaired by the next start", async () => {
+    const dataDir = join(tempDir(), "data");
+    const child = spawnService(["migrate"], { env: { DATA_DIR: dataDir } });
+    let staging: string | undefined;
+    while (!staging && child.proc.exitCode === null) {
+      staging = existsSync(dataDir)
+        ? readdirSync(dataDir).find((n) => n.startsWith("pgdata.init-"))
+        : undefined;
+      if (!staging) await Bun.sleep(1);
+    }
+    child.proc.kill("SIGKILL");
+    await child.exited;
+    expect(staging).toBe(`pgdata.init-${child.pid}`);
+    await expectUsable(dataDir);
+  });
+
+  test("a first start killed at other moments is repaired by the next start", async () => {
+    for (const delayMs of [0, 150, 400]) {
+      const dataDir = join(tempDir(), "data");
+      const child = spawnService(["migrate"], { env: { DATA_DIR: dataDir } });
+      await Bun.sleep(delayMs);
+      child.proc.kill("SIGKILL");
+      await child.exited;
+      await expectUsable(dataDir);
+    }
+  });
+
+  test("a half-written initialisation folder is deleted and the database created afresh", async () => {
+    const dataDir = join(tempDir(), "data");
+    const staging = join(dataDir, "pgdata.init-4242");
+    mkdirSync(join(staging, "base"), { recursive: true });
+    writeFileSync(join(staging, "PG_VERSION"), "18\n");
+    writeFileSync(
+      join(dataDir, "voice-service.lock"),
+      JSON.stringify({ pid: await deadPid(), started: null }),
+    );
+
+    const db = await open(dataDir);
+    await migrate(db.sql);
+    await db.close();
+    expect(readdirSync(dataDir).sort()).toEqual(["pgdata", "run"]);
+  });
+
+  test("a leftover initialisation folder never costs an existing database", async () => {
+    const dataDir = join(tempDir(), "data");
+    const db = await open(dataDir);
+    await migrate(db.sql);
+    await db.sql`insert into organizations (id, name, created_at) values ('org_kept', 'Kept', now())`;
+    await db.close();
+    mkdirSync(join(dataDir, "pgdata.init-4242"));
+
+    expect(await organizationIds(dataDir)).toEqual(["org_kept"]);
+    expect(existsSync(join(dataDir, "pgdata.init-4242"))).toBe(false);
+  });
+
+  test("a pgdata folder that is not a database is left alone with a clear error", async () => {
+    const dataDir = join(tempDir(), "data");
+    mkdirSync(join(dataDir, "pgdata"), { recursive: true });
+    writeFileSync(join(dataDir, "pgdata", "notes.txt"), "mine");
+    await expect(open(dataDir)).rejects.toThrow(
+      `${join(dataDir, "pgdata")} is not a PostgreSQL data directory`,
+    );
+    expect(readFileSync(join(dataDir, "pgdata", "notes.txt"), "utf8")).toBe("mine");
+    expect(existsSync(join(dataDir, "voice-service.lock"))).toBe(false);
+  });
+
+  test("a data directory at the top of DATA_DIR (earlier layout) is refused, not replaced", async () => {
+    const dataDir = join(tempDir(), "data");
+    mkdirSync(dataDir);
+    writeFileSync(join(dataDir, "PG_VERSION"), "18\n");
+    await expect(open(dataDir)).rejects.toThrow("holds a PostgreSQL data directory at its top level");
+    expect(readdirSync(dataDir)).toEqual(["PG_VERSION"]);
+  });
+});
+
+describe("embedded database: transport", () => {
+  test("postgres.js reaches PGlite through a Unix socket in a 0700 folder of DATA_DIR", async () => {
+    const dataDir = join(tempDir(), "data");
+    const db = await open(dataDir);
+    try {
+      const run = join(dataDir, "run");
+      expect(statSync(run).mode & 0o777).toBe(0o700);
+      expect(statSync(join(run, ".s.PGSQL.5432")).isSocket()).toBe(true);
+      expect(statSync(join(dataDir, "pgdata")).mode & 0o777).toBe(0o700);
+      // One session: a transaction and the queries after it run on the same connection.
+      await db.sql.begin(async (tx) => {
+        await tx`create temporary table probe (n int) on commit drop`;
+        await tx`insert into probe values (1)`;
+      });
+      expect([...(await db.sql`select current_setting('shared_buffers') as sb`)]).toEqual([{ sb: "16MB" }]);
+    } finally {
+      await db.close();
+    }
+  });
+
+  test("a DATA_DIR too deep for a socket path uses a private temporary folder instead", async () => {
+    const dataDir = join(tempDir(), "d".repeat(60), "e".repeat(60), "data");
+    const db = await open(dataDir);
+    try {
+      expect([...(await db.sql`select 1 as one`)]).toEqual([{ one: 1 }]);
+      expect(existsSync(join(dataDir, "run"))).toBe(false);
+    } finally {
+      await db.close();
+    }
+  });
+});

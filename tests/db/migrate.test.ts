@@ -1,0 +1,65 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import postgres from "postgres";
+import { migrate } from "../../src/db/migrate.ts";
+import { migrations } from "../../src/db/migrations.ts";
+import { PG_ADMIN_URL } from "../helpers/db.ts";
+import { spawnService } from "./serviceProcess.ts";
+
+// The advisory lock matters on PostgreSQL, where several processes share one database; the
+// embedded database admits one process per DATA_DIR (tests/db/embedded.test.ts).
+const admin = postgres(PG_ADMIN_URL, { max: 1, onnotice: () => {} });
+const created: string[] = [];
+
+async function freshDatabase(): Promise<string> {
+  const name = `vs_test_migrate_${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
+  await admin.unsafe(`create database ${name}`);
+  created.push(name);
+  return PG_ADMIN_URL.replace(/\/[^/]*$/, `/${name}`);
+}
+
+beforeAll(async () => {
+  await admin`select 1`;
+});
+afterAll(async () => {
+  for (const name of created) await admin.unsafe(`drop database if exists ${name} with (force)`);
+  await admin.end();
+});
+
+describe("migrate: concurrent runners on one fresh PostgreSQL database", () => {
+  test("two pools migrating at once both succeed and each migration is applied once", async () => {
+    const url = await freshDatabase();
+    const a = postgres(url, { max: 3, onnotice: () => {} });
+    const b = postgres(url, { max: 3, onnotice: () => {} });
+    // Slow migrations so that the two runs overlap: without the lock both would create the table.
+    const slow = [
+      { name: "0001_a", sql: "select pg_sleep(0.2); create table a (id int)" },
+      { name: "0002_b", sql: "select pg_sleep(0.2); create table b (id int)" },
+    ];
+    try {
+      const [first, second] = await Promise.all([migrate(a, undefined, slow), migrate(b, undefined, slow)]);
+      expect([...first, ...second].sort()).toEqual(["0001_a", "0002_b"]);
+      expect(first.length === 0 || second.length === 0).toBe(true);
+      const rows = await a<{ name: string }[]>`select name from schema_migrations order by name`;
+      expect(rows.map((r) => r.name)).toEqual(["0001_a", "0002_b"]);
+    } finally {
+      await a.end();
+      await b.end();
+    }
+  });
+
+  test("two `migrate` processes started together apply the real migrations once", async () => {
+    const url = await freshDatabase();
+    const runs = [0, 1].map(() => spawnService(["migrate"], { env: { DATABASE_URL: url } }));
+    const codes = await Promise.all(runs.map((r) => r.exited));
+    expect(codes).toEqual([0, 0]);
+    const applied = runs.flatMap(
+      (r) => JSON.parse(r.output().trim().split("\n").at(-1)!).applied as string[],
+    );
+    expect(applied.sort()).toEqual(migrations.map((m) => m.name).sort());
+
+    const db = postgres(url, { max: 1, onnotice: () => {} });
+    const rows = await db<{ name: string }[]>`select name from schema_migrations`;
+    await db.end();
+    expect(rows.map((r) => r.name).sort()).toEqual(migrations.map((m) => m.name).sort());
+  });
+});
