@@ -5,9 +5,11 @@ import { migrate } from "./db/migrate.ts";
 import { parseEnv } from "./env.ts";
 import { createLogger } from "./log.ts";
 import { serve } from "./runtime/bun.ts";
+import { registerTimerHandlers } from "./timers/handlers.ts";
+import { TimerRunner } from "./timers/runner.ts";
 import { VERSION } from "./version.ts";
 
-/** Process wiring: env → database → migrate → serve → shutdown in reverse order on SIGTERM. */
+/** Process wiring: env → database → migrate → timers → serve → shutdown in reverse order on SIGTERM. */
 async function main(argv: string[]) {
   const command = argv[0] ?? "serve";
   if (command === "--version" || command === "version") {
@@ -33,7 +35,15 @@ async function main(argv: string[]) {
 
   const db = await openDatabase({ url: env.DATABASE_URL, dataDir: env.DATA_DIR, log });
   await migrate(db.sql, log);
-  const app = createApp({ sql: db.sql, clock: systemClock, log, env });
+  const timers = new TimerRunner({
+    sql: db.sql,
+    log,
+    liveness: db.kind === "embedded" ? "shared" : "reserved",
+  });
+  const deps = { sql: db.sql, clock: systemClock, log, env, timers };
+  registerTimerHandlers(timers, deps);
+  await timers.start();
+  const app = createApp(deps);
   const server = serve(app.fetch, { port: env.PORT, hostname: env.HOST });
   log.info("listening", { url: `http://${env.HOST}:${server.port}`, database: db.kind, version: VERSION });
 
@@ -44,6 +54,7 @@ async function main(argv: string[]) {
     log.info("shutting down", { signal });
     const force = setTimeout(() => process.exit(1), 9_000);
     await server.stop();
+    await timers.stop();
     await db.close();
     clearTimeout(force);
     log.info("stopped");

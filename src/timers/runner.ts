@@ -239,14 +239,12 @@ export class TimerRunner implements TimerScheduler {
     return { id: held.id, dueAt: new Date(held.dueMs) };
   }
 
-  async cancel(sql: Sql, id: string): Promise<boolean> {
-    const done = await deleteTimer(sql, id);
-    const entry = this.#held.get(id);
-    if (done && entry?.wheel) {
-      this.#wheel.cancel(entry.wheel);
-      this.#held.delete(id);
-    }
-    return done;
+  /**
+   * Deletes the row in the caller's transaction. A wheel entry for it, if any, stays: when it comes
+   * due it finds no row and is dropped, and if the caller's transaction rolls back it still fires.
+   */
+  cancel(sql: Sql, id: string): Promise<boolean> {
+    return deleteTimer(sql, id);
   }
 
   // ——— internals ———

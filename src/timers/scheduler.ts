@@ -22,3 +22,8 @@ export const databaseScheduler: TimerScheduler = {
   },
   cancel: (sql, id) => deleteTimer(sql, id),
 };
+
+/** The scheduler of the process, or the table alone when no runner was given. */
+export function schedulerOf(deps: { timers?: TimerScheduler }): TimerScheduler {
+  return deps.timers ?? databaseScheduler;
+}

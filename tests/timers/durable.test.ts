@@ -46,14 +46,17 @@ describe("durable timers", () => {
   test("a timer persisted before a crash fires after restart, exactly once", async () => {
     const a = registerFire(testRunner(db));
     await start(a);
-    // Leased to A and in A's wheel, due in 150 ms; A dies before then.
+    // Leased to A and in A's wheel, due in 800 ms; A dies before then.
     for (let i = 0; i < 20; i++)
-      await a.schedule(db.sql, { kind: "test.fire", delayMs: 150, payload: { name: `t${i}` } });
+      await a.schedule(db.sql, { kind: "test.fire", delayMs: 800, payload: { name: `t${i}` } });
     await a.abandon();
     running.splice(running.indexOf(a), 1);
+    expect((await fireCounts(db.sql)).size).toBe(0);
     const leased = await db.sql`select id from timers where locked_by = ${a.runnerId}`;
     expect(leased.length).toBe(20);
-    await Bun.sleep(200);
+    // Wait until they are all overdue: nobody fires them meanwhile.
+    await waitFor(async () => (await db.sql`select 1 from timers where due_at > now()`).length === 0);
+    await Bun.sleep(50);
     expect((await fireCounts(db.sql)).size).toBe(0);
 
     const b = registerFire(testRunner(db));

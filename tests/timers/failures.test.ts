@@ -107,6 +107,7 @@ describe("failing handlers", () => {
       await r.schedule(db.sql, { kind: "test.fire", delayMs: 50, payload: { name: `ok${i}` } });
     await r.schedule(db.sql, { kind: "test.fire", delayMs: 50, payload: { name: "bad" } });
     await waitFor(async () => (await fireCounts(db.sql)).size === 30);
+    await waitFor(async () => (await db.sql`select 1 from timers where last_error is not null`).length === 1);
     const counts = await fireCounts(db.sql);
     expect([...counts.values()].every((n) => n === 1)).toBe(true);
     const rows = await db.sql<{ last_error: string }[]>`select last_error from timers`;
