@@ -44,7 +44,7 @@ describe("durable timers", () => {
   });
 
   test("a timer persisted before a crash fires after restart, exactly once", async () => {
-    const a = registerFire(testRunner(db));
+    const a = registerFire(testRunner(db, { horizonMs: 2000 }));
     await start(a);
     // Leased to A and in A's wheel, due in 800 ms; A dies before then.
     for (let i = 0; i < 20; i++)
