@@ -35,8 +35,14 @@ async function main(argv: string[]) {
 
   const db = await openDatabase({ url: env.DATABASE_URL, dataDir: env.DATA_DIR, log });
   await migrate(db.sql, log);
+  // Timers get connections of their own, so a burst of API requests cannot hold them back
+  // (PostgreSQL only: the embedded database is a single session).
+  const timerDb =
+    db.kind === "postgres"
+      ? await openDatabase({ url: env.DATABASE_URL, dataDir: env.DATA_DIR, log, max: 6 })
+      : null;
   const timers = new TimerRunner({
-    sql: db.sql,
+    sql: (timerDb ?? db).sql,
     log,
     liveness: db.kind === "embedded" ? "shared" : "reserved",
   });
@@ -55,6 +61,7 @@ async function main(argv: string[]) {
     const force = setTimeout(() => process.exit(1), 9_000);
     await server.stop();
     await timers.stop();
+    await timerDb?.close();
     await db.close();
     clearTimeout(force);
     log.info("stopped");

@@ -183,9 +183,62 @@ export async function moveCall(
   return row ?? null;
 }
 
-export async function readCallById(sql: Sql, id: string): Promise<CallRow | null> {
-  const [row] = await sql<CallRow[]>`select ${sql(CALL_COLUMNS)} from calls where id = ${id}`;
-  return row ?? null;
+// ——— simulated calls, a batch of steps per statement ———
+
+/** `initiated` → `ringing`; returns the ids that moved. */
+export async function ringCalls(sql: Sql, ids: readonly string[]): Promise<string[]> {
+  const rows = await sql<{ id: string }[]>`
+    update calls set status = 'ringing' where id = any(${ids as string[]}::text[]) and status = 'initiated'
+    returning id`;
+  return rows.map((r) => r.id);
+}
+
+/** `ringing` → `ongoing` with `startedAt`; returns the calls that moved. */
+export async function startCalls(sql: Sql, steps: readonly { id: string; at: Date }[]): Promise<CallRow[]> {
+  return sql<CallRow[]>`
+    update calls set status = 'ongoing', started_at = v.at
+    from unnest(${steps.map((s) => s.id)}::text[], ${steps.map((s) => s.at.toISOString())}::timestamptz[]) as v(vid, at)
+    where calls.id = v.vid and calls.status = 'ringing'
+    returning ${sql(CALL_COLUMNS.map((c) => `calls.${c}`))}`;
+}
+
+export async function readOngoingCalls(sql: Sql, ids: readonly string[]): Promise<CallRow[]> {
+  return sql<CallRow[]>`
+    select ${sql(CALL_COLUMNS)} from calls where id = any(${ids as string[]}::text[]) and status = 'ongoing'`;
+}
+
+/** `ongoing` → `completed` with the simulated outcome; returns the calls that moved. */
+export async function completeCalls(
+  sql: Sql,
+  done: readonly {
+    id: string;
+    endedAt: Date;
+    durationSeconds: number;
+    summary: string;
+    collectedData: Record<string, unknown>;
+    transcript: TranscriptSegment[];
+  }[],
+): Promise<CallRow[]> {
+  return sql<CallRow[]>`
+    update calls set
+      status = 'completed',
+      ended_at = v.ended_at,
+      duration_seconds = v.duration,
+      summary = v.summary,
+      collected_data = v.collected::jsonb,
+      transcript = v.transcript::jsonb,
+      successful = true,
+      outcome = 'answered_human'
+    from unnest(
+      ${done.map((d) => d.id)}::text[],
+      ${done.map((d) => d.endedAt.toISOString())}::timestamptz[],
+      ${done.map((d) => d.durationSeconds)}::integer[],
+      ${done.map((d) => d.summary)}::text[],
+      ${done.map((d) => JSON.stringify(d.collectedData))}::text[],
+      ${done.map((d) => JSON.stringify(d.transcript))}::text[]
+    ) as v(vid, ended_at, duration, summary, collected, transcript)
+    where calls.id = v.vid and calls.status = 'ongoing'
+    returning ${sql(CALL_COLUMNS.map((c) => `calls.${c}`))}`;
 }
 
 // ——— tasks ———

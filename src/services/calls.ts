@@ -7,13 +7,15 @@ import {
   type CallRow,
   type CallView,
   callView,
+  completeCalls,
   contactExists,
   findCall,
   findTranscript,
   insertCall,
   insertTask,
-  moveCall,
-  readCallById,
+  readOngoingCalls,
+  ringCalls,
+  startCalls,
   taskView,
   transcriptView,
 } from "../db/calls.ts";
@@ -22,7 +24,7 @@ import { ApiError } from "../errors.ts";
 import { isId, newId } from "../ids.ts";
 import { listEnvelope, paginate } from "../lists/cursor.ts";
 import { drawDurationSeconds, pickLanguage, simulateOutcome } from "../simulation/content.ts";
-import type { HandlerContext, TimerHandler } from "../timers/runner.ts";
+import type { BatchContext, BatchTimerHandler, FiredTimer } from "../timers/runner.ts";
 import { schedulerOf } from "../timers/scheduler.ts";
 import { asSql } from "../timers/store.ts";
 import { recordEvent } from "./events.ts";
@@ -316,79 +318,116 @@ export { listEnvelope, taskView };
 // ——— the simulated call plays out ———
 
 /**
- * One step of a simulated call. Each step moves the call only from the state it expects, so a step
- * that runs again (a takeover after a crash) changes nothing; the next step is scheduled from this
- * step's due time, so lateness does not add up and, at scale 1, endedAt − startedAt = durationSeconds.
+ * The steps of simulated calls, a batch at a time: every call due for the same step moves in one
+ * statement. Each step moves a call only from the state it expects, so a step that runs again (a
+ * takeover after a crash) changes nothing. The next step is scheduled from this step's due time, so
+ * lateness does not add up and, at scale 1, endedAt − startedAt = durationSeconds.
  */
-export function simulationStep(deps: CallDeps): TimerHandler {
+export function simulationSteps(deps: CallDeps): BatchTimerHandler {
   const scale = deps.env.SIMULATION_TIME_SCALE;
-  return async ({ tx, timer, schedule }: HandlerContext) => {
-    const callId = String(timer.payload.callId);
-    const step = timer.payload.to;
-    const due = timer.dueAt;
-    if (step === "ringing") {
-      const moved = await moveCall(tx, callId, "initiated", "ringing");
-      if (!moved) return;
-      const after = (SIMULATED_SCHEDULE.ongoingAfter - SIMULATED_SCHEDULE.ringingAfter) * 1000 * scale;
-      await schedule({
+  const ringToAnswerMs = (SIMULATED_SCHEDULE.ongoingAfter - SIMULATED_SCHEDULE.ringingAfter) * 1000 * scale;
+
+  const ring = async ({ tx, timers, schedule }: BatchContext) => {
+    const due = new Map(timers.map((t) => [String(t.payload.callId), t.dueAt]));
+    const moved = await ringCalls(tx, [...due.keys()]);
+    await schedule(
+      moved.map((callId) => ({
         kind: SIMULATION_TIMER,
-        at: new Date(due.getTime() + after),
+        at: new Date(due.get(callId)!.getTime() + ringToAnswerMs),
         payload: { callId, to: "ongoing" },
-      });
-      return;
-    }
-    if (step === "ongoing") {
-      const moved = await moveCall(tx, callId, "ringing", "ongoing", { started_at: due });
-      if (!moved) return;
-      const duration = moved.simulated_duration_seconds ?? 30;
-      await Promise.all([
+      })),
+    );
+  };
+
+  const answer = async ({ tx, timers, schedule }: BatchContext) => {
+    const moved = await startCalls(
+      tx,
+      timers.map((t) => ({ id: String(t.payload.callId), at: t.dueAt })),
+    );
+    await Promise.all([
+      ...moved.map((call) =>
         recordEvent(tx, deps.clock, {
-          organizationId: moved.organization_id,
+          organizationId: call.organization_id,
           type: "call.started",
-          livemode: moved.livemode,
-          data: callView(moved),
+          livemode: call.livemode,
+          data: callView(call),
         }),
-        schedule({
+      ),
+      schedule(
+        moved.map((call) => ({
           kind: SIMULATION_TIMER,
-          at: new Date(due.getTime() + duration * 1000 * scale),
-          payload: { callId, to: "completed" },
+          at: new Date(call.started_at!.getTime() + (call.simulated_duration_seconds ?? 30) * 1000 * scale),
+          payload: { callId: call.id, to: "completed" },
+        })),
+      ),
+    ]);
+  };
+
+  const complete = async ({ tx, timers }: BatchContext) => {
+    const due = new Map(timers.map((t) => [String(t.payload.callId), t.dueAt]));
+    const calls = await readOngoingCalls(tx, [...due.keys()]);
+    const outcomes = new Map(
+      calls.map((call) => [
+        call.id,
+        simulateOutcome({
+          seed: call.id,
+          language: call.language,
+          durationSeconds: call.simulated_duration_seconds ?? 30,
+          at: call.created_at,
+          variables: call.variables,
         }),
-      ]);
-      return;
+      ]),
+    );
+    const moved = await completeCalls(
+      tx,
+      calls.map((call) => {
+        const o = outcomes.get(call.id)!;
+        return {
+          id: call.id,
+          endedAt: due.get(call.id)!,
+          durationSeconds: call.simulated_duration_seconds ?? 30,
+          summary: o.summary,
+          collectedData: o.collectedData,
+          transcript: o.segments,
+        };
+      }),
+    );
+    // Sent together (pipelined); ids are drawn in this order, so the outbox keeps it per call:
+    // the call ended, then its transcript and its analysis are ready. Each once.
+    await Promise.all(
+      moved.flatMap((call) => {
+        const base = { organizationId: call.organization_id, livemode: call.livemode };
+        const view = callView(call);
+        const segments = outcomes.get(call.id)!.segments;
+        return [
+          recordEvent(tx, deps.clock, { ...base, type: "call.ended", data: view }),
+          recordEvent(tx, deps.clock, {
+            ...base,
+            type: "call.transcript_ready",
+            data: transcriptView({ id: call.id, livemode: call.livemode, transcript: segments }),
+          }),
+          recordEvent(tx, deps.clock, { ...base, type: "call.analysis_ready", data: view }),
+        ];
+      }),
+    );
+  };
+
+  const steps: Record<string, (ctx: BatchContext) => Promise<void>> = {
+    ringing: ring,
+    ongoing: answer,
+    completed: complete,
+  };
+  return async (ctx) => {
+    const byStep = new Map<string, FiredTimer[]>();
+    for (const t of ctx.timers) {
+      const step = String(t.payload.to);
+      if (!steps[step]) throw new Error(`unknown simulation step ${JSON.stringify(t.payload.to)}`);
+      byStep.set(step, [...(byStep.get(step) ?? []), t]);
     }
-    if (step === "completed") {
-      const call = await readCallById(tx, callId);
-      if (call?.status !== "ongoing") return;
-      const durationSeconds = call.simulated_duration_seconds ?? 30;
-      const outcome = simulateOutcome({
-        seed: call.id,
-        language: call.language,
-        durationSeconds,
-        at: call.created_at,
-        variables: call.variables,
-      });
-      const moved = await moveCall(tx, callId, "ongoing", "completed", {
-        ended_at: due,
-        duration_seconds: durationSeconds,
-        summary: outcome.summary,
-        collected_data: outcome.collectedData,
-        successful: true,
-        outcome: "answered_human",
-        transcript: outcome.segments,
-      });
-      if (!moved) return;
-      const base = { organizationId: moved.organization_id, livemode: moved.livemode };
-      const view = callView(moved);
-      // In this order, each once: the call ended, then its transcript and its analysis are ready.
-      await recordEvent(tx, deps.clock, { ...base, type: "call.ended", data: view });
-      await recordEvent(tx, deps.clock, {
-        ...base,
-        type: "call.transcript_ready",
-        data: transcriptView({ id: moved.id, livemode: moved.livemode, transcript: outcome.segments }),
-      });
-      await recordEvent(tx, deps.clock, { ...base, type: "call.analysis_ready", data: view });
-      return;
-    }
-    throw new Error(`unknown simulation step ${JSON.stringify(step)}`);
+    const results = await Promise.allSettled(
+      [...byStep].map(([step, timers]) => steps[step]!({ ...ctx, timers })),
+    );
+    const failed = results.find((r) => r.status === "rejected");
+    if (failed) throw (failed as PromiseRejectedResult).reason;
   };
 }

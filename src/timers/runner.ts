@@ -10,6 +10,7 @@ import {
   failTimer,
   type HeldTimer,
   insertTimer,
+  insertTimers,
   lockOwned,
   type NewTimer,
   releaseLeases,
@@ -44,6 +45,21 @@ export interface HandlerContext {
  * already moved: in rare takeovers a timer's handler can run twice, but only one run commits a change.
  */
 export type TimerHandler = (ctx: HandlerContext) => Promise<void>;
+
+/** What a batch handler sees: every due timer of its kind in one firing transaction. */
+export interface BatchContext {
+  tx: Sql;
+  timers: FiredTimer[];
+  /** Schedules follow-up timers in the same transaction, in one statement (ids in no set order). */
+  schedule(timers: NewTimer[]): Promise<{ id: string; dueAt: Date }[]>;
+}
+
+/**
+ * A handler that takes all the timers of its kind due together, so it can move many rows with one
+ * statement. Same fencing rule as a TimerHandler, per row. If it throws, the runner retries each
+ * timer of the batch on its own, so one bad row never holds back the others.
+ */
+export type BatchTimerHandler = (ctx: BatchContext) => Promise<void>;
 
 export interface RunnerOptions {
   sql: Sql;
@@ -109,7 +125,7 @@ export class TimerRunner implements TimerScheduler {
   readonly #sql: Sql;
   readonly #log: Logger;
   readonly #opts: Required<Omit<RunnerOptions, "sql" | "log">>;
-  readonly #handlers = new Map<string, TimerHandler>();
+  readonly #handlers = new Map<string, BatchTimerHandler>();
   readonly #wheel = new TimerWheel<Entry>({ now: performance.now() });
   readonly #held = new Map<string, Entry>();
   readonly #ready: Entry[] = [];
@@ -143,8 +159,19 @@ export class TimerRunner implements TimerScheduler {
     };
   }
 
-  /** Registers the handler of a kind. One handler per kind. */
+  /** Registers the handler of a kind, called once per timer. One handler per kind. */
   register(kind: string, handler: TimerHandler): this {
+    return this.registerBatch(kind, async ({ tx, timers, schedule }) => {
+      const results = await Promise.allSettled(
+        timers.map((timer) => handler({ tx, timer, schedule: async (t) => (await schedule([t]))[0]! })),
+      );
+      const failed = results.find((r) => r.status === "rejected");
+      if (failed) throw (failed as PromiseRejectedResult).reason;
+    });
+  }
+
+  /** Registers the batch handler of a kind. One handler per kind. */
+  registerBatch(kind: string, handler: BatchTimerHandler): this {
     if (this.#handlers.has(kind)) throw new Error(`a handler for timer kind "${kind}" is already registered`);
     this.#handlers.set(kind, handler);
     return this;
@@ -414,9 +441,18 @@ export class TimerRunner implements TimerScheduler {
           this.#runner,
           batch.map((e) => e.held),
         );
-        ran = batch.filter((e) => owned.has(e.held.id));
-        missing = batch.filter((e) => !owned.has(e.held.id));
-        const results = await Promise.allSettled(ran.map((e) => this.#runHandler(tx, e, followUps)));
+        const mine = (e: Entry) => owned.get(e.held.id) === e.held.epoch && this.#held.get(e.held.id) === e;
+        ran = batch.filter(mine);
+        missing = batch.filter((e) => !mine(e));
+        const byKind = new Map<string, Entry[]>();
+        for (const e of ran) {
+          const list = byKind.get(e.held.kind);
+          if (list) list.push(e);
+          else byKind.set(e.held.kind, [e]);
+        }
+        const results = await Promise.allSettled(
+          [...byKind].map(([kind, entries]) => this.#runHandler(tx, kind, entries, followUps)),
+        );
         const failed = results.find((r) => r.status === "rejected");
         if (failed) throw (failed as PromiseRejectedResult).reason;
         await completeTimers(
@@ -443,24 +479,27 @@ export class TimerRunner implements TimerScheduler {
     for (const t of followUps) this.#arm(t, at, false);
   }
 
-  async #runHandler(tx: Sql, entry: Entry, followUps: HeldTimer[]): Promise<void> {
-    const { held } = entry;
-    const handler = this.#handlers.get(held.kind);
-    if (!handler) throw new Error(`no handler registered for timer kind "${held.kind}"`);
-    const lease = { runner: this.#runner, horizonMs: this.#opts.horizonMs, leaseMs: this.#opts.leaseMs };
+  async #runHandler(tx: Sql, kind: string, entries: Entry[], followUps: HeldTimer[]): Promise<void> {
+    const handler = this.#handlers.get(kind);
+    if (!handler) throw new Error(`no handler registered for timer kind "${kind}"`);
     await handler({
       tx,
-      timer: {
+      timers: entries.map(({ held }) => ({
         id: held.id,
         kind: held.kind,
         payload: held.payload,
         dueAt: new Date(held.dueMs),
         attempts: held.attempts,
-      },
-      schedule: async (t) => {
-        const next = await insertTimer(tx, t, lease);
-        if (next.leased) followUps.push(next);
-        return { id: next.id, dueAt: new Date(next.dueMs) };
+      })),
+      // Follow-ups are armed in the wheel only after the transaction commits.
+      schedule: async (timers) => {
+        const rows = await insertTimers(tx, timers, {
+          runner: this.#runner,
+          horizonMs: this.#opts.horizonMs,
+          leaseMs: this.#opts.leaseMs,
+        });
+        for (const r of rows) if (r.leased) followUps.push(r);
+        return rows.map((r) => ({ id: r.id, dueAt: new Date(r.dueMs) }));
       },
     });
   }

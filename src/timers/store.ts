@@ -82,6 +82,59 @@ export async function insertTimer(
   };
 }
 
+/**
+ * Inserts several timers in one statement (the follow-ups of a batch of handlers), leased to the
+ * runner like `insertTimer` does for each.
+ */
+export async function insertTimers(
+  sql: Sql,
+  timers: readonly NewTimer[],
+  lease?: { runner: number; horizonMs: number; leaseMs: number },
+): Promise<(HeldTimer & { leased: boolean })[]> {
+  if (timers.length === 0) return [];
+  const kinds = timers.map((t) => t.kind);
+  const ats = timers.map((t) => (t.at ? t.at.toISOString() : null));
+  const delays = timers.map((t) => t.delayMs ?? 0);
+  const payloads = timers.map((t) => JSON.stringify(t.payload ?? {}));
+  const runner = lease?.runner ?? null;
+  const horizon = lease?.horizonMs ?? 0;
+  const rows = await sql<
+    {
+      id: string;
+      kind: string;
+      payload: Record<string, unknown>;
+      epoch: number;
+      locked_by: number | null;
+      due_ms: number;
+      now_ms: number;
+    }[]
+  >`
+    with v as (
+      select k.kind, coalesce(k.at, now() + k.delay * interval '1 millisecond') as due_at, k.payload::jsonb as payload
+      from unnest(${kinds}::text[], ${ats as string[]}::timestamptz[], ${delays}::float8[], ${payloads}::text[])
+        as k(kind, at, delay, payload)
+    )
+    insert into timers (kind, due_at, payload, locked_by, locked_until)
+    select v.kind, v.due_at, v.payload,
+      case when v.due_at <= now() + ${horizon}::float8 * interval '1 millisecond' then ${runner}::integer end,
+      case when v.due_at <= now() + ${horizon}::float8 * interval '1 millisecond' and ${runner}::integer is not null
+        then greatest(v.due_at, now()) + ${lease?.leaseMs ?? 0}::float8 * interval '1 millisecond' end
+    from v
+    returning id::text as id, kind, payload, epoch, locked_by,
+      (extract(epoch from due_at) * 1000)::float8 as due_ms,
+      (extract(epoch from clock_timestamp()) * 1000)::float8 as now_ms`;
+  return rows.map((r) => ({
+    id: r.id,
+    kind: r.kind,
+    payload: r.payload,
+    epoch: r.epoch,
+    attempts: 0,
+    dueMs: r.due_ms,
+    dbNowMs: r.now_ms,
+    leased: r.locked_by !== null,
+  }));
+}
+
 /** Deletes a pending timer (e.g. a cancelled task). Waits if a runner is firing it right now. */
 export async function deleteTimer(sql: Sql, id: string): Promise<boolean> {
   const rows = await sql`delete from timers where id = ${id}::bigint and status = 'pending' returning id`;
@@ -149,23 +202,23 @@ export async function claimDue(
 }
 
 /**
- * Inside the firing transaction: locks the rows this runner still owns (same runner, same epoch) and
- * returns their ids. Rows taken over, completed or not yet committed are left out. Locks in id order
- * so two transactions locking overlapping sets cannot deadlock.
+ * Inside the firing transaction: locks the rows this runner still owns and returns their current
+ * epochs. A held timer may fire only if its epoch is the one returned: rows taken over, completed
+ * or not yet committed are absent or carry a newer epoch. Locks in id order so two transactions
+ * locking overlapping sets cannot deadlock.
  */
 export async function lockOwned(
   sql: Sql,
   runner: number,
-  timers: readonly { id: string; epoch: number }[],
-): Promise<Set<string>> {
-  const ids = timers.map((t) => t.id);
+  timers: readonly { id: string }[],
+): Promise<Map<string, number>> {
+  const ids = [...new Set(timers.map((t) => t.id))];
   const rows = await sql<{ id: string; epoch: number }[]>`
     select id::text as id, epoch from timers
     where id = any(${ids}::bigint[]) and locked_by = ${runner} and status = 'pending'
     order by id
     for update`;
-  const epochs = new Map(timers.map((t) => [t.id, t.epoch]));
-  return new Set(rows.filter((r) => epochs.get(r.id) === r.epoch).map((r) => r.id));
+  return new Map(rows.map((r) => [r.id, r.epoch]));
 }
 
 /** Completion: the rows go in the same transaction as their handlers' work. */
