@@ -182,4 +182,48 @@ describe("durable timers", () => {
     await Bun.sleep(250);
     expect((await fireCounts(db.sql)).get("c")).toBeUndefined();
   });
+
+  test("a batch handler gets the timers due together in one call; on failure each is retried alone", async () => {
+    const calls: number[] = [];
+    const r = testRunner(db, { backoff: () => 60_000 });
+    r.registerBatch("test.batch", async ({ tx, timers }) => {
+      calls.push(timers.length);
+      if (timers.length > 1 && timers.some((t) => t.payload.name === "poison"))
+        throw new Error("poisoned batch");
+      if (timers.some((t) => t.payload.name === "poison")) throw new Error("poison");
+      for (const t of timers)
+        await tx`insert into test_fires (timer_id, name, runner) values (${t.id}::bigint, ${String(t.payload.name)}, 0)`;
+    });
+    await start(r);
+    await db.sql`
+      insert into timers (kind, due_at, payload)
+      select 'test.batch', now(), jsonb_build_object('name', 'b' || i) from generate_series(1, 20) i`;
+    await waitFor(async () => (await fireCounts(db.sql)).size === 20);
+    expect(Math.max(...calls)).toBeGreaterThan(1);
+    calls.length = 0;
+    await db.sql`
+      insert into timers (kind, due_at, payload)
+      select 'test.batch', now(), jsonb_build_object('name', case when i = 3 then 'poison' else 'p' || i end)
+      from generate_series(1, 6) i`;
+    await waitFor(async () => (await fireCounts(db.sql)).size === 25);
+    await waitFor(async () => (await db.sql`select 1 from timers where last_error = 'poison'`).length === 1);
+    // The poisoned batch was rolled back whole, then each timer ran alone.
+    expect(calls.filter((n) => n === 1).length).toBeGreaterThanOrEqual(6);
+    expect([...(await fireCounts(db.sql)).values()].every((n) => n === 1)).toBe(true);
+  });
+
+  test("follow-ups scheduled by a handler are armed in the wheel after commit and fire on time", async () => {
+    const r = testRunner(db, { pollIntervalMs: 5000 });
+    r.register("test.chain", async ({ tx, timer, schedule }) => {
+      const n = Number(timer.payload.n);
+      await tx`insert into test_fires (timer_id, name, runner) values (${timer.id}::bigint, ${`c${n}`}, 0)`;
+      if (n < 5) await schedule({ kind: "test.chain", delayMs: 20, payload: { n: n + 1 } });
+    });
+    await start(r);
+    const t0 = Date.now();
+    await r.schedule(db.sql, { kind: "test.chain", delayMs: 0, payload: { n: 1 } });
+    // Five links of 20 ms, far quicker than the 5 s poll: each was placed in the wheel directly.
+    await waitFor(async () => (await fireCounts(db.sql)).size === 5, 3000, 5);
+    expect(Date.now() - t0).toBeLessThan(1500);
+  });
 });
