@@ -4,6 +4,7 @@ import type { SecretKeyAuth } from "./auth/secretKey.ts";
 import type { Clock } from "./clock.ts";
 import type { Env } from "./env.ts";
 import type { Logger } from "./log.ts";
+import type { TimerScheduler } from "./timers/scheduler.ts";
 
 /** Everything the app needs from outside. createApp(deps) has no side effects of its own. */
 export interface Deps {
@@ -11,6 +12,8 @@ export interface Deps {
   clock: Clock;
   log: Logger;
   env: Env;
+  /** Where services write timers; the process's TimerRunner when it runs one (see timers/scheduler.ts). */
+  timers?: TimerScheduler;
 }
 
 /** Hono typing: the runtime adapter passes the socket peer address; middleware sets the variables. */

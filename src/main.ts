@@ -8,10 +8,12 @@ import { parseEnv } from "./env.ts";
 import { createLogger, silentLogger } from "./log.ts";
 import { type RunningServer, serve } from "./runtime/bun.ts";
 import { prepareDemo, reachableUrl } from "./services/demo.ts";
+import { registerTimerHandlers } from "./timers/handlers.ts";
+import { TimerRunner } from "./timers/runner.ts";
 import { VERSION } from "./version.ts";
 import { preloadWidget } from "./widget/assets.ts";
 
-/** Process wiring: env → database → migrate → serve → shutdown in reverse order on SIGTERM. */
+/** Process wiring: env → database → migrate → timers → serve → shutdown in reverse order on SIGTERM. */
 async function main(argv: string[]) {
   const command = argv[0] ?? "serve";
   if (command === "--version" || command === "version") {
@@ -65,12 +67,16 @@ async function main(argv: string[]) {
   let stopping = false;
   let server: RunningServer | null = null;
   let db: Database | null = null;
+  let timerDb: Database | null = null;
+  let timers: TimerRunner | null = null;
   const shutdown = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     log.info("shutting down", { signal });
     const force = setTimeout(() => process.exit(1), 9_000);
     await server?.stop();
+    await timers?.stop();
+    await timerDb?.close();
     await db?.close();
     clearTimeout(force);
     log.info("stopped");
@@ -85,7 +91,21 @@ async function main(argv: string[]) {
   // Other processes on the same PostgreSQL may revoke keys: hear it, so cached keys are evicted.
   if (db.kind === "postgres") await listenForKeyChanges(db.sql);
   const demoBanner = await prepareDemo({ sql: db.sql, clock: systemClock, log }, env.DATA_DIR);
-  const app = createApp({ sql: db.sql, clock: systemClock, log, env });
+  // Timers get connections of their own, so a burst of API requests cannot hold them back
+  // (PostgreSQL only: the embedded database is a single session).
+  timerDb =
+    db.kind === "postgres"
+      ? await openDatabase({ url: env.DATABASE_URL, dataDir: env.DATA_DIR, log, max: 6 })
+      : null;
+  timers = new TimerRunner({
+    sql: (timerDb ?? db).sql,
+    log,
+    liveness: db.kind === "embedded" ? "shared" : "reserved",
+  });
+  const deps = { sql: db.sql, clock: systemClock, log, env, timers };
+  registerTimerHandlers(timers, deps);
+  await timers.start();
+  const app = createApp(deps);
   server = serve(app.fetch, { port: env.PORT, hostname: env.HOST });
   log.info("listening", { url: `http://${env.HOST}:${server.port}`, database: db.kind, version: VERSION });
   // For a person, once: on stderr, apart from the JSON log stream on stdout.

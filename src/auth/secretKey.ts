@@ -90,9 +90,9 @@ export function assertAgentAllowed(auth: SecretKeyAuth, agentId: string, param =
  * The one way a route declares its secret key: the OpenAPI security requirement names the scope
  * that the middleware enforces, so the document and the check cannot drift apart.
  */
-export function secretKeyAuth(sql: Sql, scope: Scope) {
+export function secretKeyAuth(sql: Sql, scope: Scope, ...then: MiddlewareHandler<AppEnv>[]) {
   return {
     security: [{ secretKey: [scope] }],
-    middleware: [requireSecretKey(sql, scope)] as [MiddlewareHandler<AppEnv>],
+    middleware: [requireSecretKey(sql, scope), ...then] as MiddlewareHandler<AppEnv>[],
   };
 }

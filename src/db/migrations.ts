@@ -2,6 +2,7 @@
 // Add a new file to sql/ and one line here. Never edit a migration that has shipped.
 import m0001 from "../../sql/0001_init.sql" with { type: "text" };
 import m0002 from "../../sql/0002_contacts.sql" with { type: "text" };
+import m0003 from "../../sql/0003_timers_calls.sql" with { type: "text" };
 import m0004 from "../../sql/0004_sessions.sql" with { type: "text" };
 import m0005 from "../../sql/0005_demo.sql" with { type: "text" };
 import m0006 from "../../sql/0006_key_changes.sql" with { type: "text" };
@@ -9,6 +10,7 @@ import m0006 from "../../sql/0006_key_changes.sql" with { type: "text" };
 export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0001_init", sql: m0001 },
   { name: "0002_contacts", sql: m0002 },
+  { name: "0003_timers_calls", sql: m0003 },
   { name: "0004_sessions", sql: m0004 },
   { name: "0005_demo", sql: m0005 },
   { name: "0006_key_changes", sql: m0006 },

@@ -2,8 +2,14 @@ import type { App, Deps } from "../deps.ts";
 import { registerListConvention } from "../lists/cursor.ts";
 import { adminRoutes } from "./admin/index.ts";
 import { registerListAgents } from "./agents/list.ts";
+import { registerCreateCall } from "./calls/create.ts";
+import { registerGetCall } from "./calls/get.ts";
+import { registerListCalls } from "./calls/list.ts";
+import { registerGetTranscript } from "./calls/transcript.ts";
 import { contactRoutes } from "./contacts/index.ts";
 import { registerListEvents } from "./events/list.ts";
+import { registerDeleteTask } from "./tasks/delete.ts";
+import { registerListTasks } from "./tasks/list.ts";
 import { registerCreateWebCallSession } from "./web-call-sessions/create.ts";
 import { webhookEndpointRoutes } from "./webhook-endpoints/index.ts";
 import { registerWidget } from "./widget.ts";
@@ -12,6 +18,12 @@ import { registerWidget } from "./widget.ts";
 export const routes: ((app: App, deps: Deps) => void)[] = [
   registerListConvention,
   registerListAgents,
+  registerCreateCall,
+  registerListCalls,
+  registerGetCall,
+  registerGetTranscript,
+  registerListTasks,
+  registerDeleteTask,
   ...contactRoutes,
   registerListEvents,
   ...webhookEndpointRoutes,

@@ -10,12 +10,16 @@ import {
   createPublishableKey,
   createSecretKey,
 } from "../../src/services/tenancy.ts";
+import { registerTimerHandlers } from "../../src/timers/handlers.ts";
+import { type RunnerOptions, TimerRunner } from "../../src/timers/runner.ts";
 import { createTestDatabase, type TestDatabase } from "./db.ts";
 
 export interface TestContext {
   db: TestDatabase;
   deps: Deps;
   app: ReturnType<typeof createApp>;
+  /** The timer runner, when the context was created with `timers: true`. */
+  runner: TimerRunner | null;
   /** Every log line the app wrote, for tests that search logs for secrets. */
   logs: string[];
   /** Calls the app like a client would, with JSON helpers. */
@@ -27,18 +31,39 @@ export interface TestContext {
 }
 
 export async function createTestContext(
-  opts: { env?: Record<string, string>; clock?: Clock; log?: Logger } = {},
+  opts: {
+    env?: Record<string, string>;
+    clock?: Clock;
+    log?: Logger;
+    /** Start a timer runner (simulated calls play out), optionally tuned. */
+    timers?: boolean | Partial<RunnerOptions>;
+  } = {},
 ): Promise<TestContext> {
   const db = await createTestDatabase();
   const logs: string[] = [];
   const log = opts.log ?? createLogger("debug", (line) => logs.push(line));
   const env: Env = parseEnv({ SIMULATION_TIME_SCALE: "0.01", ...opts.env });
   const deps: Deps = { sql: db.sql, clock: opts.clock ?? systemClock, log, env };
+  let runner: TimerRunner | null = null;
+  if (opts.timers) {
+    runner = new TimerRunner({
+      sql: db.sql,
+      log,
+      liveness: db.kind === "embedded" ? "shared" : "reserved",
+      pollIntervalMs: 50,
+      horizonMs: 500,
+      ...(opts.timers === true ? {} : opts.timers),
+    });
+    deps.timers = runner;
+    registerTimerHandlers(runner, deps);
+    await runner.start();
+  }
   const app = createApp(deps);
   return {
     db,
     deps,
     app,
+    runner,
     logs,
     request: (path, init = {}) => {
       const { json, key, remoteAddress, ...rest } = init;
@@ -55,7 +80,10 @@ export async function createTestContext(
         }),
       );
     },
-    close: () => db.close(),
+    close: async () => {
+      await runner?.stop();
+      await db.close();
+    },
   };
 }
 

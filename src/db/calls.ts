@@ -1,0 +1,323 @@
+import type { Sql } from "postgres";
+import type { TranscriptSegment } from "../simulation/content.ts";
+
+/** Queries of the calls and tasks tables. Every state change is fenced by the status it expects. */
+
+export type CallStatus =
+  | "scheduled"
+  | "initiated"
+  | "ringing"
+  | "ongoing"
+  | "completed"
+  | "failed"
+  | "no_answer"
+  | "busy"
+  | "cancelled";
+
+export type CallRow = {
+  id: string;
+  organization_id: string;
+  livemode: boolean;
+  status: CallStatus;
+  agent_id: string;
+  to_number: string | null;
+  contact_id: string | null;
+  campaign_id: string | null;
+  direction: "outbound" | "web";
+  variables: Record<string, unknown>;
+  simulated_duration_seconds: number | null;
+  language: "en" | "fr";
+  started_at: Date | null;
+  ended_at: Date | null;
+  duration_seconds: number | null;
+  summary: string | null;
+  collected_data: Record<string, unknown> | null;
+  successful: boolean | null;
+  outcome: string | null;
+  recording_url: string | null;
+  task_id: string | null;
+  created_at: Date;
+};
+
+/** Every column but the transcript, which only its own route reads. */
+export const CALL_COLUMNS = [
+  "id",
+  "organization_id",
+  "livemode",
+  "status",
+  "agent_id",
+  "to_number",
+  "contact_id",
+  "campaign_id",
+  "direction",
+  "variables",
+  "simulated_duration_seconds",
+  "language",
+  "started_at",
+  "ended_at",
+  "duration_seconds",
+  "summary",
+  "collected_data",
+  "successful",
+  "outcome",
+  "recording_url",
+  "task_id",
+  "created_at",
+] as const;
+
+const iso = (d: Date | null) => (d ? d.toISOString() : null);
+
+/** The call object of CONTRACT.md §6; `taskId` only for calls placed by a scheduled task. */
+export function callView(r: CallRow) {
+  return {
+    id: r.id,
+    livemode: r.livemode,
+    status: r.status,
+    agentId: r.agent_id,
+    to: r.to_number,
+    contactId: r.contact_id,
+    campaignId: r.campaign_id,
+    direction: r.direction,
+    createdAt: r.created_at.toISOString(),
+    startedAt: iso(r.started_at),
+    endedAt: iso(r.ended_at),
+    durationSeconds: r.duration_seconds,
+    summary: r.summary,
+    collectedData: r.collected_data,
+    successful: r.successful,
+    outcome: r.outcome,
+    recordingUrl: r.recording_url,
+    ...(r.task_id ? { taskId: r.task_id } : {}),
+  };
+}
+export type CallView = ReturnType<typeof callView>;
+
+export function transcriptView(r: { id: string; livemode: boolean; transcript: TranscriptSegment[] }) {
+  return { callId: r.id, livemode: r.livemode, segments: r.transcript };
+}
+
+export type NewCall = Pick<
+  CallRow,
+  | "id"
+  | "organization_id"
+  | "livemode"
+  | "status"
+  | "agent_id"
+  | "to_number"
+  | "contact_id"
+  | "campaign_id"
+  | "direction"
+  | "variables"
+  | "simulated_duration_seconds"
+  | "language"
+  | "task_id"
+  | "created_at"
+>;
+
+export async function insertCall(sql: Sql, c: NewCall): Promise<CallRow> {
+  const [row] = await sql<CallRow[]>`
+    insert into calls (id, organization_id, livemode, status, agent_id, to_number, contact_id, campaign_id,
+      direction, variables, simulated_duration_seconds, language, task_id, created_at)
+    values (${c.id}, ${c.organization_id}, ${c.livemode}, ${c.status}, ${c.agent_id}, ${c.to_number},
+      ${c.contact_id}, ${c.campaign_id}, ${c.direction}, ${sql.json(c.variables as never)},
+      ${c.simulated_duration_seconds}, ${c.language}, ${c.task_id}, ${c.created_at})
+    returning ${sql(CALL_COLUMNS)}`;
+  return row!;
+}
+
+/** One call of the organization in the key's mode (and of the key's agents, if it is restricted). */
+export async function findCall(
+  sql: Sql,
+  scope: { organizationId: string; livemode: boolean; agentIds: string[] | null },
+  id: string,
+): Promise<CallRow | null> {
+  const [row] = await sql<CallRow[]>`
+    select ${sql(CALL_COLUMNS)} from calls
+    where id = ${id} and organization_id = ${scope.organizationId} and livemode = ${scope.livemode}
+    ${scope.agentIds ? sql`and agent_id = any(${scope.agentIds})` : sql``}`;
+  return row ?? null;
+}
+
+export async function findTranscript(
+  sql: Sql,
+  scope: { organizationId: string; livemode: boolean; agentIds: string[] | null },
+  id: string,
+): Promise<{ id: string; livemode: boolean; transcript: TranscriptSegment[] | null } | null> {
+  const [row] = await sql<{ id: string; livemode: boolean; transcript: TranscriptSegment[] | null }[]>`
+    select id, livemode, transcript from calls
+    where id = ${id} and organization_id = ${scope.organizationId} and livemode = ${scope.livemode}
+    ${scope.agentIds ? sql`and agent_id = any(${scope.agentIds})` : sql``}`;
+  return row ?? null;
+}
+
+/** Moves a call from `from` to `to` with the given fields; null when it was not in `from` (already moved). */
+export async function moveCall(
+  sql: Sql,
+  id: string,
+  from: CallStatus,
+  to: CallStatus,
+  set: Partial<{
+    started_at: Date;
+    ended_at: Date;
+    duration_seconds: number;
+    summary: string;
+    collected_data: Record<string, unknown>;
+    successful: boolean;
+    outcome: string;
+    transcript: TranscriptSegment[];
+  }> = {},
+): Promise<CallRow | null> {
+  const [row] = await sql<CallRow[]>`
+    update calls set
+      status = ${to},
+      started_at = coalesce(${set.started_at ?? null}::timestamptz, started_at),
+      ended_at = coalesce(${set.ended_at ?? null}::timestamptz, ended_at),
+      duration_seconds = coalesce(${set.duration_seconds ?? null}::integer, duration_seconds),
+      summary = coalesce(${set.summary ?? null}::text, summary),
+      collected_data = coalesce(${set.collected_data ? sql.json(set.collected_data as never) : null}::jsonb, collected_data),
+      successful = coalesce(${set.successful ?? null}::boolean, successful),
+      outcome = coalesce(${set.outcome ?? null}::text, outcome),
+      transcript = coalesce(${set.transcript ? sql.json(set.transcript as never) : null}::jsonb, transcript)
+    where id = ${id} and status = ${from}
+    returning ${sql(CALL_COLUMNS)}`;
+  return row ?? null;
+}
+
+// ——— simulated calls, a batch of steps per statement ———
+
+/** `initiated` → `ringing`; returns the ids that moved. */
+export async function ringCalls(sql: Sql, ids: readonly string[]): Promise<string[]> {
+  const rows = await sql<{ id: string }[]>`
+    update calls set status = 'ringing' where id = any(${ids as string[]}::text[]) and status = 'initiated'
+    returning id`;
+  return rows.map((r) => r.id);
+}
+
+/** `ringing` → `ongoing` with `startedAt`; returns the calls that moved. */
+export async function startCalls(sql: Sql, steps: readonly { id: string; at: Date }[]): Promise<CallRow[]> {
+  return sql<CallRow[]>`
+    update calls set status = 'ongoing', started_at = v.at
+    from unnest(${steps.map((s) => s.id)}::text[], ${steps.map((s) => s.at.toISOString())}::timestamptz[]) as v(vid, at)
+    where calls.id = v.vid and calls.status = 'ringing'
+    returning ${sql(CALL_COLUMNS.map((c) => `calls.${c}`))}`;
+}
+
+export async function readOngoingCalls(sql: Sql, ids: readonly string[]): Promise<CallRow[]> {
+  return sql<CallRow[]>`
+    select ${sql(CALL_COLUMNS)} from calls where id = any(${ids as string[]}::text[]) and status = 'ongoing'`;
+}
+
+/** `ongoing` → `completed` with the simulated outcome; returns the calls that moved. */
+export async function completeCalls(
+  sql: Sql,
+  done: readonly {
+    id: string;
+    endedAt: Date;
+    durationSeconds: number;
+    summary: string;
+    collectedData: Record<string, unknown>;
+    transcript: TranscriptSegment[];
+  }[],
+): Promise<CallRow[]> {
+  return sql<CallRow[]>`
+    update calls set
+      status = 'completed',
+      ended_at = v.ended_at,
+      duration_seconds = v.duration,
+      summary = v.summary,
+      collected_data = v.collected::jsonb,
+      transcript = v.transcript::jsonb,
+      successful = true,
+      outcome = 'answered_human'
+    from unnest(
+      ${done.map((d) => d.id)}::text[],
+      ${done.map((d) => d.endedAt.toISOString())}::timestamptz[],
+      ${done.map((d) => d.durationSeconds)}::integer[],
+      ${done.map((d) => d.summary)}::text[],
+      ${done.map((d) => JSON.stringify(d.collectedData))}::text[],
+      ${done.map((d) => JSON.stringify(d.transcript))}::text[]
+    ) as v(vid, ended_at, duration, summary, collected, transcript)
+    where calls.id = v.vid and calls.status = 'ongoing'
+    returning ${sql(CALL_COLUMNS.map((c) => `calls.${c}`))}`;
+}
+
+// ——— tasks ———
+
+export interface TaskRow {
+  id: string;
+  organization_id: string;
+  type: "call";
+  call_id: string;
+  agent_id: string;
+  to_number: string;
+  run_at: Date;
+  status: "scheduled" | "completed" | "cancelled";
+  timer_id: string | null;
+  created_at: Date;
+}
+
+export function taskView(t: TaskRow) {
+  return {
+    id: t.id,
+    type: t.type,
+    callId: t.call_id,
+    agentId: t.agent_id,
+    to: t.to_number,
+    runAt: t.run_at.toISOString(),
+    status: t.status,
+    createdAt: t.created_at.toISOString(),
+  };
+}
+
+export async function insertTask(sql: Sql, t: Omit<TaskRow, "status">): Promise<TaskRow> {
+  const [row] = await sql<TaskRow[]>`
+    insert into tasks (id, organization_id, type, call_id, agent_id, to_number, run_at, status, timer_id, created_at)
+    values (${t.id}, ${t.organization_id}, ${t.type}, ${t.call_id}, ${t.agent_id}, ${t.to_number}, ${t.run_at},
+      'scheduled', ${t.timer_id}::bigint, ${t.created_at})
+    returning id, organization_id, type, call_id, agent_id, to_number, run_at, status, timer_id::text, created_at`;
+  return row!;
+}
+
+export async function listScheduledTasks(
+  sql: Sql,
+  organizationId: string,
+  agentIds: string[] | null,
+): Promise<TaskRow[]> {
+  return sql<TaskRow[]>`
+    select id, organization_id, type, call_id, agent_id, to_number, run_at, status, timer_id::text, created_at
+    from tasks
+    where organization_id = ${organizationId} and status = 'scheduled'
+    ${agentIds ? sql`and agent_id = any(${agentIds})` : sql``}
+    order by run_at, id`;
+}
+
+export async function findScheduledTask(
+  sql: Sql,
+  organizationId: string,
+  agentIds: string[] | null,
+  id: string,
+): Promise<TaskRow | null> {
+  const [row] = await sql<TaskRow[]>`
+    select id, organization_id, type, call_id, agent_id, to_number, run_at, status, timer_id::text, created_at
+    from tasks
+    where id = ${id} and organization_id = ${organizationId} and status = 'scheduled'
+    ${agentIds ? sql`and agent_id = any(${agentIds})` : sql``}`;
+  return row ?? null;
+}
+
+/** Moves a task out of `scheduled`; null when it had already run or been cancelled. */
+export async function finishTask(
+  sql: Sql,
+  id: string,
+  to: "completed" | "cancelled",
+): Promise<TaskRow | null> {
+  const [row] = await sql<TaskRow[]>`
+    update tasks set status = ${to} where id = ${id} and status = 'scheduled'
+    returning id, organization_id, type, call_id, agent_id, to_number, run_at, status, timer_id::text, created_at`;
+  return row ?? null;
+}
+
+export async function contactExists(sql: Sql, organizationId: string, id: string): Promise<boolean> {
+  const rows = await sql`select 1 from contacts where id = ${id} and organization_id = ${organizationId}`;
+  return rows.length > 0;
+}

@@ -1,0 +1,66 @@
+import { z } from "@hono/zod-openapi";
+import { CALL_STATUSES } from "../../services/calls.ts";
+
+const timestamp = (description: string) =>
+  z.string().nullable().openapi({ description, example: "2026-11-21T09:30:05.000Z" });
+
+export const CallSchema = z
+  .object({
+    id: z.string().openapi({ example: "call_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
+    livemode: z.boolean().openapi({ description: "false for simulated calls (test keys)." }),
+    status: z.enum(CALL_STATUSES).openapi({
+      description:
+        "Simulated calls: `initiated` → `ringing` → `ongoing` → `completed`. Live calls may also be `scheduled` " +
+        "and end `failed`, `no_answer`, `busy` or `cancelled`.",
+    }),
+    agentId: z.string(),
+    to: z
+      .string()
+      .nullable()
+      .openapi({ description: "E.164 number; null for web calls.", example: "+33612345678" }),
+    contactId: z.string().nullable(),
+    campaignId: z.string().nullable(),
+    direction: z.enum(["outbound", "web"]),
+    createdAt: z.string().openapi({ example: "2026-11-21T09:30:00.000Z" }),
+    startedAt: timestamp("Set when the call becomes `ongoing`."),
+    endedAt: timestamp("Set when the call ends."),
+    durationSeconds: z
+      .number()
+      .int()
+      .nullable()
+      .openapi({ description: "Simulated calls: 30 to 89.", example: 47 }),
+    summary: z.string().nullable(),
+    collectedData: z
+      .record(z.string(), z.unknown())
+      .nullable()
+      .openapi({
+        description: "Simulated calls: `appointment_date` and `reason`.",
+        example: { appointment_date: "2026-11-27", reason: "a check-up and cleaning" },
+      }),
+    successful: z.boolean().nullable(),
+    outcome: z.string().nullable().openapi({ example: "answered_human" }),
+    recordingUrl: z.string().nullable().openapi({ description: "Simulated calls have no recording." }),
+    taskId: z
+      .string()
+      .optional()
+      .openapi({ description: "Only on a live call placed by a scheduled task (future `runAt`)." }),
+  })
+  .openapi("Call");
+
+export const TranscriptSchema = z
+  .object({
+    callId: z.string(),
+    livemode: z.boolean(),
+    segments: z.array(
+      z.object({
+        speaker: z.enum(["agent", "contact"]),
+        text: z.string(),
+        offsetSeconds: z.number().openapi({ description: "Seconds from the start of the call." }),
+      }),
+    ),
+  })
+  .openapi("Transcript");
+
+export const CallIdParams = z.object({
+  id: z.string().openapi({ param: { name: "id", in: "path" }, example: "call_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
+});

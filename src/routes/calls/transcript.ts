@@ -1,0 +1,27 @@
+import { createRoute } from "@hono/zod-openapi";
+import { secretKeyAuth } from "../../auth/secretKey.ts";
+import type { App, Deps } from "../../deps.ts";
+import { errorResponses } from "../../errors.ts";
+import { getTranscript } from "../../services/calls.ts";
+import { CallIdParams, TranscriptSchema } from "./schema.ts";
+
+export function registerGetTranscript(app: App, deps: Deps) {
+  const route = createRoute({
+    method: "get",
+    path: "/api/v1/calls/{id}/transcript",
+    tags: ["Calls"],
+    summary: "Retrieve the transcript of a call",
+    description:
+      "404 `not_found` until the transcript exists (a simulated call has one once `completed`), and for a call " +
+      "of the other mode.",
+    ...secretKeyAuth(deps.sql, "calls:read"),
+    request: { params: CallIdParams },
+    responses: {
+      200: { description: "The transcript.", content: { "application/json": { schema: TranscriptSchema } } },
+      ...errorResponses("invalid_key", "missing_scope", "not_found"),
+    },
+  });
+  app.openapi(route, async (c) => {
+    return c.json(await getTranscript(deps, c.get("auth"), c.req.valid("param").id), 200);
+  });
+}

@@ -1,0 +1,40 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { secretKeyAuth } from "../../auth/secretKey.ts";
+import type { App, Deps } from "../../deps.ts";
+import { errorResponses } from "../../errors.ts";
+import { deleteTask } from "../../services/tasks.ts";
+import { liveModeOnly } from "./list.ts";
+
+export function registerDeleteTask(app: App, deps: Deps) {
+  const route = createRoute({
+    method: "delete",
+    path: "/api/v1/tasks/{id}",
+    tags: ["Tasks"],
+    summary: "Cancel a scheduled task",
+    description:
+      "Live keys only (a test key gets 403 `test_mode_not_supported`, before the id is looked at). Cancels the " +
+      "task and its call (status `cancelled`). A task that already ran is 404 `not_found`.",
+    ...secretKeyAuth(deps.sql, "tasks:write", liveModeOnly),
+    request: {
+      params: z.object({
+        id: z
+          .string()
+          .openapi({ param: { name: "id", in: "path" }, example: "task_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
+      }),
+    },
+    responses: {
+      200: {
+        description: "Deleted.",
+        content: {
+          "application/json": {
+            schema: z.object({ id: z.string(), deleted: z.literal(true) }).openapi("DeletedTask"),
+          },
+        },
+      },
+      ...errorResponses("invalid_key", "missing_scope", "test_mode_not_supported", "not_found"),
+    },
+  });
+  app.openapi(route, async (c) =>
+    c.json(await deleteTask(deps, c.get("auth"), c.req.valid("param").id), 200),
+  );
+}

@@ -1,0 +1,34 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import type { MiddlewareHandler } from "hono";
+import { secretKeyAuth } from "../../auth/secretKey.ts";
+import type { App, AppEnv, Deps } from "../../deps.ts";
+import { errorResponses } from "../../errors.ts";
+import { assertLiveMode, listTasks } from "../../services/tasks.ts";
+import { TaskSchema } from "./schema.ts";
+
+/** Test keys are refused before anything else about the request is looked at. */
+export const liveModeOnly: MiddlewareHandler<AppEnv> = async (c, next) => {
+  assertLiveMode(c.get("auth"));
+  await next();
+};
+
+export function registerListTasks(app: App, deps: Deps) {
+  const route = createRoute({
+    method: "get",
+    path: "/api/v1/tasks",
+    tags: ["Tasks"],
+    summary: "List scheduled tasks",
+    description:
+      "Live keys only (a test key gets 403 `test_mode_not_supported`). The tasks still to run, soonest first, " +
+      "in this list's own format `{tasks: [...]}` (not the cursor convention yet).",
+    ...secretKeyAuth(deps.sql, "tasks:read", liveModeOnly),
+    responses: {
+      200: {
+        description: "Scheduled tasks.",
+        content: { "application/json": { schema: z.object({ tasks: z.array(TaskSchema) }) } },
+      },
+      ...errorResponses("invalid_key", "missing_scope", "test_mode_not_supported"),
+    },
+  });
+  app.openapi(route, async (c) => c.json(await listTasks(deps, c.get("auth")), 200));
+}

@@ -1,0 +1,433 @@
+import { z } from "@hono/zod-openapi";
+import type { Sql } from "postgres";
+import { assertAgentAllowed, type SecretKeyAuth } from "../auth/secretKey.ts";
+import { findAgent } from "../db/agents.ts";
+import {
+  CALL_COLUMNS,
+  type CallRow,
+  type CallView,
+  callView,
+  completeCalls,
+  contactExists,
+  findCall,
+  findTranscript,
+  insertCall,
+  insertTask,
+  readOngoingCalls,
+  ringCalls,
+  startCalls,
+  taskView,
+  transcriptView,
+} from "../db/calls.ts";
+import type { Deps } from "../deps.ts";
+import { ApiError } from "../errors.ts";
+import { isId, newId } from "../ids.ts";
+import { listEnvelope, paginate } from "../lists/cursor.ts";
+import { drawDurationSeconds, pickLanguage, simulateOutcome } from "../simulation/content.ts";
+import type { BatchContext, BatchTimerHandler, FiredTimer } from "../timers/runner.ts";
+import { schedulerOf } from "../timers/scheduler.ts";
+import { asSql } from "../timers/store.ts";
+import { recordEvent } from "./events.ts";
+
+/** Calls: creation (simulated with a test key, scheduled or refused with a live key), reads, lists. */
+
+type CallDeps = Pick<Deps, "sql" | "clock" | "env" | "log" | "timers">;
+
+/** Timer kind of the steps of a simulated call. */
+export const SIMULATION_TIMER = "call.simulation";
+
+/** SPEC.md/CONTRACT.md schedule of a simulated call, in seconds before SIMULATION_TIME_SCALE. */
+export const SIMULATED_SCHEDULE = { ringingAfter: 2, ongoingAfter: 5 } as const;
+
+/** A flat object of simple values (CONTRACT.md §5): at most 50 keys of at most 64 characters. */
+export const FlatVariables = z
+  .record(
+    z.string().min(1).max(64),
+    z.union([z.string().max(1000), z.number(), z.boolean(), z.null()], {
+      message: "values must be strings (at most 1,000 characters), numbers, booleans or null",
+    }),
+  )
+  .refine((v) => Object.keys(v).length <= 50, { message: "at most 50 variables" })
+  .openapi({
+    description:
+      "Flat object of simple values (string ≤ 1,000 characters, number, boolean, null); ≤ 50 keys.",
+    example: { firstName: "Claire", language: "fr" },
+  });
+
+const E164 = /^\+[1-9][0-9]{6,14}$/;
+
+export const CreateCallInput = z
+  .object({
+    agentId: z.string().openapi({ example: "agt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
+    to: z
+      .string()
+      .regex(E164, { message: "to must be a phone number in E.164 format, such as +33612345678" })
+      .openapi({ example: "+33612345678" }),
+    contactId: z.string().nullable().optional().openapi({ example: "ct_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
+    variables: FlatVariables.optional(),
+    runAt: z.iso
+      .datetime({
+        offset: true,
+        message: "runAt must be an ISO 8601 timestamp, such as 2026-11-21T09:30:00.000Z",
+      })
+      .optional()
+      .openapi({
+        description:
+          "Live keys: a future time creates a scheduled call and a task. Test keys: ignored (the call is simulated now).",
+        example: "2026-11-22T09:30:00.000Z",
+      }),
+  })
+  .strict()
+  .openapi("CreateCallRequest");
+export type CreateCallInput = z.infer<typeof CreateCallInput>;
+
+/** The furthest a call can be scheduled. */
+const MAX_SCHEDULE_AHEAD_MS = 366 * 24 * 3600 * 1000;
+
+/**
+ * POST /v1/calls. Everything is checked before anything is written.
+ * Test key: a simulated call (SPEC.md "Simulated call"); `runAt`, do-not-call list, call window,
+ * country and limits do not apply, nothing reaches a carrier and nothing counts in usage.
+ * Live key: paid plan (403) before carrier (503); a future `runAt` creates a scheduled call and its task.
+ */
+export async function createCall(
+  deps: CallDeps,
+  auth: SecretKeyAuth,
+  input: CreateCallInput,
+): Promise<CallView> {
+  const agent = isId(input.agentId, "agt")
+    ? await findAgent(deps.sql, auth.organizationId, input.agentId)
+    : null;
+  if (!agent) throw new ApiError("not_found", "No such agent.", { param: "agentId" });
+  assertAgentAllowed(auth, agent.id);
+  const contactId = input.contactId ?? null;
+  if (contactId !== null) {
+    if (!isId(contactId, "ct") || !(await contactExists(deps.sql, auth.organizationId, contactId))) {
+      throw new ApiError("not_found", "No such contact.", { param: "contactId" });
+    }
+  }
+  const variables = input.variables ?? {};
+
+  if (!auth.livemode) {
+    if (!agent.active)
+      throw new ApiError("agent_unavailable", "This agent is not active.", { param: "agentId" });
+    return deps.sql.begin((tx) =>
+      createSimulatedCall(asSql(tx), deps, {
+        organizationId: auth.organizationId,
+        agentId: agent.id,
+        agentLanguage: agent.language,
+        direction: "outbound",
+        to: input.to,
+        contactId,
+        variables,
+      }),
+    );
+  }
+
+  if (!auth.paidPlan) {
+    throw new ApiError("plan_required", "Live calls need an active paid plan for the organization.");
+  }
+  if (!agent.active)
+    throw new ApiError("agent_unavailable", "This agent is not active.", { param: "agentId" });
+  const runAt = input.runAt ? new Date(input.runAt) : null;
+  const now = deps.clock.now().getTime();
+  if (runAt && runAt.getTime() > now) {
+    if (runAt.getTime() - now > MAX_SCHEDULE_AHEAD_MS) {
+      throw new ApiError("invalid_request", "runAt must be within a year.", { param: "runAt" });
+    }
+    return deps.sql.begin((tx) =>
+      createScheduledCall(asSql(tx), deps, {
+        organizationId: auth.organizationId,
+        agentId: agent.id,
+        to: input.to,
+        contactId,
+        variables,
+        runAt,
+      }),
+    );
+  }
+  throw new ApiError("carrier_unavailable", "No carrier is configured to place live phone calls.");
+}
+
+/**
+ * Creates a simulated call (`livemode` false) and the timer of its first step, inside the caller's
+ * transaction: outbound calls of test keys here, web calls of test session tokens and the calls of
+ * test campaigns elsewhere. The call then plays by itself: ringing, ongoing, completed.
+ */
+export async function createSimulatedCall(
+  tx: Sql,
+  deps: CallDeps,
+  input: {
+    organizationId: string;
+    agentId: string;
+    /** The agent's language, when the caller already read the agent; read otherwise. */
+    agentLanguage?: string;
+    direction: "outbound" | "web";
+    to: string | null;
+    contactId?: string | null;
+    campaignId?: string | null;
+    variables?: Record<string, unknown>;
+  },
+): Promise<CallView> {
+  const id = newId("call", deps.clock);
+  let agentLanguage = input.agentLanguage;
+  if (agentLanguage === undefined) {
+    const [agent] = await tx<{ language: string }[]>`select language from agents where id = ${input.agentId}`;
+    agentLanguage = agent?.language ?? "en";
+  }
+  const variables = input.variables ?? {};
+  const row = await insertCall(tx, {
+    id,
+    organization_id: input.organizationId,
+    livemode: false,
+    status: "initiated",
+    agent_id: input.agentId,
+    to_number: input.to,
+    contact_id: input.contactId ?? null,
+    campaign_id: input.campaignId ?? null,
+    direction: input.direction,
+    variables,
+    simulated_duration_seconds: drawDurationSeconds(id),
+    language: pickLanguage(variables, agentLanguage),
+    task_id: null,
+    created_at: deps.clock.now(),
+  });
+  await schedulerOf(deps).schedule(tx, {
+    kind: SIMULATION_TIMER,
+    delayMs: SIMULATED_SCHEDULE.ringingAfter * 1000 * deps.env.SIMULATION_TIME_SCALE,
+    payload: { callId: id, to: "ringing" },
+  });
+  return callView(row);
+}
+
+/** A live call for later: the call in `scheduled`, its task, and the task's timer at `runAt`. */
+async function createScheduledCall(
+  tx: Sql,
+  deps: CallDeps,
+  input: {
+    organizationId: string;
+    agentId: string;
+    to: string;
+    contactId: string | null;
+    variables: Record<string, unknown>;
+    runAt: Date;
+  },
+): Promise<CallView> {
+  const callId = newId("call", deps.clock);
+  const taskId = newId("task", deps.clock);
+  const now = deps.clock.now();
+  const row = await insertCall(tx, {
+    id: callId,
+    organization_id: input.organizationId,
+    livemode: true,
+    status: "scheduled",
+    agent_id: input.agentId,
+    to_number: input.to,
+    contact_id: input.contactId,
+    campaign_id: null,
+    direction: "outbound",
+    variables: input.variables,
+    simulated_duration_seconds: null,
+    language: "en",
+    task_id: taskId,
+    created_at: now,
+  });
+  const timer = await schedulerOf(deps).schedule(tx, {
+    kind: TASK_TIMER,
+    at: input.runAt,
+    payload: { taskId },
+  });
+  await insertTask(tx, {
+    id: taskId,
+    organization_id: input.organizationId,
+    type: "call",
+    call_id: callId,
+    agent_id: input.agentId,
+    to_number: input.to,
+    run_at: input.runAt,
+    timer_id: timer.id,
+    created_at: now,
+  });
+  return callView(row);
+}
+
+/** Timer kind of scheduled tasks. */
+export const TASK_TIMER = "task.run";
+
+// ——— reads ———
+
+type ReadScope = Pick<SecretKeyAuth, "organizationId" | "livemode" | "agentIds">;
+
+/** Malformed, unknown, foreign, other-mode: all the same 404. */
+export async function getCall(deps: Pick<Deps, "sql">, auth: ReadScope, id: string): Promise<CallView> {
+  const row = isId(id, "call") ? await findCall(deps.sql, auth, id) : null;
+  if (!row) throw new ApiError("not_found", "No such call.");
+  return callView(row);
+}
+
+export async function getTranscript(deps: Pick<Deps, "sql">, auth: ReadScope, id: string) {
+  const row = isId(id, "call") ? await findTranscript(deps.sql, auth, id) : null;
+  if (!row) throw new ApiError("not_found", "No such call.");
+  if (!row.transcript) throw new ApiError("not_found", "This call has no transcript yet.");
+  return transcriptView({ id: row.id, livemode: row.livemode, transcript: row.transcript });
+}
+
+export const CALL_STATUSES = [
+  "scheduled",
+  "initiated",
+  "ringing",
+  "ongoing",
+  "completed",
+  "failed",
+  "no_answer",
+  "busy",
+  "cancelled",
+] as const;
+
+export async function listCalls(
+  deps: Pick<Deps, "sql">,
+  auth: ReadScope,
+  q: {
+    limit: number;
+    starting_after?: string;
+    status?: (typeof CALL_STATUSES)[number];
+    agentId?: string;
+    campaignId?: string;
+  },
+) {
+  const { sql } = deps;
+  const where = sql`organization_id = ${auth.organizationId} and livemode = ${auth.livemode}
+    ${auth.agentIds ? sql`and agent_id = any(${auth.agentIds})` : sql``}
+    ${q.status ? sql`and status = ${q.status}` : sql``}
+    ${q.agentId ? sql`and agent_id = ${q.agentId}` : sql``}
+    ${q.campaignId ? sql`and campaign_id = ${q.campaignId}` : sql``}`;
+  return paginate<CallRow, CallView>({
+    sql,
+    table: "calls",
+    where,
+    prefix: "call",
+    limit: q.limit,
+    startingAfter: q.starting_after,
+    columns: sql`${sql(CALL_COLUMNS)}`,
+    map: callView,
+  });
+}
+
+export { listEnvelope, taskView };
+
+// ——— the simulated call plays out ———
+
+/**
+ * The steps of simulated calls, a batch at a time: every call due for the same step moves in one
+ * statement. Each step moves a call only from the state it expects, so a step that runs again (a
+ * takeover after a crash) changes nothing. The next step is scheduled from this step's due time, so
+ * lateness does not add up and, at scale 1, endedAt − startedAt = durationSeconds.
+ */
+export function simulationSteps(deps: CallDeps): BatchTimerHandler {
+  const scale = deps.env.SIMULATION_TIME_SCALE;
+  const ringToAnswerMs = (SIMULATED_SCHEDULE.ongoingAfter - SIMULATED_SCHEDULE.ringingAfter) * 1000 * scale;
+
+  const ring = async ({ tx, timers, schedule }: BatchContext) => {
+    const due = new Map(timers.map((t) => [String(t.payload.callId), t.dueAt]));
+    const moved = await ringCalls(tx, [...due.keys()]);
+    await schedule(
+      moved.map((callId) => ({
+        kind: SIMULATION_TIMER,
+        at: new Date(due.get(callId)!.getTime() + ringToAnswerMs),
+        payload: { callId, to: "ongoing" },
+      })),
+    );
+  };
+
+  const answer = async ({ tx, timers, schedule }: BatchContext) => {
+    const moved = await startCalls(
+      tx,
+      timers.map((t) => ({ id: String(t.payload.callId), at: t.dueAt })),
+    );
+    await Promise.all([
+      ...moved.map((call) =>
+        recordEvent(tx, deps.clock, {
+          organizationId: call.organization_id,
+          type: "call.started",
+          livemode: call.livemode,
+          data: callView(call),
+        }),
+      ),
+      schedule(
+        moved.map((call) => ({
+          kind: SIMULATION_TIMER,
+          at: new Date(call.started_at!.getTime() + (call.simulated_duration_seconds ?? 30) * 1000 * scale),
+          payload: { callId: call.id, to: "completed" },
+        })),
+      ),
+    ]);
+  };
+
+  const complete = async ({ tx, timers }: BatchContext) => {
+    const due = new Map(timers.map((t) => [String(t.payload.callId), t.dueAt]));
+    const calls = await readOngoingCalls(tx, [...due.keys()]);
+    const outcomes = new Map(
+      calls.map((call) => [
+        call.id,
+        simulateOutcome({
+          seed: call.id,
+          language: call.language,
+          durationSeconds: call.simulated_duration_seconds ?? 30,
+          at: call.created_at,
+          variables: call.variables,
+        }),
+      ]),
+    );
+    const moved = await completeCalls(
+      tx,
+      calls.map((call) => {
+        const o = outcomes.get(call.id)!;
+        return {
+          id: call.id,
+          endedAt: due.get(call.id)!,
+          durationSeconds: call.simulated_duration_seconds ?? 30,
+          summary: o.summary,
+          collectedData: o.collectedData,
+          transcript: o.segments,
+        };
+      }),
+    );
+    // Sent together (pipelined); ids are drawn in this order, so the outbox keeps it per call:
+    // the call ended, then its transcript and its analysis are ready. Each once.
+    await Promise.all(
+      moved.flatMap((call) => {
+        const base = { organizationId: call.organization_id, livemode: call.livemode };
+        const view = callView(call);
+        const segments = outcomes.get(call.id)!.segments;
+        return [
+          recordEvent(tx, deps.clock, { ...base, type: "call.ended", data: view }),
+          recordEvent(tx, deps.clock, {
+            ...base,
+            type: "call.transcript_ready",
+            data: transcriptView({ id: call.id, livemode: call.livemode, transcript: segments }),
+          }),
+          recordEvent(tx, deps.clock, { ...base, type: "call.analysis_ready", data: view }),
+        ];
+      }),
+    );
+  };
+
+  const steps: Record<string, (ctx: BatchContext) => Promise<void>> = {
+    ringing: ring,
+    ongoing: answer,
+    completed: complete,
+  };
+  return async (ctx) => {
+    const byStep = new Map<string, FiredTimer[]>();
+    for (const t of ctx.timers) {
+      const step = String(t.payload.to);
+      if (!steps[step]) throw new Error(`unknown simulation step ${JSON.stringify(t.payload.to)}`);
+      byStep.set(step, [...(byStep.get(step) ?? []), t]);
+    }
+    const results = await Promise.allSettled(
+      [...byStep].map(([step, timers]) => steps[step]!({ ...ctx, timers })),
+    );
+    const failed = results.find((r) => r.status === "rejected");
+    if (failed) throw (failed as PromiseRejectedResult).reason;
+  };
+}

@@ -1,0 +1,552 @@
+import type { ReservedSql, Sql } from "postgres";
+import type { Logger } from "../log.ts";
+import { LatencyHistogram } from "./histogram.ts";
+import type { TimerScheduler } from "./scheduler.ts";
+import {
+  asSql,
+  claimDue,
+  completeTimers,
+  deleteTimer,
+  failTimer,
+  type HeldTimer,
+  insertTimer,
+  insertTimers,
+  lockOwned,
+  type NewTimer,
+  releaseLeases,
+  renewLeases,
+  tryLockRunner,
+  unlockRunner,
+} from "./store.ts";
+import { TimerWheel, type WheelTimer } from "./wheel.ts";
+
+/** What a handler sees when its timer fires. */
+export interface FiredTimer {
+  id: string;
+  kind: string;
+  payload: Record<string, unknown>;
+  /** The due time (database clock): the instant the handler's work is scheduled for. */
+  dueAt: Date;
+  /** Failed attempts so far. */
+  attempts: number;
+}
+
+export interface HandlerContext {
+  /** The transaction the timer's completion commits with. Do all writes through it. */
+  tx: Sql;
+  timer: FiredTimer;
+  /** Schedules a follow-up timer in the same transaction. */
+  schedule(timer: NewTimer): Promise<{ id: string; dueAt: Date }>;
+}
+
+/**
+ * A handler is a plain function registered by kind. It must check the state it moves with a fencing
+ * condition (`update … where id = $1 and status = $expected`) and do nothing when the state has
+ * already moved: in rare takeovers a timer's handler can run twice, but only one run commits a change.
+ */
+export type TimerHandler = (ctx: HandlerContext) => Promise<void>;
+
+/** What a batch handler sees: every due timer of its kind in one firing transaction. */
+export interface BatchContext {
+  tx: Sql;
+  timers: FiredTimer[];
+  /** Schedules follow-up timers in the same transaction, in one statement (ids in no set order). */
+  schedule(timers: NewTimer[]): Promise<{ id: string; dueAt: Date }[]>;
+}
+
+/**
+ * A handler that takes all the timers of its kind due together, so it can move many rows with one
+ * statement. Same fencing rule as a TimerHandler, per row. If it throws, the runner retries each
+ * timer of the batch on its own, so one bad row never holds back the others.
+ */
+export type BatchTimerHandler = (ctx: BatchContext) => Promise<void>;
+
+export interface RunnerOptions {
+  sql: Sql;
+  log: Logger;
+  /**
+   * How this runner proves it is alive: a session advisory lock on a connection it reserves for
+   * itself (`reserved`, PostgreSQL), or taken on the pool's session (`shared`, the embedded database,
+   * which is one session for the whole process anyway).
+   */
+  liveness?: "reserved" | "shared";
+  /** How often due and near rows are claimed (ms). */
+  pollIntervalMs?: number;
+  /** Rows due within this window are claimed into the wheel (ms). Must exceed the poll interval. */
+  horizonMs?: number;
+  /** Lease length counted from the due time (ms). A live but stuck runner loses its rows after it. */
+  leaseMs?: number;
+  /** Rows claimed per query. */
+  claimBatch?: number;
+  /** Most timers held in memory at once; beyond it, claiming pauses. */
+  maxHeld?: number;
+  /** Timers fired per transaction. */
+  batchSize?: number;
+  /** Firing transactions in flight at once. */
+  concurrency?: number;
+  /** Delay before retry n (1-based) of a failed handler. */
+  backoff?: (attempt: number) => number;
+  /** Attempts before a timer is kept as `failed` (with its last error) instead of retried. */
+  maxAttempts?: number;
+}
+
+interface Entry {
+  held: HeldTimer;
+  /** Local (performance.now) time it is due. */
+  localDue: number;
+  /** Local time its lease ends. */
+  localLeaseEnd: number;
+  /** Inserted by an outside transaction that may not have committed yet. */
+  unconfirmed: boolean;
+  retries: number;
+  wheel: WheelTimer<Entry> | null;
+}
+
+export interface RunnerStats {
+  runner: number;
+  fired: number;
+  failures: number;
+  held: number;
+  latenessMs: { p50: number; p99: number; max: number };
+}
+
+const defaultBackoff = (attempt: number) => {
+  const base = Math.min(1000 * 2 ** (attempt - 1), 10 * 60_000);
+  return Math.round(base * (0.8 + Math.random() * 0.4));
+};
+
+/**
+ * The one timer runner of a process: the wheel in memory for timers due soon, the timers table for
+ * all of them. It claims due and near rows with a lease, fires them from the wheel in batches (one
+ * transaction per batch: lock the rows still owned, run the handlers, delete the rows), retries
+ * failures with backoff and records their error, and hands its leases back when it stops.
+ */
+export class TimerRunner implements TimerScheduler {
+  readonly #sql: Sql;
+  readonly #log: Logger;
+  readonly #opts: Required<Omit<RunnerOptions, "sql" | "log">>;
+  readonly #handlers = new Map<string, BatchTimerHandler>();
+  readonly #wheel = new TimerWheel<Entry>({ now: performance.now() });
+  readonly #held = new Map<string, Entry>();
+  readonly #ready: Entry[] = [];
+  readonly #inFlight = new Set<Promise<void>>();
+  readonly #lateness = new LatencyHistogram();
+  #runner = 0;
+  #liveConn: ReservedSql | null = null;
+  #running = false;
+  #stopping = false;
+  #pollTimer: ReturnType<typeof setTimeout> | null = null;
+  #polling: Promise<void> | null = null;
+  #wakeTimer: ReturnType<typeof setTimeout> | null = null;
+  #wakeAt = Number.POSITIVE_INFINITY;
+  #fired = 0;
+  #failures = 0;
+
+  constructor(opts: RunnerOptions) {
+    this.#sql = opts.sql;
+    this.#log = opts.log;
+    this.#opts = {
+      liveness: opts.liveness ?? "reserved",
+      pollIntervalMs: opts.pollIntervalMs ?? 500,
+      horizonMs: opts.horizonMs ?? 2000,
+      leaseMs: opts.leaseMs ?? 30_000,
+      claimBatch: opts.claimBatch ?? 1000,
+      maxHeld: opts.maxHeld ?? 50_000,
+      batchSize: opts.batchSize ?? 100,
+      concurrency: opts.concurrency ?? 4,
+      backoff: opts.backoff ?? defaultBackoff,
+      maxAttempts: opts.maxAttempts ?? 20,
+    };
+  }
+
+  /** Registers the handler of a kind, called once per timer. One handler per kind. */
+  register(kind: string, handler: TimerHandler): this {
+    return this.registerBatch(kind, async ({ tx, timers, schedule }) => {
+      const results = await Promise.allSettled(
+        timers.map((timer) => handler({ tx, timer, schedule: async (t) => (await schedule([t]))[0]! })),
+      );
+      const failed = results.find((r) => r.status === "rejected");
+      if (failed) throw (failed as PromiseRejectedResult).reason;
+    });
+  }
+
+  /** Registers the batch handler of a kind. One handler per kind. */
+  registerBatch(kind: string, handler: BatchTimerHandler): this {
+    if (this.#handlers.has(kind)) throw new Error(`a handler for timer kind "${kind}" is already registered`);
+    this.#handlers.set(kind, handler);
+    return this;
+  }
+
+  get runnerId(): number {
+    return this.#runner;
+  }
+
+  /** Takes the liveness lock, then claims overdue and near rows at once and keeps polling. */
+  async start(): Promise<void> {
+    if (this.#running) return;
+    await this.#acquireLiveness();
+    this.#running = true;
+    this.#stopping = false;
+    this.#log.info("timer runner started", { runner: this.#runner });
+    await this.#poll();
+  }
+
+  /** Stops claiming, waits for the handlers in flight, gives back the leases of unfired timers. */
+  async stop(): Promise<void> {
+    if (!this.#running) return;
+    this.#stopping = true;
+    if (this.#pollTimer) clearTimeout(this.#pollTimer);
+    if (this.#wakeTimer) clearTimeout(this.#wakeTimer);
+    this.#pollTimer = null;
+    this.#wakeTimer = null;
+    await this.#polling;
+    while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
+    this.#wheel.clear();
+    this.#ready.length = 0;
+    this.#held.clear();
+    try {
+      await releaseLeases(this.#sql, this.#runner);
+      await this.#releaseLiveness();
+    } catch (err) {
+      this.#log.warn("timer runner: could not release its leases", { error: (err as Error).message });
+    }
+    this.#running = false;
+    this.#log.info("timer runner stopped", this.stats() as unknown as Record<string, unknown>);
+  }
+
+  /**
+   * Drops everything in memory without touching the database, as a crash would: the rows stay
+   * leased to a runner whose liveness lock is gone, and another runner takes them over.
+   */
+  async abandon(): Promise<void> {
+    this.#stopping = true;
+    if (this.#pollTimer) clearTimeout(this.#pollTimer);
+    if (this.#wakeTimer) clearTimeout(this.#wakeTimer);
+    await this.#polling;
+    while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
+    this.#wheel.clear();
+    this.#held.clear();
+    this.#ready.length = 0;
+    await this.#releaseLiveness().catch(() => {});
+    this.#running = false;
+  }
+
+  stats(): RunnerStats {
+    return {
+      runner: this.#runner,
+      fired: this.#fired,
+      failures: this.#failures,
+      held: this.#held.size,
+      latenessMs: {
+        p50: this.#lateness.quantile(0.5),
+        p99: this.#lateness.quantile(0.99),
+        max: this.#lateness.max,
+      },
+    };
+  }
+
+  // ——— TimerScheduler ———
+
+  /**
+   * Writes the timer in the caller's transaction. One due within the horizon is leased to this
+   * runner and placed in the wheel at once; if the caller's transaction has not committed when it
+   * comes due, the runner looks again shortly (and forgets it once its lease is over: a rolled-back
+   * timer never existed).
+   */
+  async schedule(sql: Sql, timer: NewTimer): Promise<{ id: string; dueAt: Date }> {
+    const live = this.#running && !this.#stopping;
+    const held = await insertTimer(
+      sql,
+      timer,
+      live
+        ? { runner: this.#runner, horizonMs: this.#opts.horizonMs, leaseMs: this.#opts.leaseMs }
+        : undefined,
+    );
+    if (live && held.leased) this.#arm(held, performance.now(), true);
+    return { id: held.id, dueAt: new Date(held.dueMs) };
+  }
+
+  /**
+   * Deletes the row in the caller's transaction. A wheel entry for it, if any, stays: when it comes
+   * due it finds no row and is dropped, and if the caller's transaction rolls back it still fires.
+   */
+  cancel(sql: Sql, id: string): Promise<boolean> {
+    return deleteTimer(sql, id);
+  }
+
+  // ——— internals ———
+
+  async #acquireLiveness(): Promise<void> {
+    const conn = this.#opts.liveness === "reserved" ? await this.#sql.reserve() : null;
+    const sql = conn ?? this.#sql;
+    for (let i = 0; i < 10; i++) {
+      const candidate = 1 + Math.floor(Math.random() * 0x7ffffffe);
+      if (await tryLockRunner(sql, candidate)) {
+        this.#runner = candidate;
+        this.#liveConn = conn;
+        return;
+      }
+    }
+    conn?.release();
+    throw new Error("timer runner: could not take a liveness lock");
+  }
+
+  async #releaseLiveness(): Promise<void> {
+    const conn = this.#liveConn;
+    this.#liveConn = null;
+    try {
+      await unlockRunner(conn ?? this.#sql, this.#runner);
+    } finally {
+      conn?.release();
+    }
+  }
+
+  /** Checks the liveness session still stands; if its connection dropped, takes a new number. */
+  async #checkLiveness(): Promise<void> {
+    if (!this.#liveConn) return;
+    try {
+      await this.#liveConn`select 1`;
+    } catch (err) {
+      this.#log.warn("timer runner: liveness connection lost, taking a new lease identity", {
+        error: (err as Error).message,
+      });
+      this.#liveConn.release();
+      this.#liveConn = null;
+      // Timers held under the old number are now anyone's: forget them, the poll claims them again.
+      this.#wheel.clear();
+      this.#held.clear();
+      await this.#acquireLiveness();
+    }
+  }
+
+  #schedulePoll(delay: number): void {
+    if (this.#stopping) return;
+    this.#pollTimer = setTimeout(() => {
+      this.#pollTimer = null;
+      this.#polling = this.#poll();
+    }, delay);
+  }
+
+  async #poll(): Promise<void> {
+    let delay = this.#opts.pollIntervalMs;
+    try {
+      await this.#checkLiveness();
+      for (;;) {
+        if (this.#stopping) return;
+        const room = this.#opts.maxHeld - this.#held.size;
+        if (room <= 0) break;
+        const limit = Math.min(this.#opts.claimBatch, room);
+        const received = performance.now();
+        const { timers } = await claimDue(this.#sql, {
+          runner: this.#runner,
+          horizonMs: this.#opts.horizonMs,
+          leaseMs: this.#opts.leaseMs,
+          limit,
+        });
+        const at = (received + performance.now()) / 2;
+        for (const t of timers) this.#arm(t, at, false);
+        if (timers.length < limit) break;
+      }
+      await this.#renewLapsingLeases();
+    } catch (err) {
+      if (!this.#stopping) {
+        this.#log.warn("timer runner: poll failed", { error: (err as Error).message });
+        delay = Math.min(5_000, delay * 2);
+      }
+    } finally {
+      this.#schedulePoll(delay);
+    }
+  }
+
+  /** Rows held past a third of their lease (a backlog) get their lease extended. */
+  async #renewLapsingLeases(): Promise<void> {
+    const now = performance.now();
+    const margin = this.#opts.leaseMs / 3;
+    const lapsing: Entry[] = [];
+    for (const e of this.#held.values())
+      if (e.localLeaseEnd - now < margin && !e.unconfirmed) lapsing.push(e);
+    if (lapsing.length === 0) return;
+    await renewLeases(
+      this.#sql,
+      this.#runner,
+      lapsing.map((e) => e.held),
+      this.#opts.leaseMs,
+    );
+    for (const e of lapsing) e.localLeaseEnd = now + this.#opts.leaseMs;
+  }
+
+  /** Places a held timer in the wheel, `at` being the local time its dbNowMs was read. */
+  #arm(held: HeldTimer, at: number, unconfirmed: boolean): void {
+    if (this.#stopping) return;
+    const previous = this.#held.get(held.id);
+    if (previous) {
+      if (previous.held.epoch >= held.epoch && previous.wheel) return;
+      if (previous.wheel) this.#wheel.cancel(previous.wheel);
+    }
+    const localDue = at + (held.dueMs - held.dbNowMs);
+    const entry: Entry = {
+      held,
+      localDue,
+      localLeaseEnd: Math.max(localDue, at) + this.#opts.leaseMs,
+      unconfirmed,
+      retries: 0,
+      wheel: null,
+    };
+    this.#held.set(held.id, entry);
+    entry.wheel = this.#wheel.schedule(localDue, entry);
+    this.#wake(localDue);
+  }
+
+  #wake(at: number): void {
+    if (this.#stopping || at >= this.#wakeAt) return;
+    if (this.#wakeTimer) clearTimeout(this.#wakeTimer);
+    this.#wakeAt = at;
+    this.#wakeTimer = setTimeout(() => this.#tick(), Math.max(0, at - performance.now()));
+  }
+
+  #tick(): void {
+    this.#wakeTimer = null;
+    this.#wakeAt = Number.POSITIVE_INFINITY;
+    if (this.#stopping) return;
+    this.#wheel.advance(performance.now(), (entry) => {
+      entry.wheel = null;
+      this.#ready.push(entry);
+    });
+    this.#pump();
+    const next = this.#wheel.nextDeadline();
+    if (next !== null) this.#wake(next);
+  }
+
+  #pump(): void {
+    while (!this.#stopping && this.#ready.length > 0 && this.#inFlight.size < this.#opts.concurrency) {
+      const batch = this.#ready.splice(0, this.#opts.batchSize);
+      const run = this.#fire(batch).finally(() => {
+        this.#inFlight.delete(run);
+        this.#pump();
+      });
+      this.#inFlight.add(run);
+    }
+  }
+
+  /** Fires a batch in one transaction; if anything in it fails, fires each timer on its own. */
+  async #fire(batch: Entry[]): Promise<void> {
+    const followUps: HeldTimer[] = [];
+    let ran: Entry[] = [];
+    let missing: Entry[] = [];
+    try {
+      await this.#sql.begin(async (transaction) => {
+        const tx = asSql(transaction);
+        const owned = await lockOwned(
+          tx,
+          this.#runner,
+          batch.map((e) => e.held),
+        );
+        const mine = (e: Entry) => owned.get(e.held.id) === e.held.epoch && this.#held.get(e.held.id) === e;
+        ran = batch.filter(mine);
+        missing = batch.filter((e) => !mine(e));
+        const byKind = new Map<string, Entry[]>();
+        for (const e of ran) {
+          const list = byKind.get(e.held.kind);
+          if (list) list.push(e);
+          else byKind.set(e.held.kind, [e]);
+        }
+        const results = await Promise.allSettled(
+          [...byKind].map(([kind, entries]) => this.#runHandler(tx, kind, entries, followUps)),
+        );
+        const failed = results.find((r) => r.status === "rejected");
+        if (failed) throw (failed as PromiseRejectedResult).reason;
+        await completeTimers(
+          tx,
+          ran.map((e) => e.held.id),
+        );
+      });
+    } catch (err) {
+      if (batch.length > 1) {
+        for (const e of batch) await this.#fire([e]);
+        return;
+      }
+      await this.#recordFailure(batch[0]!, err);
+      return;
+    }
+    const now = performance.now();
+    for (const e of ran) {
+      this.#held.delete(e.held.id);
+      this.#lateness.record(now - e.localDue);
+      this.#fired++;
+    }
+    for (const e of missing) this.#notOwned(e, now);
+    const at = performance.now();
+    for (const t of followUps) this.#arm(t, at, false);
+  }
+
+  async #runHandler(tx: Sql, kind: string, entries: Entry[], followUps: HeldTimer[]): Promise<void> {
+    const handler = this.#handlers.get(kind);
+    if (!handler) throw new Error(`no handler registered for timer kind "${kind}"`);
+    await handler({
+      tx,
+      timers: entries.map(({ held }) => ({
+        id: held.id,
+        kind: held.kind,
+        payload: held.payload,
+        dueAt: new Date(held.dueMs),
+        attempts: held.attempts,
+      })),
+      // Follow-ups are armed in the wheel only after the transaction commits.
+      schedule: async (timers) => {
+        const rows = await insertTimers(tx, timers, {
+          runner: this.#runner,
+          horizonMs: this.#opts.horizonMs,
+          leaseMs: this.#opts.leaseMs,
+        });
+        for (const r of rows) if (r.leased) followUps.push(r);
+        return rows.map((r) => ({ id: r.id, dueAt: new Date(r.dueMs) }));
+      },
+    });
+  }
+
+  /** The row was not ours to fire: taken over, cancelled, or (for our own insert) not committed yet. */
+  #notOwned(entry: Entry, now: number): void {
+    if (entry.unconfirmed && now < entry.localLeaseEnd && !this.#stopping) {
+      entry.retries++;
+      const retryAt = now + Math.min(5 * 2 ** entry.retries, 250);
+      entry.wheel = this.#wheel.schedule(retryAt, entry);
+      this.#wake(retryAt);
+      return;
+    }
+    if (this.#held.get(entry.held.id) === entry) this.#held.delete(entry.held.id);
+  }
+
+  async #recordFailure(entry: Entry, err: unknown): Promise<void> {
+    if (this.#held.get(entry.held.id) === entry) this.#held.delete(entry.held.id);
+    const message = err instanceof Error ? err.message : String(err);
+    this.#failures++;
+    const attempt = entry.held.attempts + 1;
+    const backoffMs = this.#opts.backoff(attempt);
+    try {
+      const result = await failTimer(this.#sql, entry.held, {
+        runner: this.#runner,
+        error: message,
+        backoffMs,
+        maxAttempts: this.#opts.maxAttempts,
+      });
+      if (!result) return;
+      const fields = {
+        timerId: entry.held.id,
+        kind: entry.held.kind,
+        attempt: result.attempts,
+        error: message,
+      };
+      if (result.status === "failed")
+        this.#log.error("timer failed for good; kept with its last error", fields);
+      else this.#log.warn("timer handler failed; will retry", { ...fields, retryInMs: backoffMs });
+    } catch (e) {
+      // The row stays leased to us; once the lease ends, a poll claims and retries it.
+      this.#log.error("timer handler failed and its failure could not be recorded", {
+        timerId: entry.held.id,
+        kind: entry.held.kind,
+        error: message,
+        recordError: (e as Error).message,
+      });
+    }
+  }
+}

@@ -1,0 +1,285 @@
+import type { Sql, TransactionSql } from "postgres";
+
+/**
+ * The SQL of durable timers. Every function takes `sql` first so it runs inside the caller's
+ * transaction. Database time (`now()`) decides what is due; the process clock never does.
+ *
+ * Ownership of a row: `locked_by` (the runner's number), `locked_until` (lease end) and `epoch`
+ * (incremented at every claim). A runner acts on a row only while `locked_by` and `epoch` are the
+ * ones it claimed, so after a takeover the old holder's work is fenced out.
+ */
+
+/**
+ * postgres.js types a transaction apart from the pool, though every query function here runs the same
+ * on both: this is the one place that says so.
+ */
+export const asSql = (tx: TransactionSql): Sql => tx as unknown as Sql;
+
+/** Namespace (first key) of the session advisory locks that say a runner is alive. */
+export const RUNNER_LOCK_NAMESPACE = 72_410_003;
+
+export interface NewTimer {
+  kind: string;
+  /** Absolute due time, or… */
+  at?: Date;
+  /** …a delay from the database's now(). */
+  delayMs?: number;
+  payload?: Record<string, unknown>;
+}
+
+/** A timer as a runner holds it after inserting or claiming it. */
+export interface HeldTimer {
+  id: string;
+  kind: string;
+  payload: Record<string, unknown>;
+  epoch: number;
+  attempts: number;
+  /** Due time, database clock, epoch milliseconds. */
+  dueMs: number;
+  /** The database clock when the row was read, to place the due time on the local clock. */
+  dbNowMs: number;
+}
+
+/**
+ * Inserts a timer. With `lease`, a timer due within `lease.horizonMs` is leased at once to that
+ * runner (it will keep it in its wheel); a later one stays free for whoever polls when it comes near.
+ */
+export async function insertTimer(
+  sql: Sql,
+  t: NewTimer,
+  lease?: { runner: number; horizonMs: number; leaseMs: number },
+): Promise<HeldTimer & { leased: boolean }> {
+  const at = t.at ?? null;
+  const delay = t.delayMs ?? 0;
+  const runner = lease?.runner ?? null;
+  const [row] = await sql<
+    { id: string; epoch: number; due_ms: number; now_ms: number; locked_by: number | null }[]
+  >`
+    with v as (
+      select coalesce(${at}::timestamptz, now() + ${delay}::float8 * interval '1 millisecond') as due_at
+    )
+    insert into timers (kind, due_at, payload, locked_by, locked_until)
+    select ${t.kind}, v.due_at, ${sql.json((t.payload ?? {}) as never)},
+      case when v.due_at <= now() + ${lease?.horizonMs ?? 0}::float8 * interval '1 millisecond'
+        then ${runner}::integer end,
+      case when v.due_at <= now() + ${lease?.horizonMs ?? 0}::float8 * interval '1 millisecond'
+          and ${runner}::integer is not null
+        then greatest(v.due_at, now()) + ${lease?.leaseMs ?? 0}::float8 * interval '1 millisecond' end
+    from v
+    returning id::text as id, epoch, locked_by,
+      (extract(epoch from due_at) * 1000)::float8 as due_ms,
+      (extract(epoch from clock_timestamp()) * 1000)::float8 as now_ms`;
+  const r = row!;
+  return {
+    id: r.id,
+    kind: t.kind,
+    payload: t.payload ?? {},
+    epoch: r.epoch,
+    attempts: 0,
+    dueMs: r.due_ms,
+    dbNowMs: r.now_ms,
+    leased: r.locked_by !== null,
+  };
+}
+
+/**
+ * Inserts several timers in one statement (the follow-ups of a batch of handlers), leased to the
+ * runner like `insertTimer` does for each.
+ */
+export async function insertTimers(
+  sql: Sql,
+  timers: readonly NewTimer[],
+  lease?: { runner: number; horizonMs: number; leaseMs: number },
+): Promise<(HeldTimer & { leased: boolean })[]> {
+  if (timers.length === 0) return [];
+  const kinds = timers.map((t) => t.kind);
+  const ats = timers.map((t) => (t.at ? t.at.toISOString() : null));
+  const delays = timers.map((t) => t.delayMs ?? 0);
+  const payloads = timers.map((t) => JSON.stringify(t.payload ?? {}));
+  const runner = lease?.runner ?? null;
+  const horizon = lease?.horizonMs ?? 0;
+  const rows = await sql<
+    {
+      id: string;
+      kind: string;
+      payload: Record<string, unknown>;
+      epoch: number;
+      locked_by: number | null;
+      due_ms: number;
+      now_ms: number;
+    }[]
+  >`
+    with v as (
+      select k.kind, coalesce(k.at, now() + k.delay * interval '1 millisecond') as due_at, k.payload::jsonb as payload
+      from unnest(${kinds}::text[], ${ats as string[]}::timestamptz[], ${delays}::float8[], ${payloads}::text[])
+        as k(kind, at, delay, payload)
+    )
+    insert into timers (kind, due_at, payload, locked_by, locked_until)
+    select v.kind, v.due_at, v.payload,
+      case when v.due_at <= now() + ${horizon}::float8 * interval '1 millisecond' then ${runner}::integer end,
+      case when v.due_at <= now() + ${horizon}::float8 * interval '1 millisecond' and ${runner}::integer is not null
+        then greatest(v.due_at, now()) + ${lease?.leaseMs ?? 0}::float8 * interval '1 millisecond' end
+    from v
+    returning id::text as id, kind, payload, epoch, locked_by,
+      (extract(epoch from due_at) * 1000)::float8 as due_ms,
+      (extract(epoch from clock_timestamp()) * 1000)::float8 as now_ms`;
+  return rows.map((r) => ({
+    id: r.id,
+    kind: r.kind,
+    payload: r.payload,
+    epoch: r.epoch,
+    attempts: 0,
+    dueMs: r.due_ms,
+    dbNowMs: r.now_ms,
+    leased: r.locked_by !== null,
+  }));
+}
+
+/** Deletes a pending timer (e.g. a cancelled task). Waits if a runner is firing it right now. */
+export async function deleteTimer(sql: Sql, id: string): Promise<boolean> {
+  const rows = await sql`delete from timers where id = ${id}::bigint and status = 'pending' returning id`;
+  return rows.length > 0;
+}
+
+/**
+ * Claims up to `limit` timers due within `horizonMs` that nobody live holds: free rows, rows whose
+ * lease ended, and rows of a runner whose session advisory lock is gone (its process died). One
+ * statement, `for update skip locked`, so concurrent runners never claim the same row.
+ */
+export async function claimDue(
+  sql: Sql,
+  opts: { runner: number; horizonMs: number; leaseMs: number; limit: number },
+): Promise<{ timers: HeldTimer[]; dbNowMs: number }> {
+  const rows = await sql<
+    {
+      id: string | null;
+      kind: string;
+      payload: Record<string, unknown>;
+      epoch: number;
+      attempts: number;
+      due_ms: number;
+      now_ms: number;
+    }[]
+  >`
+    with live as (
+      select objid::int8 as runner from pg_locks
+      where locktype = 'advisory' and classid = ${RUNNER_LOCK_NAMESPACE}::oid and objsubid = 2 and granted
+    ), due as (
+      select id from timers
+      where status = 'pending'
+        and due_at <= now() + ${opts.horizonMs}::float8 * interval '1 millisecond'
+        and (locked_by is null or locked_until < now() or locked_by::int8 not in (select runner from live))
+      order by due_at
+      limit ${opts.limit}
+      for update skip locked
+    ), claimed as (
+      update timers t set
+        locked_by = ${opts.runner},
+        locked_until = greatest(t.due_at, now()) + ${opts.leaseMs}::float8 * interval '1 millisecond',
+        epoch = t.epoch + 1
+      from due where t.id = due.id
+      returning t.id::text as id, t.kind, t.payload, t.epoch, t.attempts,
+        (extract(epoch from t.due_at) * 1000)::float8 as due_ms
+    )
+    select c.*, (extract(epoch from clock_timestamp()) * 1000)::float8 as now_ms
+    from (select 1) one left join claimed c on true
+    order by c.due_ms`;
+  const dbNowMs = rows[0]?.now_ms ?? Date.now();
+  const timers: HeldTimer[] = [];
+  for (const r of rows) {
+    if (r.id === null) continue;
+    timers.push({
+      id: r.id,
+      kind: r.kind,
+      payload: r.payload,
+      epoch: r.epoch,
+      attempts: r.attempts,
+      dueMs: r.due_ms,
+      dbNowMs,
+    });
+  }
+  return { timers, dbNowMs };
+}
+
+/**
+ * Inside the firing transaction: locks the rows this runner still owns and returns their current
+ * epochs. A held timer may fire only if its epoch is the one returned: rows taken over, completed
+ * or not yet committed are absent or carry a newer epoch. Locks in id order so two transactions
+ * locking overlapping sets cannot deadlock.
+ */
+export async function lockOwned(
+  sql: Sql,
+  runner: number,
+  timers: readonly { id: string }[],
+): Promise<Map<string, number>> {
+  const ids = [...new Set(timers.map((t) => t.id))];
+  const rows = await sql<{ id: string; epoch: number }[]>`
+    select id::text as id, epoch from timers
+    where id = any(${ids}::bigint[]) and locked_by = ${runner} and status = 'pending'
+    order by id
+    for update`;
+  return new Map(rows.map((r) => [r.id, r.epoch]));
+}
+
+/** Completion: the rows go in the same transaction as their handlers' work. */
+export async function completeTimers(sql: Sql, ids: readonly string[]): Promise<void> {
+  if (ids.length === 0) return;
+  await sql`delete from timers where id = any(${ids as string[]}::bigint[])`;
+}
+
+/**
+ * A failed attempt: the error is recorded, the lease released and the timer due again after
+ * `backoffMs`; past `maxAttempts` it is kept as `failed` (with its last error) instead of retried.
+ * Fenced like everything else: nothing happens if the row changed hands meanwhile.
+ */
+export async function failTimer(
+  sql: Sql,
+  t: { id: string; epoch: number },
+  opts: { runner: number; error: string; backoffMs: number; maxAttempts: number },
+): Promise<{ attempts: number; status: "pending" | "failed" } | null> {
+  const [row] = await sql<{ attempts: number; status: "pending" | "failed" }[]>`
+    update timers set
+      attempts = attempts + 1,
+      last_error = ${opts.error.slice(0, 2000)},
+      status = case when attempts + 1 >= ${opts.maxAttempts} then 'failed' else 'pending' end,
+      due_at = now() + ${opts.backoffMs}::float8 * interval '1 millisecond',
+      locked_by = null,
+      locked_until = null
+    where id = ${t.id}::bigint and epoch = ${t.epoch} and locked_by = ${opts.runner} and status = 'pending'
+    returning attempts, status`;
+  return row ?? null;
+}
+
+/** Extends the leases of rows this runner still holds (only those about to lapse are passed). */
+export async function renewLeases(
+  sql: Sql,
+  runner: number,
+  timers: readonly { id: string; epoch: number }[],
+  leaseMs: number,
+): Promise<void> {
+  if (timers.length === 0) return;
+  await sql`
+    update timers t set locked_until = now() + ${leaseMs}::float8 * interval '1 millisecond'
+    from unnest(${timers.map((t) => t.id)}::bigint[], ${timers.map((t) => t.epoch)}::integer[]) as h(id, epoch)
+    where t.id = h.id and t.epoch = h.epoch and t.locked_by = ${runner}`;
+}
+
+/** On a clean stop: hands the rows this runner held but did not fire back to everyone. */
+export async function releaseLeases(sql: Sql, runner: number): Promise<number> {
+  const rows = await sql`
+    update timers set locked_by = null, locked_until = null
+    where locked_by = ${runner} and status = 'pending' returning id`;
+  return rows.length;
+}
+
+/** Takes the session advisory lock that tells other runners this one is alive. */
+export async function tryLockRunner(sql: Sql, runner: number): Promise<boolean> {
+  const [row] = await sql<
+    { ok: boolean }[]
+  >`select pg_try_advisory_lock(${RUNNER_LOCK_NAMESPACE}, ${runner}) as ok`;
+  return row?.ok === true;
+}
+
+export async function unlockRunner(sql: Sql, runner: number): Promise<void> {
+  await sql`select pg_advisory_unlock(${RUNNER_LOCK_NAMESPACE}, ${runner})`;
+}

@@ -1,0 +1,95 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { systemClock } from "../../src/clock.ts";
+import { seedOrganization } from "../helpers/app.ts";
+import { createTestDatabase, type TestDatabase } from "../helpers/db.ts";
+import { pool, type ServerProcess, startServer } from "./process.ts";
+import { waitFor } from "./support.ts";
+
+/**
+ * `kill -9` with calls in flight, then a restart on the same database: every call completes, each
+ * transition and event exactly once, and overdue timers fire within 2 s of the restart.
+ * Always on PostgreSQL: the child process and this test share the database.
+ */
+let db: TestDatabase;
+let seed: Awaited<ReturnType<typeof seedOrganization>>;
+const children: ServerProcess[] = [];
+const N = 300;
+const env = () => ({ DATABASE_URL: db.url!, SIMULATION_TIME_SCALE: "0.05" });
+
+beforeAll(async () => {
+  db = await createTestDatabase("postgres");
+  seed = await seedOrganization({ deps: { sql: db.sql, clock: systemClock } as never }, { paidPlan: false });
+});
+afterAll(async () => {
+  for (const c of children) c.proc.kill(9);
+  await db.close();
+});
+
+describe("kill -9 recovery", () => {
+  test("every call completes after a crash and restart, each event exactly once", async () => {
+    const first = await startServer(env());
+    children.push(first);
+    const ids = await pool(
+      Array.from({ length: N }, (_, i) => i),
+      16,
+      async (i) => {
+        const res = await fetch(`${first.url}/api/v1/calls`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${seed.testKey}`, "content-type": "application/json" },
+          body: JSON.stringify({ agentId: seed.agent.id, to: `+3361${String(i).padStart(7, "0")}` }),
+        });
+        expect(res.status).toBe(201);
+        return (await res.json()).id as string;
+      },
+    );
+    first.proc.kill(9);
+    expect(await first.exited).not.toBe(0);
+    const [open] = await db.sql<
+      { n: number }[]
+    >`select count(*)::int as n from calls where status <> 'completed'`;
+    expect(open!.n).toBeGreaterThan(0);
+
+    // Let some timers become overdue while no server runs.
+    await Bun.sleep(300);
+    const second = await startServer(env());
+    children.push(second);
+    const restarted = Date.now();
+    const overdue = await db.sql<{ id: string }[]>`select id::text from timers where due_at <= now()`;
+    expect(overdue.length).toBeGreaterThan(0);
+    await waitFor(
+      async () => {
+        const left = await db.sql`select 1 from timers where id = any(${overdue.map((r) => r.id)}::bigint[])`;
+        return left.length === 0;
+      },
+      5000,
+      10,
+    );
+    expect(Date.now() - restarted).toBeLessThan(2000);
+
+    await waitFor(async () => {
+      const [r] = await db.sql<
+        { n: number }[]
+      >`select count(*)::int as n from calls where status = 'completed'`;
+      return r!.n === N;
+    }, 20_000);
+    await Bun.sleep(200);
+    const perType = await db.sql<{ type: string; calls: number; events: number }[]>`
+      select type, count(distinct coalesce(data->>'id', data->>'callId'))::int as calls, count(*)::int as events
+      from events group by type order by type`;
+    expect([...perType]).toEqual([
+      { type: "call.analysis_ready", calls: N, events: N },
+      { type: "call.ended", calls: N, events: N },
+      { type: "call.started", calls: N, events: N },
+      { type: "call.transcript_ready", calls: N, events: N },
+    ]);
+    const calls = await db.sql<{ id: string; ok: boolean }[]>`
+      select id, (ended_at - started_at) = make_interval(secs => duration_seconds * 0.05) as ok from calls`;
+    expect(calls.map((c) => c.id).sort()).toEqual([...ids].sort());
+    expect(calls.every((c) => c.ok)).toBe(true);
+    expect((await db.sql`select id from timers`).length).toBe(0);
+
+    second.proc.kill("SIGTERM");
+    expect(await second.exited).toBe(0);
+    expect(second.lines.some((l) => l.includes('"msg":"timer runner stopped"'))).toBe(true);
+  }, 60_000);
+});

@@ -1,0 +1,32 @@
+import type { Sql } from "postgres";
+import { systemClock } from "../../src/clock.ts";
+import { createContact } from "../../src/services/contacts.ts";
+
+/** A real contact of the organization, created through the contacts service. */
+export async function insertContact(sql: Sql, organizationId: string): Promise<string> {
+  const contact = await createContact(
+    { sql, clock: systemClock },
+    { organizationId, livemode: false },
+    { phone: "+33612345678" },
+  );
+  return contact.id;
+}
+
+/** Row counts of everything a call creation may write. */
+export async function writeCounts(sql: Sql) {
+  const [row] = (await sql`select
+    (select count(*)::int from calls) as calls,
+    (select count(*)::int from timers) as timers,
+    (select count(*)::int from tasks) as tasks,
+    (select count(*)::int from events) as events`) as unknown as [Record<string, number>];
+  return row;
+}
+
+export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs = 15_000, stepMs = 20) {
+  const until = Date.now() + timeoutMs;
+  while (Date.now() < until) {
+    if (await check()) return;
+    await Bun.sleep(stepMs);
+  }
+  throw new Error(`condition not met within ${timeoutMs} ms`);
+}

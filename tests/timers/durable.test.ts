@@ -1,0 +1,229 @@
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import type { ReservedSql } from "postgres";
+import type { TimerRunner } from "../../src/timers/runner.ts";
+import { databaseScheduler } from "../../src/timers/scheduler.ts";
+import {
+  asSql,
+  claimDue,
+  insertTimer,
+  lockOwned,
+  tryLockRunner,
+  unlockRunner,
+} from "../../src/timers/store.ts";
+import { createTestDatabase, type TestDatabase } from "../helpers/db.ts";
+import { createFiresTable, fireCounts, registerFire, testRunner, waitFor } from "./support.ts";
+
+let db: TestDatabase;
+const running: TimerRunner[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  await createFiresTable(db.sql);
+});
+afterEach(async () => {
+  for (const r of running.splice(0)) await r.stop();
+  await db.sql`delete from test_fires`;
+  await db.sql`delete from timers`;
+});
+afterAll(() => db.close());
+
+function start(r: TimerRunner) {
+  running.push(r);
+  return r.start();
+}
+
+describe("durable timers", () => {
+  test("a timer fires once, from the wheel, close to its due time", async () => {
+    const r = registerFire(testRunner(db));
+    await start(r);
+    const { dueAt } = await r.schedule(db.sql, { kind: "test.fire", delayMs: 80, payload: { name: "a" } });
+    await waitFor(async () => (await fireCounts(db.sql)).get("a") === 1);
+    const [row] = await db.sql<{ fired_at: Date }[]>`select fired_at from test_fires`;
+    expect(row!.fired_at.getTime()).toBeGreaterThanOrEqual(dueAt.getTime());
+    expect((await db.sql`select id from timers`).length).toBe(0);
+  });
+
+  test("a timer persisted before a crash fires after restart, exactly once", async () => {
+    const a = registerFire(testRunner(db, { horizonMs: 2000 }));
+    await start(a);
+    // Leased to A and in A's wheel, due in 800 ms; A dies before then.
+    for (let i = 0; i < 20; i++)
+      await a.schedule(db.sql, { kind: "test.fire", delayMs: 800, payload: { name: `t${i}` } });
+    await a.abandon();
+    running.splice(running.indexOf(a), 1);
+    expect((await fireCounts(db.sql)).size).toBe(0);
+    const leased = await db.sql`select id from timers where locked_by = ${a.runnerId}`;
+    expect(leased.length).toBe(20);
+    // Wait until they are all overdue: nobody fires them meanwhile.
+    await waitFor(async () => (await db.sql`select 1 from timers where due_at > now()`).length === 0);
+    await Bun.sleep(50);
+    expect((await fireCounts(db.sql)).size).toBe(0);
+
+    const b = registerFire(testRunner(db));
+    const restarted = Date.now();
+    await start(b);
+    await waitFor(async () => (await fireCounts(db.sql)).size === 20);
+    // Overdue timers of a dead runner are taken over at once, not when its lease ends (30 s).
+    expect(Date.now() - restarted).toBeLessThan(2000);
+    await Bun.sleep(100);
+    const counts = await fireCounts(db.sql);
+    expect([...counts.values()].every((n) => n === 1)).toBe(true);
+    const runners = await db.sql<{ runner: number }[]>`select distinct runner from test_fires`;
+    expect(runners.map((r) => r.runner)).toEqual([b.runnerId]);
+  });
+
+  test("a timer scheduled in a transaction that commits late still fires; one rolled back never does", async () => {
+    const r = registerFire(testRunner(db));
+    await start(r);
+    await db.sql.begin(async (t) => {
+      const tx = asSql(t);
+      await r.schedule(tx, { kind: "test.fire", delayMs: 10, payload: { name: "late-commit" } });
+      await Bun.sleep(150);
+    });
+    await db.sql
+      .begin(async (t) => {
+        const tx = asSql(t);
+        await r.schedule(tx, { kind: "test.fire", delayMs: 10, payload: { name: "rolled-back" } });
+        throw new Error("abort");
+      })
+      .catch(() => {});
+    await waitFor(async () => (await fireCounts(db.sql)).get("late-commit") === 1);
+    await Bun.sleep(200);
+    expect((await fireCounts(db.sql)).get("rolled-back")).toBeUndefined();
+  });
+
+  test("far-future timers stay free in the table and are claimed when they come near", async () => {
+    const r = registerFire(testRunner(db, { horizonMs: 200 }));
+    await start(r);
+    await r.schedule(db.sql, { kind: "test.fire", delayMs: 600, payload: { name: "far" } });
+    const [row] = await db.sql<{ locked_by: number | null }[]>`select locked_by from timers`;
+    expect(row!.locked_by).toBeNull();
+    await waitFor(async () => (await fireCounts(db.sql)).get("far") === 1, 3000);
+  });
+
+  test("a live runner's lease is respected until it ends, then taken over within its length", async () => {
+    // A "stuck" runner: alive (its liveness lock is held) but never firing what it claimed.
+    const stuck = 4242;
+    const conn: ReservedSql | null = db.kind === "postgres" ? await db.sql.reserve() : null;
+    const lockSql = conn ?? db.sql;
+    expect(await tryLockRunner(lockSql, stuck)).toBe(true);
+    try {
+      await insertTimer(db.sql, { kind: "test.fire", delayMs: 0, payload: { name: "leased" } });
+      const claimed = await claimDue(db.sql, { runner: stuck, horizonMs: 0, leaseMs: 400, limit: 10 });
+      expect(claimed.timers.length).toBe(1);
+      const b = registerFire(testRunner(db));
+      const t0 = Date.now();
+      await start(b);
+      await Bun.sleep(250);
+      expect((await fireCounts(db.sql)).get("leased")).toBeUndefined();
+      await waitFor(async () => (await fireCounts(db.sql)).get("leased") === 1, 3000);
+      expect(Date.now() - t0).toBeGreaterThanOrEqual(300);
+      // The stuck runner's late attempt is fenced out by the epoch.
+      const owned = await db.sql.begin((tx) => lockOwned(asSql(tx), stuck, claimed.timers));
+      expect(owned.size).toBe(0);
+    } finally {
+      await unlockRunner(lockSql, stuck);
+      conn?.release();
+    }
+  });
+
+  test("fencing: after a takeover only the newest claim may fire a row", async () => {
+    await insertTimer(db.sql, { kind: "test.fire", delayMs: 0, payload: { name: "x" } });
+    // Runner 1 is not alive (no liveness lock), so runner 2 takes over at once.
+    const first = await claimDue(db.sql, { runner: 1, horizonMs: 0, leaseMs: 60_000, limit: 1 });
+    const second = await claimDue(db.sql, { runner: 2, horizonMs: 0, leaseMs: 60_000, limit: 1 });
+    expect(second.timers[0]!.epoch).toBe(first.timers[0]!.epoch + 1);
+    expect((await db.sql.begin((tx) => lockOwned(asSql(tx), 1, first.timers))).size).toBe(0);
+    expect((await db.sql.begin((tx) => lockOwned(asSql(tx), 2, second.timers))).size).toBe(1);
+  });
+
+  test("two runners on one database share the work and never fire a timer twice", async () => {
+    const a = registerFire(testRunner(db, { batchSize: 25 }));
+    const b = registerFire(testRunner(db, { batchSize: 25 }));
+    await start(a);
+    await start(b);
+    const n = 1500;
+    // Free rows (as created by a process without a runner) spread over 600 ms, plus some leased to each.
+    await db.sql`
+      insert into timers (kind, due_at, payload)
+      select 'test.fire', now() + (i % 600) * interval '1 millisecond', jsonb_build_object('name', 'f' || i)
+      from generate_series(1, ${n}) i`;
+    for (let i = 0; i < 50; i++) {
+      await a.schedule(db.sql, { kind: "test.fire", delayMs: i * 5, payload: { name: `a${i}` } });
+      await b.schedule(db.sql, { kind: "test.fire", delayMs: i * 5, payload: { name: `b${i}` } });
+    }
+    await waitFor(async () => (await fireCounts(db.sql)).size === n + 100, 20_000);
+    await Bun.sleep(200);
+    const counts = await fireCounts(db.sql);
+    expect(counts.size).toBe(n + 100);
+    expect([...counts.values()].filter((c) => c !== 1)).toEqual([]);
+    const [{ total }] = (await db.sql`select count(*)::int as total from test_fires`) as unknown as [
+      { total: number },
+    ];
+    expect(total).toBe(n + 100);
+    expect(a.stats().fired).toBeGreaterThan(0);
+    expect(b.stats().fired).toBeGreaterThan(0);
+    expect(a.stats().fired + b.stats().fired).toBe(n + 100);
+  });
+
+  test("a timer written without a runner in the process (databaseScheduler) is fired by a runner", async () => {
+    const r = registerFire(testRunner(db));
+    await start(r);
+    await databaseScheduler.schedule(db.sql, { kind: "test.fire", delayMs: 30, payload: { name: "plain" } });
+    await waitFor(async () => (await fireCounts(db.sql)).get("plain") === 1, 3000);
+  });
+
+  test("a cancelled timer never fires", async () => {
+    const r = registerFire(testRunner(db));
+    await start(r);
+    const { id } = await r.schedule(db.sql, { kind: "test.fire", delayMs: 100, payload: { name: "c" } });
+    expect(await r.cancel(db.sql, id)).toBe(true);
+    expect(await r.cancel(db.sql, id)).toBe(false);
+    await Bun.sleep(250);
+    expect((await fireCounts(db.sql)).get("c")).toBeUndefined();
+  });
+
+  test("a batch handler gets the timers due together in one call; on failure each is retried alone", async () => {
+    const calls: number[] = [];
+    const r = testRunner(db, { backoff: () => 60_000 });
+    r.registerBatch("test.batch", async ({ tx, timers }) => {
+      calls.push(timers.length);
+      if (timers.length > 1 && timers.some((t) => t.payload.name === "poison"))
+        throw new Error("poisoned batch");
+      if (timers.some((t) => t.payload.name === "poison")) throw new Error("poison");
+      for (const t of timers)
+        await tx`insert into test_fires (timer_id, name, runner) values (${t.id}::bigint, ${String(t.payload.name)}, 0)`;
+    });
+    await start(r);
+    await db.sql`
+      insert into timers (kind, due_at, payload)
+      select 'test.batch', now(), jsonb_build_object('name', 'b' || i) from generate_series(1, 20) i`;
+    await waitFor(async () => (await fireCounts(db.sql)).size === 20);
+    expect(Math.max(...calls)).toBeGreaterThan(1);
+    calls.length = 0;
+    await db.sql`
+      insert into timers (kind, due_at, payload)
+      select 'test.batch', now(), jsonb_build_object('name', case when i = 3 then 'poison' else 'p' || i end)
+      from generate_series(1, 6) i`;
+    await waitFor(async () => (await fireCounts(db.sql)).size === 25);
+    await waitFor(async () => (await db.sql`select 1 from timers where last_error = 'poison'`).length === 1);
+    // The poisoned batch was rolled back whole, then each timer ran alone.
+    expect(calls.filter((n) => n === 1).length).toBeGreaterThanOrEqual(6);
+    expect([...(await fireCounts(db.sql)).values()].every((n) => n === 1)).toBe(true);
+  });
+
+  test("follow-ups scheduled by a handler are armed in the wheel after commit and fire on time", async () => {
+    const r = testRunner(db, { pollIntervalMs: 5000 });
+    r.register("test.chain", async ({ tx, timer, schedule }) => {
+      const n = Number(timer.payload.n);
+      await tx`insert into test_fires (timer_id, name, runner) values (${timer.id}::bigint, ${`c${n}`}, 0)`;
+      if (n < 5) await schedule({ kind: "test.chain", delayMs: 20, payload: { n: n + 1 } });
+    });
+    await start(r);
+    const t0 = Date.now();
+    await r.schedule(db.sql, { kind: "test.chain", delayMs: 0, payload: { n: 1 } });
+    // Five links of 20 ms, far quicker than the 5 s poll: each was placed in the wheel directly.
+    await waitFor(async () => (await fireCounts(db.sql)).size === 5, 3000, 5);
+    expect(Date.now() - t0).toBeLessThan(1500);
+  });
+});

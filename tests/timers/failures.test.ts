@@ -1,0 +1,146 @@
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import type { TimerRunner } from "../../src/timers/runner.ts";
+import { createTestDatabase, type TestDatabase } from "../helpers/db.ts";
+import { createFiresTable, fireCounts, registerFire, testRunner, waitFor } from "./support.ts";
+
+let db: TestDatabase;
+const running: TimerRunner[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  await createFiresTable(db.sql);
+});
+afterEach(async () => {
+  for (const r of running.splice(0)) await r.stop();
+  await db.sql`delete from test_fires`;
+  await db.sql`delete from timers`;
+});
+afterAll(() => db.close());
+
+function start(r: TimerRunner) {
+  running.push(r);
+  return r.start();
+}
+
+describe("failing handlers", () => {
+  test("a failing handler is retried with backoff, its error recorded, and fires once when it succeeds", async () => {
+    const logs: string[] = [];
+    const attempts: number[] = [];
+    const backoffs: number[] = [];
+    const r = registerFire(
+      testRunner(
+        db,
+        {
+          backoff: (n) => {
+            backoffs.push(n);
+            return 100 * n;
+          },
+        },
+        logs,
+      ),
+      (name) => {
+        attempts.push(Date.now());
+        if (name === "flaky" && attempts.length <= 2) throw new Error(`carrier timeout #${attempts.length}`);
+      },
+    );
+    await start(r);
+    await r.schedule(db.sql, { kind: "test.fire", delayMs: 0, payload: { name: "flaky" } });
+    await waitFor(async () => {
+      const [row] = await db.sql<{ attempts: number }[]>`select attempts from timers`;
+      return row?.attempts === 1;
+    });
+    const [first] = await db.sql<{ attempts: number; last_error: string; status: string }[]>`
+      select attempts, last_error, status from timers`;
+    expect(first).toEqual({ attempts: 1, last_error: "carrier timeout #1", status: "pending" });
+    await waitFor(async () => (await fireCounts(db.sql)).get("flaky") === 1, 5000);
+    expect(backoffs).toEqual([1, 2]);
+    // Second retry waited for the second backoff (200 ms), which is longer than the first (100 ms).
+    expect(attempts[1]! - attempts[0]!).toBeGreaterThanOrEqual(90);
+    expect(attempts[2]! - attempts[1]!).toBeGreaterThanOrEqual(190);
+    expect((await db.sql`select id from timers`).length).toBe(0);
+    const warnings = logs.filter((l) => l.includes("timer handler failed; will retry"));
+    expect(warnings.length).toBe(2);
+    expect(warnings[1]).toContain("carrier timeout #2");
+  });
+
+  test("past maxAttempts a timer is kept as failed with its last error, and logged as an error", async () => {
+    const logs: string[] = [];
+    const r = testRunner(db, { maxAttempts: 3, backoff: () => 10 }, logs);
+    r.register("test.broken", async () => {
+      throw new Error("always broken");
+    });
+    await start(r);
+    await r.schedule(db.sql, { kind: "test.broken", delayMs: 0, payload: {} });
+    await waitFor(async () => {
+      const [row] = await db.sql<{ status: string }[]>`select status from timers`;
+      return row?.status === "failed";
+    });
+    const [row] = await db.sql<
+      { attempts: number; last_error: string }[]
+    >`select attempts, last_error from timers`;
+    expect(row).toEqual({ attempts: 3, last_error: "always broken" });
+    expect(logs.some((l) => l.includes('"level":"error"') && l.includes("timer failed for good"))).toBe(true);
+    // A failed row is not fired again.
+    await Bun.sleep(150);
+    const [again] = await db.sql<{ attempts: number }[]>`select attempts from timers`;
+    expect(again!.attempts).toBe(3);
+  });
+
+  test("a timer of an unknown kind is not lost: it fails with a recorded error", async () => {
+    const r = testRunner(db, { backoff: () => 60_000 });
+    await start(r);
+    await r.schedule(db.sql, { kind: "nobody.handles.this", delayMs: 0, payload: {} });
+    await waitFor(async () => {
+      const [row] = await db.sql<{ attempts: number }[]>`select attempts from timers`;
+      return row?.attempts === 1;
+    });
+    const [row] = await db.sql<{ last_error: string }[]>`select last_error from timers`;
+    expect(row!.last_error).toContain('no handler registered for timer kind "nobody.handles.this"');
+  });
+
+  test("one failing handler in a batch does not hold back the others", async () => {
+    const r = registerFire(testRunner(db, { batchSize: 50, backoff: () => 60_000 }), (name) => {
+      if (name === "bad") throw new Error("bad one");
+    });
+    await start(r);
+    for (let i = 0; i < 30; i++)
+      await r.schedule(db.sql, { kind: "test.fire", delayMs: 50, payload: { name: `ok${i}` } });
+    await r.schedule(db.sql, { kind: "test.fire", delayMs: 50, payload: { name: "bad" } });
+    await waitFor(async () => (await fireCounts(db.sql)).size === 30);
+    await waitFor(async () => (await db.sql`select 1 from timers where last_error is not null`).length === 1);
+    const counts = await fireCounts(db.sql);
+    expect([...counts.values()].every((n) => n === 1)).toBe(true);
+    const rows = await db.sql<{ last_error: string }[]>`select last_error from timers`;
+    expect([...rows]).toEqual([{ last_error: "bad one" }]);
+  });
+});
+
+describe("shutdown", () => {
+  test("stop waits for handlers in flight, stops claiming, and hands back the leases of unfired timers", async () => {
+    let release: () => void = () => {};
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const r = registerFire(testRunner(db), async (name) => {
+      if (name === "slow") await gate;
+    });
+    await start(r);
+    await r.schedule(db.sql, { kind: "test.fire", delayMs: 0, payload: { name: "slow" } });
+    await r.schedule(db.sql, { kind: "test.fire", delayMs: 250, payload: { name: "later" } });
+    await Bun.sleep(50);
+    let stopped = false;
+    const stopping = r.stop().then(() => {
+      stopped = true;
+    });
+    await Bun.sleep(50);
+    expect(stopped).toBe(false);
+    release();
+    await stopping;
+    running.splice(0);
+    expect((await fireCounts(db.sql)).get("slow")).toBe(1);
+    const rows = await db.sql<{ locked_by: number | null }[]>`select locked_by from timers`;
+    expect([...rows]).toEqual([{ locked_by: null }]);
+    await Bun.sleep(300);
+    expect((await fireCounts(db.sql)).get("later")).toBeUndefined();
+  });
+});
