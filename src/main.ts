@@ -85,7 +85,6 @@ async function main(argv: string[]) {
   process.on("SIGTERM", () => void shutdown("SIGTERM"));
   process.on("SIGINT", () => void shutdown("SIGINT"));
 
-  preloadWidget(log);
   db = await openDatabase({ url: env.DATABASE_URL, dataDir: env.DATA_DIR, log });
   await migrate(db.sql, log);
   // Other processes on the same PostgreSQL may revoke keys: hear it, so cached keys are evicted.
@@ -108,6 +107,8 @@ async function main(argv: string[]) {
   const app = createApp(deps);
   server = serve(app.fetch, { port: env.PORT, hostname: env.HOST });
   log.info("listening", { url: `http://${env.HOST}:${server.port}`, database: db.kind, version: VERSION });
+  // Prepared once listening, so it does not compete with start-up; a request arriving first waits for it.
+  preloadWidget(log);
   // For a person, once: on stderr, apart from the JSON log stream on stdout.
   if (demoBanner) process.stderr.write(demoBanner(reachableUrl(env.HOST, server.port)));
 }
