@@ -215,8 +215,8 @@ export class TimerRunner implements TimerScheduler {
   }
 
   /**
-   * Drops everything in memory without touching the database, as a crash would: the rows stay
-   * leased to a runner whose liveness lock is gone, and another runner takes them over.
+   * Leaves as a crash would: drops everything in memory and its liveness lock, but not its leases,
+   * so its rows stay leased to a runner that is gone, and other runners take them over at once.
    */
   async abandon(): Promise<void> {
     this.#stopping = true;
@@ -420,10 +420,12 @@ export class TimerRunner implements TimerScheduler {
   #pump(): void {
     while (!this.#stopping && this.#ready.length > 0 && this.#inFlight.size < this.#opts.concurrency) {
       const batch = this.#ready.splice(0, this.#opts.batchSize);
-      const run = this.#fire(batch).finally(() => {
-        this.#inFlight.delete(run);
-        this.#pump();
-      });
+      const run = this.#fire(batch)
+        .catch((err) => this.#log.error("timer runner: firing failed", { error: (err as Error).message }))
+        .finally(() => {
+          this.#inFlight.delete(run);
+          this.#pump();
+        });
       this.#inFlight.add(run);
     }
   }

@@ -197,6 +197,9 @@ async function inflight(kind: Kind) {
   try {
     const s = await seed(db);
     const server = await startServer({ ...db.env, SIMULATION_TIME_SCALE: SCALE });
+    void server.exited.then((code) => {
+      if (code !== 0) console.error(`server exited with ${code}:\n${server.lines.slice(-40).join("\n")}`);
+    });
     const sample = sampleProcess(server.proc.pid);
     const created = await createCalls(server.url, s.testKey, s.agent.id, CALLS);
     const maxScheduleMs = (5 + 89) * 1000 * Number(SCALE);

@@ -2,6 +2,9 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { waitFor } from "./support.ts";
 
+/** Creating a database (the embedded one above all) can be slow on a busy machine. */
+const SETUP_TIMEOUT = 60_000;
+
 const SCALE = 0.02;
 let ctx: TestContext;
 let seed: Awaited<ReturnType<typeof seedOrganization>>;
@@ -9,8 +12,8 @@ let seed: Awaited<ReturnType<typeof seedOrganization>>;
 beforeAll(async () => {
   ctx = await createTestContext({ timers: true, env: { SIMULATION_TIME_SCALE: String(SCALE) } });
   seed = await seedOrganization(ctx, { paidPlan: false });
-});
-afterAll(() => ctx.close());
+}, SETUP_TIMEOUT);
+afterAll(() => ctx.close(), SETUP_TIMEOUT);
 
 const CALL_KEYS = [
   "agentId",

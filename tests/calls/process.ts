@@ -43,16 +43,19 @@ export async function startServer(env: Record<string, string>, timeoutMs = 30_00
   void (async () => {
     for await (const chunk of proc.stderr) lines.push(new TextDecoder().decode(chunk));
   })();
+  let timer: ReturnType<typeof setTimeout> | undefined;
   const url = await Promise.race([
     urlPromise,
     proc.exited.then((code) => {
       throw new Error(`server exited with ${code} before listening:\n${lines.join("\n")}`);
     }),
-    Bun.sleep(timeoutMs).then(() => {
-      proc.kill(9);
-      throw new Error(`server did not listen within ${timeoutMs} ms:\n${lines.join("\n")}`);
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        proc.kill(9);
+        reject(new Error(`server did not listen within ${timeoutMs} ms:\n${lines.join("\n")}`));
+      }, timeoutMs);
     }),
-  ]);
+  ]).finally(() => clearTimeout(timer));
   return { proc, url, lines, exited: proc.exited };
 }
 

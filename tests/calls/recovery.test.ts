@@ -5,6 +5,9 @@ import { createTestDatabase, type TestDatabase } from "../helpers/db.ts";
 import { pool, type ServerProcess, startServer } from "./process.ts";
 import { waitFor } from "./support.ts";
 
+/** Creating a database (the embedded one above all) can be slow on a busy machine. */
+const SETUP_TIMEOUT = 60_000;
+
 /**
  * `kill -9` with calls in flight, then a restart on the same database: every call completes, each
  * transition and event exactly once, and overdue timers fire within 2 s of the restart.
@@ -19,7 +22,7 @@ const env = () => ({ DATABASE_URL: db.url!, SIMULATION_TIME_SCALE: "0.05" });
 beforeAll(async () => {
   db = await createTestDatabase("postgres");
   seed = await seedOrganization({ deps: { sql: db.sql, clock: systemClock } as never }, { paidPlan: false });
-});
+}, SETUP_TIMEOUT);
 afterAll(async () => {
   for (const c of children) c.proc.kill(9);
   await db.close();

@@ -3,6 +3,9 @@ import { createSecretKey } from "../../src/services/tenancy.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { waitFor, writeCounts } from "./support.ts";
 
+/** Creating a database (the embedded one above all) can be slow on a busy machine. */
+const SETUP_TIMEOUT = 60_000;
+
 let ctx: TestContext;
 let seed: Awaited<ReturnType<typeof seedOrganization>>;
 let unpaid: Awaited<ReturnType<typeof seedOrganization>>;
@@ -11,8 +14,8 @@ beforeAll(async () => {
   ctx = await createTestContext({ timers: true });
   seed = await seedOrganization(ctx, { paidPlan: true });
   unpaid = await seedOrganization(ctx, { paidPlan: false });
-});
-afterAll(() => ctx.close());
+}, SETUP_TIMEOUT);
+afterAll(() => ctx.close(), SETUP_TIMEOUT);
 
 const inFuture = (ms: number) => new Date(Date.now() + ms).toISOString();
 const createLive = (key: string, json: Record<string, unknown>) =>
