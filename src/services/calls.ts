@@ -23,6 +23,7 @@ import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { isId, newId } from "../ids.ts";
 import { listEnvelope, paginate } from "../lists/cursor.ts";
+import { E164, FlatObjectSchema } from "../schemas.ts";
 import { drawDurationSeconds, pickLanguage, simulateOutcome } from "../simulation/content.ts";
 import type { BatchContext, BatchTimerHandler, FiredTimer } from "../timers/runner.ts";
 import { schedulerOf } from "../timers/scheduler.ts";
@@ -39,22 +40,11 @@ export const SIMULATION_TIMER = "call.simulation";
 /** SPEC.md/CONTRACT.md schedule of a simulated call, in seconds before SIMULATION_TIME_SCALE. */
 export const SIMULATED_SCHEDULE = { ringingAfter: 2, ongoingAfter: 5 } as const;
 
-/** A flat object of simple values (CONTRACT.md §5): at most 50 keys of at most 64 characters. */
-export const FlatVariables = z
-  .record(
-    z.string().min(1).max(64),
-    z.union([z.string().max(1000), z.number(), z.boolean(), z.null()], {
-      message: "values must be strings (at most 1,000 characters), numbers, booleans or null",
-    }),
-  )
-  .refine((v) => Object.keys(v).length <= 50, { message: "at most 50 variables" })
-  .openapi({
-    description:
-      "Flat object of simple values (string ≤ 1,000 characters, number, boolean, null); ≤ 50 keys.",
-    example: { firstName: "Claire", language: "fr" },
-  });
-
-const E164 = /^\+[1-9][0-9]{6,14}$/;
+/** `variables` of a call: a flat object (src/schemas.ts). */
+export const FlatVariables = FlatObjectSchema.openapi({
+  description: "Flat object of simple values (string ≤ 1,000 characters, number, boolean, null); ≤ 50 keys.",
+  example: { firstName: "Claire", language: "fr" },
+});
 
 export const CreateCallInput = z
   .object({

@@ -13,6 +13,7 @@ import {
 import { ApiError } from "../errors.ts";
 import { isId, newId } from "../ids.ts";
 import { type Page, paginate } from "../lists/cursor.ts";
+import { FlatObjectSchema, PhoneSchema as SharedPhone } from "../schemas.ts";
 import { recordEvent } from "./events.ts";
 
 /**
@@ -24,13 +25,12 @@ type Ctx = { sql: Sql; clock: Clock };
 /** Who writes: the organization, and the mode of the key, which only labels the events. */
 export type Actor = { organizationId: string; livemode: boolean };
 
-/** E.164: a plus sign, a country code not starting with 0, 7 to 15 digits in all, nothing else. */
-export const E164 = /^\+[1-9][0-9]{6,14}$/;
+export { E164 } from "../schemas.ts";
 
-export const PhoneSchema = z
-  .string({ error: (iss) => (iss.input === undefined ? "is required" : "must be a string") })
-  .regex(E164, { message: "must be a phone number in E.164 format, such as +33612345678" })
-  .openapi({ example: "+33612345678", description: "Phone number in E.164 format. Not unique." });
+const PhoneSchema = SharedPhone.openapi({
+  example: "+33612345678",
+  description: "Phone number in E.164 format. Not unique.",
+});
 
 const NameSchema = z
   .string()
@@ -44,32 +44,13 @@ const EmailSchema = z
   .max(254, { message: "must be at most 254 characters" })
   .openapi({ example: "jeanne@example.com" });
 
-export const FLAT_MAX_KEYS = 50;
-const FLAT_VALUES = "values must be strings of at most 1000 characters, numbers, booleans or null";
-const FlatValue = z.union(
-  [z.string().max(1000, { message: FLAT_VALUES }), z.number(), z.boolean(), z.null()],
-  {
-    error: FLAT_VALUES,
-  },
-);
-
-/** A flat object, like session `variables`: ≤ 50 keys of 1–64 characters, simple values. */
-export const FlatMetadataSchema = z
-  .record(z.string().min(1).max(64), FlatValue, {
-    error: (iss) =>
-      iss.code === "invalid_key"
-        ? "keys must be 1 to 64 characters long"
-        : "must be an object of simple values",
-  })
-  .refine((o) => Object.keys(o).length <= FLAT_MAX_KEYS, {
-    message: `must have at most ${FLAT_MAX_KEYS} keys`,
-  })
-  .openapi({
-    description:
-      "Flat object: at most 50 keys of at most 64 characters; values are strings (≤ 1,000 characters), " +
-      "numbers, booleans or null.",
-    example: { customerId: "A-1042", vip: true },
-  });
+/** `metadata`: a flat object (src/schemas.ts). */
+export const FlatMetadataSchema = FlatObjectSchema.openapi({
+  description:
+    "Flat object: at most 50 keys of at most 64 characters; values are strings (≤ 1,000 characters), " +
+    "numbers, booleans or null.",
+  example: { customerId: "A-1042", vip: true },
+});
 
 export const ContactInputSchema = z
   .object({

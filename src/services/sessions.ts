@@ -7,6 +7,7 @@ import type { Clock } from "../clock.ts";
 import type { AgentRow } from "../db/agents.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
+import { type FlatObject, FlatObjectSchema } from "../schemas.ts";
 
 /**
  * Session tokens (SPEC.md "Session token", CONTRACT.md §5): minted with a secret key, single use,
@@ -23,56 +24,15 @@ export type Db = Sql | TransactionSql;
 // ---------------------------------------------------------------------------------------------
 // Variables: a flat object kept with the token and handed to the call, never to the browser.
 
-export const MAX_VARIABLES = 50;
-export const MAX_VARIABLE_KEY_LENGTH = 64;
-export const MAX_VARIABLE_STRING_LENGTH = 1000;
+export type FlatVariables = FlatObject;
 
-export type FlatValue = string | number | boolean | null;
-export type FlatVariables = Record<string, FlatValue>;
-
-/** A flat object: ≤ 50 keys of 1–64 characters; values string (≤ 1,000 characters), number, boolean or null. */
-export const VariablesSchema = z
-  .record(z.string(), z.unknown())
-  .superRefine((vars, ctx) => {
-    const keys = Object.keys(vars);
-    if (keys.length > MAX_VARIABLES) {
-      ctx.addIssue({ code: "custom", message: `at most ${MAX_VARIABLES} variables are allowed`, path: [] });
-      return;
-    }
-    for (const key of keys) {
-      if (key.length === 0 || key.length > MAX_VARIABLE_KEY_LENGTH) {
-        ctx.addIssue({
-          code: "custom",
-          message: `variable names must have 1 to ${MAX_VARIABLE_KEY_LENGTH} characters`,
-          path: key ? [key] : [],
-        });
-        return;
-      }
-      const value = vars[key];
-      const flat =
-        value === null ||
-        typeof value === "boolean" ||
-        (typeof value === "number" && Number.isFinite(value)) ||
-        (typeof value === "string" && value.length <= MAX_VARIABLE_STRING_LENGTH);
-      if (!flat) {
-        ctx.addIssue({
-          code: "custom",
-          message:
-            typeof value === "string"
-              ? `must not exceed ${MAX_VARIABLE_STRING_LENGTH} characters`
-              : "must be a string, number, boolean or null (variables are flat)",
-          path: [key],
-        });
-        return;
-      }
-    }
-  })
-  .openapi({
-    description:
-      "Flat values kept with the call and passed to the agent; never sent to the browser. At most 50 keys " +
-      "of at most 64 characters; values are strings (at most 1,000 characters), numbers, booleans or null.",
-    example: { customerName: "Ada", orderId: 1042, vip: true },
-  });
+/** `variables`: a flat object (src/schemas.ts). */
+export const VariablesSchema = FlatObjectSchema.openapi({
+  description:
+    "Flat values kept with the call and passed to the agent; never sent to the browser. At most 50 keys " +
+    "of at most 64 characters; values are strings (at most 1,000 characters), numbers, booleans or null.",
+  example: { customerName: "Ada", orderId: 1042, vip: true },
+});
 
 // ---------------------------------------------------------------------------------------------
 // Idempotency-Key

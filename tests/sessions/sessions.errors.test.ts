@@ -112,7 +112,7 @@ describe("POST /api/v1/web-call-sessions: body validation", () => {
       { agentId: "agt_x", variables: { ["n".repeat(65)]: 1 } },
       `variables.${"n".repeat(65)}`,
     ],
-    ["an empty name", { agentId: "agt_x", variables: { "": 1 } }, "variables"],
+    ["an empty name", { agentId: "agt_x", variables: { "": 1 } }, "variables."],
     [
       "51 variables",
       { agentId: "agt_x", variables: Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`k${i}`, i])) },

@@ -1,0 +1,61 @@
+import { z } from "@hono/zod-openapi";
+
+/** Value shapes shared by several resources: one definition each. */
+
+/** E.164: a plus sign, a country code not starting with 0, 7 to 15 digits in all, nothing else. */
+export const E164 = /^\+[1-9][0-9]{6,14}$/;
+
+export const PhoneSchema = z
+  .string({ error: (iss) => (iss.input === undefined ? "is required" : "must be a string") })
+  .regex(E164, { message: "must be a phone number in E.164 format, such as +33612345678" })
+  .openapi({ example: "+33612345678" });
+
+export const FLAT_MAX_KEYS = 50;
+export const FLAT_MAX_KEY_LENGTH = 64;
+export const FLAT_MAX_STRING_LENGTH = 1000;
+
+export type FlatValue = string | number | boolean | null;
+export type FlatObject = Record<string, FlatValue>;
+
+/**
+ * A flat object (CONTRACT.md §5 `variables`, §8 contact `metadata`): at most 50 keys of 1–64
+ * characters; values string (≤ 1,000 characters), finite number, boolean or null. The first fault
+ * is reported with its key as the parameter (e.g. `variables.orderId`).
+ */
+export const FlatObjectSchema = z
+  .record(z.string(), z.unknown(), { error: "must be an object of simple values" })
+  .superRefine((value, ctx) => {
+    const keys = Object.keys(value);
+    if (keys.length > FLAT_MAX_KEYS) {
+      ctx.addIssue({ code: "custom", message: `must have at most ${FLAT_MAX_KEYS} keys`, path: [] });
+      return;
+    }
+    for (const key of keys) {
+      if (key.length === 0 || key.length > FLAT_MAX_KEY_LENGTH) {
+        ctx.addIssue({
+          code: "custom",
+          message: `keys must have 1 to ${FLAT_MAX_KEY_LENGTH} characters`,
+          path: [key],
+        });
+        return;
+      }
+      const v = value[key];
+      const flat =
+        v === null ||
+        typeof v === "boolean" ||
+        (typeof v === "number" && Number.isFinite(v)) ||
+        (typeof v === "string" && v.length <= FLAT_MAX_STRING_LENGTH);
+      if (!flat) {
+        ctx.addIssue({
+          code: "custom",
+          message:
+            typeof v === "string"
+              ? `must not exceed ${FLAT_MAX_STRING_LENGTH} characters`
+              : "must be a string, number, boolean or null (the object is flat)",
+          path: [key],
+        });
+        return;
+      }
+    }
+  })
+  .transform((v) => v as FlatObject);
