@@ -274,6 +274,19 @@ export const CALL_STATUSES = [
   "cancelled",
 ] as const;
 
+/** The scope of a calls list: organization, mode, agent restriction and filters (the cursor must fit it too). */
+export function callsScope(
+  sql: Sql,
+  auth: ReadScope,
+  q: { status?: string | undefined; agentId?: string | undefined; campaignId?: string | undefined },
+) {
+  return sql`organization_id = ${auth.organizationId} and livemode = ${auth.livemode}
+    ${auth.agentIds ? sql`and agent_id = any(${auth.agentIds})` : sql``}
+    ${q.status ? sql`and status = ${q.status}` : sql``}
+    ${q.agentId ? sql`and agent_id = ${q.agentId}` : sql``}
+    ${q.campaignId ? sql`and campaign_id = ${q.campaignId}` : sql``}`;
+}
+
 export async function listCalls(
   deps: Pick<Deps, "sql">,
   auth: ReadScope,
@@ -286,11 +299,7 @@ export async function listCalls(
   },
 ) {
   const { sql } = deps;
-  const where = sql`organization_id = ${auth.organizationId} and livemode = ${auth.livemode}
-    ${auth.agentIds ? sql`and agent_id = any(${auth.agentIds})` : sql``}
-    ${q.status ? sql`and status = ${q.status}` : sql``}
-    ${q.agentId ? sql`and agent_id = ${q.agentId}` : sql``}
-    ${q.campaignId ? sql`and campaign_id = ${q.campaignId}` : sql``}`;
+  const where = callsScope(sql, auth, q);
   return paginate<CallRow, CallView>({
     sql,
     table: "calls",

@@ -7,15 +7,13 @@
  *
  * It creates and drops its own database (TEST_PG_URL, default postgres://postgres@127.0.0.1:5432).
  * Another list joins by adding one entry to LISTS: how to seed it in bulk, its route, its filters.
- * For calls, for instance: table "calls", prefix "call", route "/api/v1/calls", mode "test", a seed
- * `insert into calls (...) select ${idOf("call")}, $1, false, …, ${createdAt} from generate_series(1, $2::int) i`,
- * and filters "" and `status=completed` with the where fragment the calls list passes to paginate().
  */
 import type { Fragment, Sql } from "postgres";
 import { contactsScope } from "../../src/db/contacts.ts";
 import { type IdPrefix, isId } from "../../src/ids.ts";
 import { pageQuery } from "../../src/lists/cursor.ts";
 import { silentLogger } from "../../src/log.ts";
+import { callsScope } from "../../src/services/calls.ts";
 import { eventsScope } from "../../src/services/eventLog.ts";
 import { createTestContext, seedOrganization } from "../helpers/app.ts";
 
@@ -27,6 +25,7 @@ const LIMIT = 20;
 
 interface Seeded {
   orgId: string;
+  agentId: string;
 }
 
 interface ListCase {
@@ -52,6 +51,31 @@ const idOf = (prefix: string) =>
   `'${prefix}_' || bench_crockford((extract(epoch from ${createdAt}) * 1000)::bigint, 10) || bench_crockford(i::bigint, 16)`;
 
 const LISTS: ListCase[] = [
+  {
+    name: "calls",
+    table: "calls",
+    prefix: "call",
+    route: "/api/v1/calls",
+    mode: "test",
+    seed: async (sql, s, rows) => {
+      // Simulated calls in every state, nine in ten completed, one in ten still ringing.
+      await sql.unsafe(
+        `insert into calls (id, organization_id, livemode, status, agent_id, to_number, direction, created_at)
+         select ${idOf("call")}, $1, false, case when i % 10 = 0 then 'ringing' else 'completed' end, $3,
+                '+3360000000' || (i % 10), 'outbound', ${createdAt}
+         from generate_series(1, $2::int) i`,
+        [s.orgId, rows, s.agentId],
+      );
+    },
+    filters: [
+      { label: "no filter", query: "", where: (sql, s) => callsScope(sql, testScope(s), {}) },
+      {
+        label: "status=ringing",
+        query: "status=ringing",
+        where: (sql, s) => callsScope(sql, testScope(s), { status: "ringing" }),
+      },
+    ],
+  },
   {
     name: "contacts",
     table: "contacts",
@@ -111,6 +135,10 @@ const LISTS: ListCase[] = [
   },
 ];
 
+function testScope(s: Seeded) {
+  return { organizationId: s.orgId, livemode: false, agentIds: null };
+}
+
 function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
 }
@@ -122,7 +150,7 @@ async function main() {
   const { sql } = ctx.deps;
   try {
     const seed = await seedOrganization(ctx);
-    const s: Seeded = { orgId: seed.org.id };
+    const s: Seeded = { orgId: seed.org.id, agentId: seed.agent.id };
     await sql.unsafe(`
       create function bench_crockford(n bigint, len int) returns text language sql immutable as $$
         select string_agg(substr('0123456789ABCDEFGHJKMNPQRSTVWXYZ', ((n >> (5 * (len - 1 - p))) & 31)::int + 1, 1), ''
