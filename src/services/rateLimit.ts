@@ -34,41 +34,41 @@ export async function hitRateLimit(
   const now = clock.now();
   const windowMs = rule.windowSeconds * 1000;
   const windowStart = new Date(now.getTime() - windowMs);
-  const decision = (await sql.begin(async (tx) => {
-    await tx`select pg_advisory_xact_lock(hashtextextended(${`rate:${rule.bucket}:${address}`}, 0))`;
-    await tx`
-      delete from rate_limit_hits
-      where bucket = ${rule.bucket} and address = ${address} and hit_at <= ${windowStart}`;
-    const hits = await tx<{ hit_at: Date }[]>`
-      select hit_at from rate_limit_hits
-      where bucket = ${rule.bucket} and address = ${address}
-      order by hit_at`;
-    if (hits.length >= rule.limit) {
-      // The request is allowed once all hits but limit − 1 have left the window.
-      const freeing = hits[hits.length - rule.limit]!.hit_at.getTime();
-      return {
-        allowed: false,
-        retryAfterSeconds: Math.max(1, Math.ceil((freeing + windowMs - now.getTime()) / 1000)),
-      };
-    }
-    await tx`insert into rate_limit_hits (bucket, address, hit_at) values (${rule.bucket}, ${address}, ${now})`;
-    return { allowed: true, retryAfterSeconds: 0 };
-  })) as RateLimitDecision;
-  await pruneRateLimitHits(sql, clock, rule);
-  return decision;
+  // One statement: the upsert locks the address's row and works on its latest version (`w`, not a
+  // snapshot), keeps the hits still in the window, and appends this one only when fewer than `limit`
+  // remain. Concurrent requests (any process) queue on the row lock, so exactly `limit` pass.
+  const [row] = await sql<{ hits: Date[]; last_allowed: boolean }[]>`
+    insert into rate_limit_windows as w (bucket, address, hits, last_allowed)
+    values (${rule.bucket}, ${address}, array[${now}::timestamptz], ${rule.limit >= 1})
+    on conflict (bucket, address) do update set
+      hits = case
+        when (select count(*) from unnest(w.hits) h where h > ${windowStart}) >= ${rule.limit}
+          then array(select h from unnest(w.hits) h where h > ${windowStart} order by h)
+        else array(select h from unnest(w.hits) h where h > ${windowStart} order by h) || ${now}::timestamptz
+      end,
+      last_allowed = (select count(*) from unnest(w.hits) h where h > ${windowStart}) < ${rule.limit}
+    returning w.hits, w.last_allowed`;
+  void pruneRateLimitWindows(sql, clock, rule);
+  if (row!.last_allowed) return { allowed: true, retryAfterSeconds: 0 };
+  const hits = row!.hits;
+  const freeing = new Date(hits[hits.length - rule.limit]!).getTime();
+  return {
+    allowed: false,
+    retryAfterSeconds: Math.max(1, Math.ceil((freeing + windowMs - now.getTime()) / 1000)),
+  };
 }
 
 const lastPrune = new WeakMap<object, number>();
 
-/** Drops hits of every address that have left the window; at most once a minute per process. */
-async function pruneRateLimitHits(sql: Sql, clock: Clock, rule: RateLimitRule): Promise<void> {
+/** Drops the rows of addresses whose hits all left the window; at most once a minute per process. */
+async function pruneRateLimitWindows(sql: Sql, clock: Clock, rule: RateLimitRule): Promise<void> {
   const now = clock.now().getTime();
   if (now - (lastPrune.get(sql) ?? 0) < 60_000) return;
   lastPrune.set(sql, now);
   try {
     await sql`
-      delete from rate_limit_hits
-      where bucket = ${rule.bucket} and hit_at <= ${new Date(now - rule.windowSeconds * 1000)}`;
+      delete from rate_limit_windows
+      where bucket = ${rule.bucket} and hits[cardinality(hits)] <= ${new Date(now - rule.windowSeconds * 1000)}`;
   } catch {
     // Housekeeping only: the per-address delete above keeps every decision right regardless.
   }
