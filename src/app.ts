@@ -4,6 +4,7 @@ import type { AppEnv, Deps } from "./deps.ts";
 import { ApiError, describeIssues, errorResponse, onError, thrownValuesAsErrors } from "./errors.ts";
 import { bodyLimit, jsonBody } from "./http/body.ts";
 import { requestContext } from "./http/requestId.ts";
+import { webCallGate } from "./http/webCallGate.ts";
 import { registerDocs } from "./routes/docs.ts";
 import { routes } from "./routes/index.ts";
 
@@ -24,6 +25,7 @@ export function createApp(deps: Deps) {
   const app = new OpenAPIHono<AppEnv>({ defaultHook });
   app.use("*", requestContext(deps));
   app.use("*", thrownValuesAsErrors);
+  app.use("/api/v1/web-calls", ...webCallGate(deps));
   app.use("/api/*", jsonBody(bodyLimit));
   for (const register of routes) register(app, deps);
   registerDocs(app);

@@ -12,6 +12,7 @@ import { registerListEvents } from "./events/list.ts";
 import { registerDeleteTask } from "./tasks/delete.ts";
 import { registerListTasks } from "./tasks/list.ts";
 import { registerCreateWebCallSession } from "./web-call-sessions/create.ts";
+import { webCallRoutes } from "./web-calls/index.ts";
 import { webhookEndpointRoutes } from "./webhook-endpoints/index.ts";
 import { registerWidget } from "./widget.ts";
 
@@ -29,6 +30,7 @@ export const routes: ((app: App, deps: Deps) => void)[] = [
   registerListEvents,
   ...webhookEndpointRoutes,
   registerCreateWebCallSession,
+  ...webCallRoutes,
   ...adminRoutes,
   registerWidget,
   registerDemo,

@@ -117,34 +117,45 @@ export async function settleMinutes(
   callId: string,
   actualSeconds: number | null,
 ): Promise<Settlement | null> {
-  return (await sql.begin(async (tx) => {
-    const [r] = await tx<
-      {
-        organization_id: string;
-        publishable_key_id: string | null;
-        plan_charged: boolean;
-        month: string;
-        reserved_minutes: number;
-      }[]
-    >`
+  return (await sql.begin((tx) => settleReservation(tx, clock, callId, actualSeconds))) as Settlement | null;
+}
+
+/**
+ * settleMinutes inside the caller's transaction, for code that already holds one (a timer handler, a
+ * webhook that also moves the call): the settlement commits or rolls back with the call's change.
+ */
+export async function settleReservation(
+  tx: Db,
+  clock: Clock,
+  callId: string,
+  actualSeconds: number | null,
+): Promise<Settlement | null> {
+  const [r] = await tx<
+    {
+      organization_id: string;
+      publishable_key_id: string | null;
+      plan_charged: boolean;
+      month: string;
+      reserved_minutes: number;
+    }[]
+  >`
       select organization_id, publishable_key_id, plan_charged, to_char(month, 'YYYY-MM-DD') as month,
              reserved_minutes
       from minute_reservations where call_id = ${callId} and settled_at is null
       for update`;
-    if (!r) return null;
-    const used = actualSeconds === null ? 0 : Math.max(1, Math.ceil(Math.max(0, actualSeconds) / 60));
-    const kept = Math.min(r.reserved_minutes, used);
-    const returned = r.reserved_minutes - kept;
-    await tx`
+  if (!r) return null;
+  const used = actualSeconds === null ? 0 : Math.max(1, Math.ceil(Math.max(0, actualSeconds) / 60));
+  const kept = Math.min(r.reserved_minutes, used);
+  const returned = r.reserved_minutes - kept;
+  await tx`
       update minute_reservations set kept_minutes = ${kept}, settled_at = ${clock.now()}
       where call_id = ${callId}`;
-    if (returned > 0) {
-      // Plan row first, then key row: the same lock order as reserveMinutes.
-      if (r.plan_charged) await giveBack(tx, "plan", r.organization_id, r.month, returned);
-      if (r.publishable_key_id) await giveBack(tx, "key", r.publishable_key_id, r.month, returned);
-    }
-    return { keptMinutes: kept, returnedMinutes: returned };
-  })) as Settlement | null;
+  if (returned > 0) {
+    // Plan row first, then key row: the same lock order as reserveMinutes.
+    if (r.plan_charged) await giveBack(tx, "plan", r.organization_id, r.month, returned);
+    if (r.publishable_key_id) await giveBack(tx, "key", r.publishable_key_id, r.month, returned);
+  }
+  return { keptMinutes: kept, returnedMinutes: returned };
 }
 
 async function giveBack(tx: Db, kind: "plan" | "key", subjectId: string, month: string, minutes: number) {

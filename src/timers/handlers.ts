@@ -1,9 +1,14 @@
 import type { Deps } from "../deps.ts";
+import { createLiveKit } from "../livekit/client.ts";
 import { SIMULATION_TIMER, simulationSteps, TASK_TIMER } from "../services/calls.ts";
 import { runTask } from "../services/tasks.ts";
+import { WEB_CALL_MAX_DURATION_TIMER, webCallMaxDuration } from "../services/webCalls.ts";
 import type { TimerRunner } from "./runner.ts";
 
 /** Every timer kind of the service and its handler. Add a line per kind. */
 export function registerTimerHandlers(runner: TimerRunner, deps: Deps): TimerRunner {
-  return runner.registerBatch(SIMULATION_TIMER, simulationSteps(deps)).register(TASK_TIMER, runTask(deps));
+  return runner
+    .registerBatch(SIMULATION_TIMER, simulationSteps(deps))
+    .register(TASK_TIMER, runTask(deps))
+    .register(WEB_CALL_MAX_DURATION_TIMER, webCallMaxDuration(deps, createLiveKit(deps.env)));
 }

@@ -1,0 +1,142 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import type { App, Deps } from "../../deps.ts";
+import { ApiError, errorResponses } from "../../errors.ts";
+import { clientAddressResolver } from "../../http/clientAddress.ts";
+import type { LiveKit } from "../../livekit/client.ts";
+import { startWithPublishableKey, startWithSessionToken } from "../../services/webCalls.ts";
+
+/**
+ * POST /api/v1/web-calls: the one API route a web page calls. CORS and the per-address rate limit run
+ * before it (http/webCallGate.ts, mounted in app.ts), so malformed requests count and carry CORS too.
+ */
+
+const StartWebCallBody = z
+  .object({
+    publishableKey: z.string().optional().openapi({
+      description: "Publishable key (`inf_pub_…`). Sent with `captchaToken`; not with `sessionToken`.",
+      example: "inf_pub_9fJ2kLmN0pQrStUvWxYz0123456789AbCdEfGhIjK",
+    }),
+    captchaToken: z.string().optional().openapi({
+      description:
+        "Bot check token (action `web_call`) obtained on the page. Required with `publishableKey`.",
+      example: "03AFcWeA5…",
+    }),
+    sessionToken: z.string().optional().openapi({
+      description: "Single-use session token (`inf_wcs_…`) minted server-side. Alone in the body.",
+      example: "inf_wcs_9fJ2kLmN0pQrStUvWxYz0123456789AbCdEfGhIjK",
+    }),
+  })
+  .strict()
+  .openapi("WebCallStart", {
+    description:
+      "Either `{publishableKey, captchaToken}` (from a website in the key's list) or `{sessionToken}`.",
+  });
+
+const LiveWebCallSchema = z
+  .object({
+    callId: z.string().openapi({ example: "call_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
+    livemode: z.literal(true),
+    maxSeconds: z
+      .number()
+      .int()
+      .openapi({
+        description:
+          "The server closes the call after this many seconds: 600, or less when the key's monthly cap or the " +
+          "organization's plan minutes leave less.",
+        example: 600,
+      }),
+    room: z
+      .object({
+        name: z.string().openapi({ example: "call_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
+        serverUrl: z.string().openapi({ example: "wss://media.example.com" }),
+        participantToken: z.string().openapi({
+          description:
+            "LiveKit access token for this room only (join, publish, subscribe), valid at most 10 minutes.",
+        }),
+      })
+      .openapi({ description: "The room to join with any LiveKit-compatible real-time client." }),
+  })
+  .openapi("LiveWebCall");
+
+const SimulatedWebCallSchema = z
+  .object({
+    simulated: z.literal(true),
+    livemode: z.literal(false),
+    callId: z.string().openapi({ example: "call_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
+    maxSeconds: z.number().int().openapi({ example: 600 }),
+  })
+  .openapi("SimulatedWebCall", {
+    description:
+      "A test session token: nothing is connected; the call plays as a simulated call, readable with a test key.",
+  });
+
+export function registerStartWebCall(app: App, deps: Deps, liveKit: LiveKit | null) {
+  const clientAddress = clientAddressResolver(deps.env.TRUST_PROXY);
+  const route = createRoute({
+    method: "post",
+    path: "/api/v1/web-calls",
+    tags: ["Web calls"],
+    summary: "Start a web call",
+    description:
+      "Starts a browser web call, from a page. Two forms: `{publishableKey, captchaToken}`, accepted only " +
+      "from a website (`Origin`, exact scheme, host and port) in the key's list, to the key's agent, within " +
+      "its monthly minute cap; or `{sessionToken}` from any website, with a token minted by " +
+      "`POST /api/v1/web-call-sessions`. Answers carry CORS headers for the request's origin. At most 6 " +
+      "requests per 10 minutes per client address (every request counts, malformed ones included).\n\n" +
+      "Order of checks, publishable form: rate limit → key (401) → origin (403) → bot check (400) → paid " +
+      "plan (403) → agent (503) → plan minutes (403) → key cap (429) → start. Session form: rate limit → " +
+      "token (401) → paid plan (live only) → agent → plan minutes → start. A refusal leaves a session token " +
+      "valid; a failure while starting (502) spends it. Without a configured media server, live calls are " +
+      "503 `agent_unavailable`. Credentials in the query string are ignored.",
+    request: {
+      body: { required: true, content: { "application/json": { schema: StartWebCallBody } } },
+    },
+    responses: {
+      201: {
+        description: "The call started: a room to join (live) or a simulated call (test session token).",
+        content: { "application/json": { schema: z.union([LiveWebCallSchema, SimulatedWebCallSchema]) } },
+      },
+      ...errorResponses(
+        "invalid_request",
+        "invalid_captcha",
+        "invalid_key",
+        "invalid_session_token",
+        "origin_not_allowed",
+        "plan_required",
+        "plan_minutes_exhausted",
+        "rate_limited",
+        "minute_cap_reached",
+        "payload_too_large",
+        "unsupported_media_type",
+        "call_start_failed",
+        "agent_unavailable",
+      ),
+    },
+  });
+  app.openapi(route, async (c) => {
+    const body = c.req.valid("json");
+    const hasSession = body.sessionToken !== undefined;
+    const hasKey = body.publishableKey !== undefined || body.captchaToken !== undefined;
+    if (hasSession === hasKey) {
+      throw new ApiError(
+        "invalid_request",
+        "Send either publishableKey and captchaToken, or sessionToken alone.",
+      );
+    }
+    if (hasSession) {
+      return c.json(await startWithSessionToken(deps, liveKit, body.sessionToken), 201);
+    }
+    if (body.publishableKey === undefined) {
+      throw new ApiError("invalid_request", "publishableKey is required with captchaToken.", {
+        param: "publishableKey",
+      });
+    }
+    const started = await startWithPublishableKey(deps, liveKit, {
+      publishableKey: body.publishableKey,
+      captchaToken: body.captchaToken,
+      origin: c.req.header("origin"),
+      remoteIp: clientAddress(c),
+    });
+    return c.json(started, 201);
+  });
+}

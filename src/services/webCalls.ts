@@ -1,0 +1,333 @@
+import type { Sql } from "postgres";
+import { keyKind, sha256 } from "../auth/keys.ts";
+import { verifyCaptcha } from "../captcha/verify.ts";
+import type { AgentRow } from "../db/agents.ts";
+import { type CallRow, type CallStatus, callView, insertCall, moveCall } from "../db/calls.ts";
+import type { Deps } from "../deps.ts";
+import { ApiError } from "../errors.ts";
+import { newId } from "../ids.ts";
+import { type LiveKit, LiveKitError, liveKitAgentName, type WebCallRoom } from "../livekit/client.ts";
+import type { FiredTimer, HandlerContext, TimerHandler } from "../timers/runner.ts";
+import { schedulerOf } from "../timers/scheduler.ts";
+import { asSql } from "../timers/store.ts";
+import { createSimulatedCall } from "./calls.ts";
+import { recordEvent } from "./events.ts";
+import { reserveMinutes, settleReservation } from "./minutes.ts";
+import {
+  assertAgentAvailable,
+  assertPaidPlan,
+  findSessionToken,
+  invalidSessionToken,
+  type SessionTokenRecord,
+  withRedeemedSessionToken,
+} from "./sessions.ts";
+
+/**
+ * Starting web calls (SPEC.md "POST /api/v1/web-calls", CONTRACT.md §4) and following live ones to
+ * their end: the `maxSeconds` timer and LiveKit's webhooks. The rate limit and CORS run before this,
+ * in the route's gate (http/webCallGate.ts).
+ */
+
+export type WebCallDeps = Pick<Deps, "sql" | "clock" | "env" | "log" | "timers">;
+
+/** Timer kind that closes a live web call at its `maxSeconds`. */
+export const WEB_CALL_MAX_DURATION_TIMER = "webcall.max_duration";
+
+export type LiveWebCall = {
+  callId: string;
+  livemode: true;
+  maxSeconds: number;
+  room: WebCallRoom;
+};
+export type SimulatedWebCall = { simulated: true; livemode: false; callId: string; maxSeconds: number };
+export type StartedWebCall = LiveWebCall | SimulatedWebCall;
+
+interface PublishableKeyRow {
+  id: string;
+  organization_id: string;
+  agent_id: string;
+  allowed_origins: string[];
+}
+
+/** 401 `invalid_key` unless `value` is a publishable key that exists and is not revoked. */
+async function findPublishableKey(sql: Sql, value: unknown): Promise<PublishableKeyRow> {
+  if (typeof value !== "string" || keyKind(value) !== "publishable") throw invalidKey();
+  const [row] = await sql<PublishableKeyRow[]>`
+    select id, organization_id, agent_id, allowed_origins from publishable_keys
+    where key_hash = ${await sha256(value)} and revoked_at is null`;
+  if (!row) throw invalidKey();
+  return row;
+}
+
+function invalidKey() {
+  return new ApiError("invalid_key", "The publishable key is wrong or revoked.");
+}
+
+/** The origin of an `Origin` header (scheme, host, port), or null when there is none usable. */
+function originOf(header: string | undefined): string | null {
+  if (!header || header === "null") return null;
+  try {
+    const url = new URL(header);
+    return url.protocol === "https:" || url.protocol === "http:" ? url.origin : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Publishable form: key (401) → Origin in the key's list (403) → bot check (400) → paid plan (403) →
+ * agent (503) → plan minutes (403) → key cap (429) → start.
+ */
+export async function startWithPublishableKey(
+  deps: WebCallDeps,
+  liveKit: LiveKit | null,
+  input: { publishableKey: unknown; captchaToken: unknown; origin: string | undefined; remoteIp: string },
+): Promise<LiveWebCall> {
+  const key = await findPublishableKey(deps.sql, input.publishableKey);
+  const origin = originOf(input.origin);
+  if (!origin || !key.allowed_origins.includes(origin)) {
+    throw new ApiError("origin_not_allowed", "This website is not allowed to use this key.");
+  }
+  const captcha = await verifyCaptcha(deps, {
+    token: input.captchaToken,
+    remoteIp: input.remoteIp,
+    origin: input.origin,
+  });
+  if (!captcha.ok) {
+    deps.log.info("web call refused by the bot check", { reason: captcha.reason });
+    throw new ApiError("invalid_captcha", "The bot check failed. Reload the page and try again.");
+  }
+  await assertPaidPlan(deps.sql, key.organization_id);
+  const agent = await assertAgentAvailable(deps.sql, key.organization_id, key.agent_id, {
+    livemode: true,
+    mediaServerConfigured: liveKit !== null,
+  });
+  const callId = newId("call", deps.clock);
+  const prepared = (await deps.sql.begin((tx) =>
+    prepareLiveCall(asSql(tx), deps, {
+      callId,
+      organizationId: key.organization_id,
+      agent,
+      variables: {},
+      publishableKeyId: key.id,
+    }),
+  )) as PreparedCall;
+  return startRoom(deps, liveKit!, agent, prepared, {});
+}
+
+/**
+ * Session form: token (401) → paid plan (live only) → agent (503) → plan minutes (403) → start. The
+ * token is spent in the transaction that creates the call; refusals roll it back and leave it valid.
+ */
+export async function startWithSessionToken(
+  deps: WebCallDeps,
+  liveKit: LiveKit | null,
+  token: unknown,
+): Promise<StartedWebCall> {
+  const found = await findSessionToken(deps.sql, token, deps.clock);
+  if (!found) throw invalidSessionToken();
+  if (found.livemode) await assertPaidPlan(deps.sql, found.organizationId);
+  const agent = await assertAgentAvailable(deps.sql, found.organizationId, found.agentId, {
+    livemode: found.livemode,
+    mediaServerConfigured: liveKit !== null,
+  });
+  if (!found.livemode) {
+    const { prepared } = await withRedeemedSessionToken(deps.sql, token, deps.clock, (tx, session) =>
+      createSimulatedCall(asSql(tx), deps, {
+        organizationId: session.organizationId,
+        agentId: session.agentId,
+        agentLanguage: agent.language,
+        direction: "web",
+        to: null,
+        variables: session.variables,
+      }),
+    );
+    return { simulated: true, livemode: false, callId: prepared.id, maxSeconds: 600 };
+  }
+
+  const callId = newId("call", deps.clock);
+  const { session, prepared } = await withRedeemedSessionToken(
+    deps.sql,
+    token,
+    deps.clock,
+    (tx, s: SessionTokenRecord) =>
+      prepareLiveCall(asSql(tx), deps, {
+        callId,
+        organizationId: s.organizationId,
+        agent,
+        variables: s.variables,
+        publishableKeyId: null,
+      }),
+    { callId },
+  );
+  return startRoom(deps, liveKit!, agent, prepared, session.variables);
+}
+
+interface PreparedCall {
+  callId: string;
+  maxSeconds: number;
+  timerId: string;
+}
+
+/**
+ * Inside the start transaction: reserve the minutes (which decides `maxSeconds`), write the live call
+ * and the timer that ends it, so either all of them exist or none does.
+ */
+async function prepareLiveCall(
+  tx: Sql,
+  deps: WebCallDeps,
+  input: {
+    callId: string;
+    organizationId: string;
+    agent: AgentRow;
+    variables: Record<string, unknown>;
+    publishableKeyId: string | null;
+  },
+): Promise<PreparedCall> {
+  const { maxSeconds } = await reserveMinutes(tx, deps.clock, {
+    callId: input.callId,
+    organizationId: input.organizationId,
+    livemode: true,
+    publishableKeyId: input.publishableKeyId,
+  });
+  await insertCall(tx, {
+    id: input.callId,
+    organization_id: input.organizationId,
+    livemode: true,
+    status: "initiated",
+    agent_id: input.agent.id,
+    to_number: null,
+    contact_id: null,
+    campaign_id: null,
+    direction: "web",
+    variables: input.variables,
+    simulated_duration_seconds: null,
+    language: input.agent.language,
+    task_id: null,
+    created_at: deps.clock.now(),
+  });
+  const timer = await schedulerOf(deps).schedule(tx, {
+    kind: WEB_CALL_MAX_DURATION_TIMER,
+    delayMs: maxSeconds * 1000,
+    payload: { callId: input.callId },
+  });
+  return { callId: input.callId, maxSeconds, timerId: timer.id };
+}
+
+/**
+ * After the call is committed: the room and the agent's dispatch. A failure here is 502
+ * `call_start_failed`; the call ends `failed`, its minutes go back and its timer is dropped (a
+ * session token used for it stays spent).
+ */
+async function startRoom(
+  deps: WebCallDeps,
+  liveKit: LiveKit,
+  agent: AgentRow,
+  prepared: PreparedCall,
+  variables: Record<string, unknown>,
+): Promise<LiveWebCall> {
+  try {
+    const room = await liveKit.startWebCall({
+      callId: prepared.callId,
+      agentName: liveKitAgentName(agent),
+      variables,
+    });
+    return { callId: prepared.callId, livemode: true, maxSeconds: prepared.maxSeconds, room };
+  } catch (err) {
+    deps.log.warn("web call could not start at the media server", {
+      callId: prepared.callId,
+      error: err instanceof LiveKitError ? err.message : "unexpected error",
+    });
+    await deps.sql.begin(async (tx) => {
+      const t = asSql(tx);
+      const failed = await moveCall(t, prepared.callId, "initiated", "failed", {
+        ended_at: deps.clock.now(),
+      });
+      if (failed) await settleReservation(t, deps.clock, prepared.callId, null);
+      await schedulerOf(deps).cancel(t, prepared.timerId);
+    });
+    throw new ApiError("call_start_failed", "The call could not be started. Try again in a moment.");
+  }
+}
+
+// ——— the end of live web calls ———
+
+/**
+ * Ends a live web call that is still `initiated` or `ongoing` (fenced on the status it was read in):
+ * `ongoing` → `completed` with its real duration, `initiated` (nobody joined) → `no_answer`. Settles
+ * the minutes in the same transaction and records `call.ended` once. Null when nothing moved.
+ */
+export async function endLiveWebCall(
+  tx: Sql,
+  deps: Pick<Deps, "clock">,
+  callId: string,
+  at: Date,
+): Promise<CallRow | null> {
+  const [call] = await tx<{ status: CallStatus; started_at: Date | null; livemode: boolean }[]>`
+    select status, started_at, livemode from calls where id = ${callId} and direction = 'web'`;
+  if (!call?.livemode) return null;
+  let moved: CallRow | null = null;
+  let actualSeconds: number | null = null;
+  if (call.status === "ongoing" && call.started_at) {
+    actualSeconds = Math.max(0, Math.round((at.getTime() - call.started_at.getTime()) / 1000));
+    moved = await moveCall(tx, callId, "ongoing", "completed", {
+      ended_at: at,
+      duration_seconds: actualSeconds,
+    });
+  } else if (call.status === "initiated") {
+    moved = await moveCall(tx, callId, "initiated", "no_answer", { ended_at: at });
+  }
+  if (!moved) return null;
+  await settleReservation(tx, deps.clock, callId, actualSeconds);
+  await recordEvent(tx, deps.clock, {
+    organizationId: moved.organization_id,
+    type: "call.ended",
+    livemode: true,
+    data: callView(moved),
+  });
+  return moved;
+}
+
+/** A live web call becomes `ongoing` when the visitor or the agent joins; `call.started` once. */
+export async function markLiveWebCallStarted(
+  tx: Sql,
+  deps: Pick<Deps, "clock">,
+  callId: string,
+  at: Date,
+): Promise<CallRow | null> {
+  const [call] = await tx<{ livemode: boolean }[]>`
+    select livemode from calls where id = ${callId} and direction = 'web'`;
+  if (!call?.livemode) return null;
+  const moved = await moveCall(tx, callId, "initiated", "ongoing", { started_at: at });
+  if (!moved) return null;
+  await recordEvent(tx, deps.clock, {
+    organizationId: moved.organization_id,
+    type: "call.started",
+    livemode: true,
+    data: callView(moved),
+  });
+  return moved;
+}
+
+/**
+ * The `maxSeconds` timer: closes the room (everyone is disconnected) and ends the call. A call that
+ * already ended changes nothing. A room LiveKit no longer knows is already closed; any other failure
+ * to close it is thrown, so the runner tries again.
+ */
+export function webCallMaxDuration(deps: Pick<Deps, "clock" | "log">, liveKit: LiveKit | null): TimerHandler {
+  return async ({ tx, timer }: HandlerContext) => {
+    const callId = String((timer as FiredTimer).payload.callId);
+    const [call] = await tx<{ status: CallStatus }[]>`select status from calls where id = ${callId}`;
+    if (!call || (call.status !== "initiated" && call.status !== "ongoing")) return;
+    if (liveKit) {
+      try {
+        await liveKit.deleteRoom(callId);
+      } catch (err) {
+        if (!/not.?found/i.test((err as Error).message)) throw err;
+      }
+    } else {
+      deps.log.warn("web call reached its maximum duration but no media server is configured", { callId });
+    }
+    await endLiveWebCall(tx, deps, callId, timer.dueAt);
+  };
+}

@@ -1,0 +1,202 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { usedMinutes } from "../../src/services/minutes.ts";
+import { liveKitEvents } from "../helpers/fakeLivekit.ts";
+import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
+import {
+  mintToken,
+  type Seed,
+  seedOrganization,
+  startCall,
+  startWorld,
+  type WebCallWorld,
+} from "./support.ts";
+
+/** The end of live web calls: LiveKit's webhooks and the maxSeconds timer (CONTRACT.md §4, §8). */
+
+let w: WebCallWorld;
+let seed: Seed;
+
+beforeAll(async () => {
+  w = await startWorld({ timers: true });
+  seed = await seedOrganization(w.ctx, { planMinutes: 1000, cap: 100 });
+}, SETUP_TIMEOUT_MS);
+afterAll(() => w.close());
+
+async function liveCall(): Promise<string> {
+  const token = await mintToken(w.ctx, seed.liveKey, seed.agent.id, { orderId: 7 });
+  const res = await startCall(w.ctx, { sessionToken: token });
+  expect(res.status).toBe(201);
+  return (await res.json()).callId;
+}
+
+async function deliver(event: Record<string, unknown>, opts: { secret?: string; contentType?: string } = {}) {
+  const { body, headers } = await w.liveKit.signWebhook(event, opts.secret ? { secret: opts.secret } : {});
+  if (opts.contentType) headers["content-type"] = opts.contentType;
+  return w.ctx.request("/api/livekit/webhook", { method: "POST", body, headers });
+}
+
+async function callRow(id: string) {
+  const [row] = await w.ctx.deps.sql`
+    select status, started_at, ended_at, duration_seconds from calls where id = ${id}`;
+  return row!;
+}
+
+async function events(id: string) {
+  const rows = await w.ctx.deps.sql<{ type: string; livemode: boolean }[]>`
+    select type, livemode from events where data->>'id' = ${id} order by id`;
+  return rows.map((r) => `${r.type} ${r.livemode}`);
+}
+
+const planUsed = () => usedMinutes(w.ctx.deps.sql, w.ctx.deps.clock, { organizationId: seed.org.id });
+
+describe("signed webhooks", () => {
+  test("participant_joined → ongoing, room_finished → completed with minutes settled; replays change nothing", async () => {
+    const before = await planUsed();
+    const id = await liveCall();
+    expect(await planUsed()).toBe(before + 10);
+
+    const joined = liveKitEvents.participantJoined(id, `visitor-${id}`);
+    const res = await deliver(joined);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ received: true });
+    const ongoing = await callRow(id);
+    expect(ongoing.status).toBe("ongoing");
+    expect(ongoing.started_at).toBeInstanceOf(Date);
+    // The agent joining too, and LiveKit retrying, change nothing.
+    expect((await deliver(liveKitEvents.participantJoined(id, "agent-1", "AGENT"))).status).toBe(200);
+    expect((await deliver(joined)).status).toBe(200);
+    expect((await callRow(id)).started_at).toEqual(ongoing.started_at);
+
+    // 150 seconds of talk: 3 minutes stay counted, 7 of the 10 reserved go back.
+    await w.ctx.deps.sql`update calls set started_at = now() - interval '150 seconds' where id = ${id}`;
+    const finished = liveKitEvents.roomFinished(id);
+    expect((await deliver(finished, { contentType: "application/json" })).status).toBe(200);
+    const done = await callRow(id);
+    expect(done.status).toBe("completed");
+    expect(done.ended_at).toBeInstanceOf(Date);
+    expect(done.duration_seconds).toBeGreaterThanOrEqual(149);
+    expect(done.duration_seconds).toBeLessThanOrEqual(152);
+    expect(await planUsed()).toBe(before + 3);
+
+    expect((await deliver(finished)).status).toBe(200);
+    expect(await planUsed()).toBe(before + 3);
+    expect(await callRow(id)).toEqual(done);
+    expect(await events(id)).toEqual(["call.started true", "call.ended true"]);
+
+    const read = await w.ctx.request(`/api/v1/calls/${id}`, { key: seed.liveKey });
+    expect(await read.json()).toMatchObject({ id, livemode: true, status: "completed", direction: "web" });
+  });
+
+  test("room_finished before anyone joined ends the call no_answer and returns every minute", async () => {
+    const before = await planUsed();
+    const id = await liveCall();
+    expect((await deliver(liveKitEvents.roomFinished(id))).status).toBe(200);
+    expect((await callRow(id)).status).toBe("no_answer");
+    expect(await planUsed()).toBe(before);
+    expect(await events(id)).toEqual(["call.ended true"]);
+  });
+
+  test("events about unknown rooms or simulated calls change nothing", async () => {
+    expect((await deliver(liveKitEvents.roomFinished("call_01JD8Y3M6W9Q2T4V5X7Z8A9B0C"))).status).toBe(200);
+    const token = await mintToken(w.ctx, seed.testKey, seed.agent.id);
+    const sim = (await (await startCall(w.ctx, { sessionToken: token })).json()).callId;
+    await w.ctx.deps.sql`update calls set status = 'ongoing', started_at = now() where id = ${sim}`;
+    expect((await deliver(liveKitEvents.roomFinished(sim))).status).toBe(200);
+    expect((await callRow(sim)).status).toBe("ongoing");
+  });
+});
+
+describe("forged webhooks", () => {
+  test.each([
+    [
+      "signed with another secret",
+      async (e: Record<string, unknown>) => deliver(e, { secret: "x".repeat(40) }),
+    ],
+    [
+      "without a signature",
+      async (e: Record<string, unknown>) =>
+        w.ctx.request("/api/livekit/webhook", {
+          method: "POST",
+          body: JSON.stringify(e),
+          headers: { "content-type": "application/webhook+json" },
+        }),
+    ],
+    [
+      "with a signature of another body",
+      async (e: Record<string, unknown>) => {
+        const { headers } = await w.liveKit.signWebhook({ ...e, id: "EV_other" });
+        return w.ctx.request("/api/livekit/webhook", { method: "POST", body: JSON.stringify(e), headers });
+      },
+    ],
+  ])("%s are 401 invalid_signature and change nothing", async (_name, send) => {
+    const id = await liveCall();
+    const res = await send(liveKitEvents.participantJoined(id, `visitor-${id}`));
+    expect(res.status).toBe(401);
+    expect((await res.json()).error.code).toBe("invalid_signature");
+    expect((await callRow(id)).status).toBe("initiated");
+    const finished = await send(liveKitEvents.roomFinished(id));
+    expect(finished.status).toBe(401);
+    expect((await callRow(id)).status).toBe("initiated");
+    expect(await events(id)).toEqual([]);
+  });
+
+  test(
+    "without LiveKit configured every webhook is 401 invalid_signature",
+    async () => {
+      const bare = await startWorld({ liveKit: false });
+      try {
+        const { body, headers } = await w.liveKit.signWebhook(liveKitEvents.roomFinished("call_x"));
+        const res = await bare.ctx.request("/api/livekit/webhook", { method: "POST", body, headers });
+        expect(res.status).toBe(401);
+        expect((await res.json()).error.code).toBe("invalid_signature");
+      } finally {
+        await bare.close();
+      }
+    },
+    SETUP_TIMEOUT_MS,
+  );
+});
+
+describe("the maxSeconds timer", () => {
+  test("deletes the room, ends the call and settles its minutes", async () => {
+    const before = await planUsed();
+    const id = await liveCall();
+    await deliver(liveKitEvents.participantJoined(id, `visitor-${id}`));
+    expect(w.liveKit.rooms.has(id)).toBe(true);
+    // Bring the timer's due time (600 s away) to now; the running timer runner fires it.
+    await w.ctx.deps.sql`
+      update timers set due_at = now() where kind = 'webcall.max_duration' and payload->>'callId' = ${id}`;
+    let status = "";
+    for (let i = 0; i < 100 && status !== "completed"; i++) {
+      await Bun.sleep(50);
+      status = (await callRow(id)).status;
+    }
+    expect(status).toBe("completed");
+    expect(w.liveKit.rooms.has(id)).toBe(false);
+    expect(
+      w.liveKit.requests.some((r) => r.method === "DeleteRoom" && r.body.room === id && r.status === 200),
+    ).toBe(true);
+    expect(await planUsed()).toBe(before + 1);
+    expect(await events(id)).toEqual(["call.started true", "call.ended true"]);
+    // LiveKit's room_finished that follows changes nothing.
+    await deliver(liveKitEvents.roomFinished(id));
+    expect(await planUsed()).toBe(before + 1);
+    expect(await events(id)).toEqual(["call.started true", "call.ended true"]);
+  });
+
+  test("does nothing to a call that already ended", async () => {
+    const id = await liveCall();
+    await deliver(liveKitEvents.roomFinished(id));
+    const deletes = w.liveKit.requests.filter((r) => r.method === "DeleteRoom").length;
+    await w.ctx.deps.sql`
+      update timers set due_at = now() where kind = 'webcall.max_duration' and payload->>'callId' = ${id}`;
+    for (let i = 0; i < 40; i++) {
+      await Bun.sleep(50);
+      const left = await w.ctx.deps.sql`select 1 from timers where payload->>'callId' = ${id}`;
+      if (left.length === 0) break;
+    }
+    expect((await w.ctx.deps.sql`select 1 from timers where payload->>'callId' = ${id}`).length).toBe(0);
+    expect(w.liveKit.requests.filter((r) => r.method === "DeleteRoom").length).toBe(deletes);
+    expect((await callRow(id)).status).toBe("no_answer");
+  });
+});
