@@ -226,6 +226,8 @@ ${opts.tags}
  */
 const RECORDER = `
 window.__states = [];
+window.__clicks = [];
+document.addEventListener("click", function () { window.__clicks.push(performance.now()); }, true);
 window.__cspViolations = [];
 document.addEventListener("service:statechange", function (e) {
   window.__states.push(Object.assign({ t: performance.now() }, e.detail));
@@ -240,6 +242,8 @@ export interface Recorded {
   context: BrowserContext;
   /** Every request the page made, in order (URL). */
   requests: string[];
+  /** The POST requests to the service's /web-calls, in order. */
+  calls: string[];
   /** Console messages of type error and page errors. */
   errors: string[];
   close(): Promise<void>;
@@ -258,13 +262,17 @@ export async function openPage(
   page.setDefaultTimeout(20_000);
   await page.addInitScript(RECORDER);
   const requests: string[] = [];
+  const calls: string[] = [];
   const errors: string[] = [];
-  page.on("request", (r) => requests.push(r.url()));
+  page.on("request", (r) => {
+    requests.push(r.url());
+    if (r.method() === "POST" && r.url().endsWith("/api/v1/web-calls")) calls.push(r.url());
+  });
   page.on("console", (m) => {
     if (m.type() === "error") errors.push(m.text());
   });
   page.on("pageerror", (e) => errors.push(String(e)));
-  return { page, context, requests, errors, close: () => context.close() };
+  return { page, context, requests, calls, errors, close: () => context.close() };
 }
 
 export interface StateRecord {
@@ -317,4 +325,15 @@ export async function until(check: () => boolean, what: string, timeoutMs = 20_0
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await Bun.sleep(10);
   }
+}
+
+/** Milliseconds from the last click to the first `state` after it, in page time. */
+export async function sinceClick(page: Page, state: string): Promise<number> {
+  return page.evaluate((s) => {
+    const w = window as unknown as { __states: StateRecord[]; __clicks: number[] };
+    const click = w.__clicks[w.__clicks.length - 1]!;
+    const reached = w.__states.find((r) => r.t >= click && r.state === s);
+    if (!reached) throw new Error(`no ${s} after the click`);
+    return reached.t - click;
+  }, state);
 }
