@@ -26,8 +26,9 @@ import {
  * each server refusal shown as its state; the /demo page.
  *
  * The service allows 6 web-call requests per 10 minutes per visitor address, and every page here is the
- * same visitor (127.0.0.1): the tests run in order and the last one counts every request made before it,
- * then shows that the 7th is refused `rate_limited`.
+ * same visitor (127.0.0.1). The first service takes exactly 6 (the tests run in order); the /demo page
+ * and the rate limit run on a second service, whose last test counts the requests made before it and
+ * shows that the 7th is refused `rate_limited`.
  */
 
 setDefaultTimeout(60_000);
@@ -36,8 +37,8 @@ let service: Service;
 let pages: PageServer;
 let browser: Browser;
 const open: Recorded[] = [];
-/** Every POST /web-calls of the file, for the rate limit. */
-let callRequests = 0;
+/** POST /web-calls requests of the closed pages, per service origin (for the rate limit). */
+const callsTo = new Map<string, number>();
 
 beforeAll(async () => {
   [service, browser] = await Promise.all([startService(), launchBrowser()]);
@@ -47,7 +48,7 @@ beforeAll(async () => {
 
 afterEach(async () => {
   for (const r of open.splice(0)) {
-    callRequests += r.calls.length;
+    for (const u of r.calls) callsTo.set(new URL(u).origin, (callsTo.get(new URL(u).origin) ?? 0) + 1);
     expect(await cspViolations(r.page)).toEqual([]);
     await r.close();
   }
@@ -134,10 +135,27 @@ describe("a simulated call", () => {
     expect(r.calls).toHaveLength(1);
   });
 
-  test("keyboard only, in French: Enter starts the call, Escape ends it", async () => {
+  test("keyboard only, in French: agent unavailable, the same token works on retry, Escape ends", async () => {
+    const setActive = async (active: boolean) => {
+      const res = await service.api(`/api/admin/v1/agents/${service.demo.agentId}`, {
+        method: "PATCH",
+        key: ADMIN_TOKEN,
+        json: { active },
+      });
+      expect(res.status).toBe(200);
+    };
     const r = await visit(tokenPageUrl(await service.mintToken(), "fr"));
     const { page } = r;
-    await page.keyboard.press("Tab");
+    await setActive(false);
+    try {
+      await page.keyboard.press("Tab");
+      await page.keyboard.press("Enter");
+      await waitForState(page, "error", "agent_unavailable");
+      expect(await widgetButton(page).textContent()).toBe("Réessayer");
+    } finally {
+      await setActive(true);
+    }
+    // A refusal leaves the token valid, and the widget keeps it for the next try.
     await page.keyboard.press("Enter");
     await waitForState(page, "in-call");
     expect(await widgetButton(page).textContent()).toBe("Raccrocher");
@@ -148,7 +166,14 @@ describe("a simulated call", () => {
     await page.keyboard.press("Escape");
     await waitForState(page, "idle");
     expect(await widgetButton(page).textContent()).toBe("Parler à l'agent");
-    expect(r.calls).toHaveLength(1);
+    expect((await states(page)).map((s) => (s.error ? `${s.state}:${s.error}` : s.state))).toEqual([
+      "connecting",
+      "error:agent_unavailable",
+      "connecting",
+      "in-call",
+      "idle",
+    ]);
+    expect(r.calls).toHaveLength(2);
   });
 });
 
@@ -213,9 +238,20 @@ describe("server refusals, each shown as its state", () => {
   });
 });
 
-describe("the demo page", () => {
+describe("a second service (a fresh rate-limit window): the demo page, then the rate limit", () => {
+  let second: Service;
+  let secondPages: PageServer;
+  beforeAll(async () => {
+    second = await startService();
+    secondPages = startPageServer(second.url);
+  });
+  afterAll(async () => {
+    await secondPages?.stop();
+    await second?.stop();
+  });
+
   test("/demo plays a simulated call under its strict CSP, and removes the token from the page", async () => {
-    const r = await visit(`${service.url}/demo`);
+    const r = await visit(`${second.url}/demo`);
     const { page } = r;
     const left = await page.evaluate(() => ({
       attribute: document.querySelector("script[src='/widget/v1.js']")?.hasAttribute("data-session-token"),
@@ -231,39 +267,37 @@ describe("the demo page", () => {
     expect((await states(page)).map((s) => s.state)).toEqual(["connecting", "in-call", "idle"]);
     expect(r.calls).toHaveLength(1);
   });
-});
 
-describe("rate limit (last: it counts every request of this file)", () => {
   test("the 7th web-call request from one visitor address within 10 minutes → rate_limited", async () => {
-    expect(callRequests).toBeGreaterThan(0);
-    expect(callRequests).toBeLessThanOrEqual(6);
+    const before = callsTo.get(second.url) ?? 0;
+    expect(before).toBe(1);
     // A token source that always gives a token the service never minted: each try is one request.
-    pages.script(
+    secondPages.script(
       "/always-wrong.js",
       `ServiceWidget.init({ target: "#slot", getSessionToken: function () {
   return "inf_wcs_ThisTokenWasNeverMintedByTheService0000000"; } });`,
     );
     const r = await visit(
-      pages.page(
+      secondPages.page(
         "/always-wrong.html",
         pageHtml({
-          tags: `<script src="${service.url}/widget/v1.js"></script>\n<script src="/always-wrong.js"></script>`,
+          tags: `<script src="${second.url}/widget/v1.js"></script>\n<script src="/always-wrong.js"></script>`,
         }),
       ),
     );
     const button = widgetButton(r.page);
-    while (callRequests + r.calls.length < 6) {
-      const before = r.calls.length;
+    for (let n = before; n < 6; n++) {
       await button.click();
       await r.page.waitForFunction(
-        (n) => (window as unknown as { __states: unknown[] }).__states.length >= n,
-        (before + 1) * 2,
+        (count) => (window as unknown as { __states: unknown[] }).__states.length >= count,
+        (n - before + 1) * 2,
       );
       await waitForState(r.page, "error", "invalid_session_token");
     }
+    expect(before + r.calls.length).toBe(6);
     await button.click();
     await waitForState(r.page, "error", "rate_limited");
-    expect(callRequests + r.calls.length).toBe(7);
+    expect(before + r.calls.length).toBe(7);
     const alert = await r.page.locator("service-widget").locator("[role=alert]").textContent();
     expect(alert).not.toContain("rate_limited");
   });
