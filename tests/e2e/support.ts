@@ -6,7 +6,7 @@
  * The service runs on the database of the pass: a fresh PostgreSQL database, or (TEST_DATABASE=embedded)
  * the embedded database in a fresh DATA_DIR, so the demo is seeded exactly as on a first start.
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
@@ -31,7 +31,13 @@ export const CHROMIUM_ARGS = [
   "--use-fake-device-for-media-stream",
 ];
 
-export function launchBrowser(): Promise<Browser> {
+export async function launchBrowser(): Promise<Browser> {
+  if (!existsSync(CHROMIUM)) {
+    // Like a missing PostgreSQL: the suite needs it, so this fails rather than skips.
+    throw new Error(
+      `Chromium is required at ${CHROMIUM} for the end-to-end tests (apt-get install -y chromium, or set CHROMIUM_PATH).`,
+    );
+  }
   return chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, timeout: 60_000 });
 }
 
@@ -124,6 +130,20 @@ export async function startService(env: Record<string, string> = {}): Promise<Se
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Both at once (each takes a second or more); if either fails, the other is stopped before the error
+ * is passed on, so no child process outlives a failed start.
+ */
+export async function startServiceAndBrowser(): Promise<{ service: Service; browser: Browser }> {
+  const [service, browser] = await Promise.allSettled([startService(), launchBrowser()]);
+  if (service.status === "fulfilled" && browser.status === "fulfilled") {
+    return { service: service.value, browser: browser.value };
+  }
+  if (service.status === "fulfilled") await service.value.stop();
+  if (browser.status === "fulfilled") await browser.value.close();
+  throw service.status === "rejected" ? service.reason : (browser as PromiseRejectedResult).reason;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -5,7 +5,6 @@ import {
   ADMIN_TOKEN,
   cspViolations,
   ensureScreenshotDir,
-  launchBrowser,
   openPage,
   type PageServer,
   pageHtml,
@@ -15,6 +14,7 @@ import {
   sinceClick,
   startPageServer,
   startService,
+  startServiceAndBrowser,
   states,
   waitForState,
   widgetButton,
@@ -41,7 +41,7 @@ const open: Recorded[] = [];
 const callsTo = new Map<string, number>();
 
 beforeAll(async () => {
-  [service, browser] = await Promise.all([startService(), launchBrowser()]);
+  ({ service, browser } = await startServiceAndBrowser());
   pages = startPageServer(service.url);
   ensureScreenshotDir();
 });

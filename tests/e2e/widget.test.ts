@@ -5,7 +5,6 @@ import {
   AXE_SOURCE,
   cspViolations,
   ensureScreenshotDir,
-  launchBrowser,
   openPage,
   type PageServer,
   pageHtml,
@@ -13,7 +12,7 @@ import {
   SCREENSHOTS,
   type Service,
   startPageServer,
-  startService,
+  startServiceAndBrowser,
   states,
   until,
   waitForState,
@@ -36,7 +35,7 @@ let browser: Browser;
 const open: Recorded[] = [];
 
 beforeAll(async () => {
-  [service, browser] = await Promise.all([startService(), launchBrowser()]);
+  ({ service, browser } = await startServiceAndBrowser());
   pages = startPageServer(service.url);
   ensureScreenshotDir();
   // A page whose widget waits, in `connecting`, for a token the test hands over (window.__release).
