@@ -16,8 +16,6 @@ import { reserveMinutes, settleReservation } from "./minutes.ts";
 import {
   assertAgentAvailable,
   assertPaidPlan,
-  findSessionToken,
-  invalidSessionToken,
   type SessionTokenRecord,
   withRedeemedSessionToken,
 } from "./sessions.ts";
@@ -116,51 +114,55 @@ export async function startWithPublishableKey(
 }
 
 /**
- * Session form: token (401) → paid plan (live only) → agent (503) → plan minutes (403) → start. The
- * token is spent in the transaction that creates the call; refusals roll it back and leave it valid.
+ * Session form: token (401) → paid plan (live only) → agent (503) → plan minutes (403) → start. All of
+ * it runs in the transaction that spends the token, so one claim decides among parallel requests and
+ * a refusal rolls the claim back, leaving the token valid. A failure while starting comes after the
+ * commit: the token stays spent.
  */
 export async function startWithSessionToken(
   deps: WebCallDeps,
   liveKit: LiveKit | null,
   token: unknown,
 ): Promise<StartedWebCall> {
-  const found = await findSessionToken(deps.sql, token, deps.clock);
-  if (!found) throw invalidSessionToken();
-  if (found.livemode) await assertPaidPlan(deps.sql, found.organizationId);
-  const agent = await assertAgentAvailable(deps.sql, found.organizationId, found.agentId, {
-    livemode: found.livemode,
-    mediaServerConfigured: liveKit !== null,
-  });
-  if (!found.livemode) {
-    const { prepared } = await withRedeemedSessionToken(deps.sql, token, deps.clock, (tx, session) =>
-      createSimulatedCall(asSql(tx), deps, {
-        organizationId: session.organizationId,
-        agentId: session.agentId,
-        agentLanguage: agent.language,
-        direction: "web",
-        to: null,
-        variables: session.variables,
-      }),
-    );
-    return { simulated: true, livemode: false, callId: prepared.id, maxSeconds: 600 };
-  }
-
   const callId = newId("call", deps.clock);
   const { session, prepared } = await withRedeemedSessionToken(
     deps.sql,
     token,
     deps.clock,
-    (tx, s: SessionTokenRecord) =>
-      prepareLiveCall(asSql(tx), deps, {
+    async (tx, s: SessionTokenRecord) => {
+      const t = asSql(tx);
+      if (s.livemode) await assertPaidPlan(t, s.organizationId);
+      const agent = await assertAgentAvailable(t, s.organizationId, s.agentId, {
+        livemode: s.livemode,
+        mediaServerConfigured: liveKit !== null,
+      });
+      if (!s.livemode) {
+        const call = await createSimulatedCall(t, deps, {
+          organizationId: s.organizationId,
+          agentId: s.agentId,
+          agentLanguage: agent.language,
+          direction: "web",
+          to: null,
+          variables: s.variables,
+        });
+        await t`update session_tokens set call_id = ${call.id} where token_hash = ${s.tokenHash}`;
+        return { agent, simulatedCallId: call.id, live: null };
+      }
+      const live = await prepareLiveCall(t, deps, {
         callId,
         organizationId: s.organizationId,
         agent,
         variables: s.variables,
         publishableKeyId: null,
-      }),
+      });
+      return { agent, simulatedCallId: null, live };
+    },
     { callId },
   );
-  return startRoom(deps, liveKit!, agent, prepared, session.variables);
+  if (!prepared.live) {
+    return { simulated: true, livemode: false, callId: prepared.simulatedCallId!, maxSeconds: 600 };
+  }
+  return startRoom(deps, liveKit!, prepared.agent, prepared.live, session.variables);
 }
 
 interface PreparedCall {

@@ -262,3 +262,30 @@ describe("secrets", () => {
     expect(logs).not.toContain(seed.testKey);
   });
 });
+
+describe("secrets in answers", () => {
+  test("no answer echoes a submitted token or key, whatever the refusal", async () => {
+    const spent = await mintToken(w.ctx, seed.testKey, seed.agent.id);
+    await startCall(w.ctx, { sessionToken: spent });
+    const pub = seed.publishable.key;
+    const bodies: unknown[] = [
+      { sessionToken: spent },
+      { sessionToken: spent, extra: pub },
+      { sessionToken: spent, publishableKey: pub, captchaToken: "t" },
+      { publishableKey: pub, captchaToken: "refused-token" },
+      { publishableKey: `${pub}x`, captchaToken: "t" },
+    ];
+    for (const json of bodies) {
+      const res = await startCall(w.ctx, json, { origin: "https://evil.example" });
+      expect(res.status).toBeGreaterThanOrEqual(400);
+      const text = await res.text();
+      expect(text).not.toContain(spent);
+      expect(text).not.toContain(pub);
+      for (const [, v] of res.headers) {
+        expect(v).not.toContain(spent);
+        expect(v).not.toContain(pub);
+      }
+    }
+    expect(w.ctx.logs.join("\n")).not.toContain(pub);
+  });
+});

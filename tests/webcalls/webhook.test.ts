@@ -200,3 +200,35 @@ describe("the maxSeconds timer", () => {
     expect((await callRow(id)).status).toBe("no_answer");
   });
 });
+
+describe("the maxSeconds timer when the media server fails", () => {
+  test("leaves the call running and tries again until the room is closed", async () => {
+    const id = await liveCall();
+    await deliver(liveKitEvents.participantJoined(id, `visitor-${id}`));
+    w.liveKit.fail("DeleteRoom");
+    try {
+      await w.ctx.deps.sql`
+        update timers set due_at = now() where kind = 'webcall.max_duration' and payload->>'callId' = ${id}`;
+      let attempts = 0;
+      for (let i = 0; i < 100 && attempts === 0; i++) {
+        await Bun.sleep(50);
+        const [t] = await w.ctx.deps.sql`select attempts from timers where payload->>'callId' = ${id}`;
+        attempts = t?.attempts ?? 0;
+      }
+      expect(attempts).toBeGreaterThan(0);
+      expect((await callRow(id)).status).toBe("ongoing");
+      expect(w.liveKit.rooms.has(id)).toBe(true);
+    } finally {
+      w.liveKit.fail("DeleteRoom", null);
+    }
+    await w.ctx.deps.sql`
+      update timers set due_at = now(), status = 'pending' where payload->>'callId' = ${id}`;
+    let status = "";
+    for (let i = 0; i < 100 && status !== "completed"; i++) {
+      await Bun.sleep(50);
+      status = (await callRow(id)).status;
+    }
+    expect(status).toBe("completed");
+    expect(w.liveKit.rooms.has(id)).toBe(false);
+  }, 20_000);
+});
