@@ -24,8 +24,9 @@ export const defaultHook: Hook<unknown, AppEnv, string, unknown> = (result, c) =
 export function createApp(deps: Deps) {
   const app = new OpenAPIHono<AppEnv>({ defaultHook });
   app.use("*", requestContext(deps));
-  app.use("*", thrownValuesAsErrors);
+  // CORS and the per-address limit of web calls, before the body is read (see http/webCallGate.ts).
   app.use("/api/v1/web-calls", ...webCallGate(deps));
+  app.use("*", thrownValuesAsErrors);
   app.use("/api/*", jsonBody(bodyLimit));
   for (const register of routes) register(app, deps);
   registerDocs(app);

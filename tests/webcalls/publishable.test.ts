@@ -329,3 +329,46 @@ describe("CORS and the rate limit", () => {
     ).toBe(201);
   });
 });
+
+describe("behind a trusted proxy", () => {
+  test(
+    "the bot check and the rate limit see the forwarded address, and only from the proxy",
+    async () => {
+      const proxied = await startWorld({ env: { TRUST_PROXY: "10.0.0.0/8" } });
+      try {
+        const org = await seedOrganization(proxied.ctx);
+        const token = proxied.captcha.token("proxied-1");
+        const res = await startCall(
+          proxied.ctx,
+          { publishableKey: org.publishable.key, captchaToken: token },
+          { address: "10.1.2.3", headers: { "x-forwarded-for": "203.0.113.9, 10.9.9.9" } },
+        );
+        expect(res.status).toBe(201);
+        expect(proxied.captcha.requests.at(-1)!.remoteip).toBe("203.0.113.9");
+        // From a peer that is not a proxy, the header is ignored: the peer is the client.
+        const direct = proxied.captcha.token("direct-1");
+        await startCall(
+          proxied.ctx,
+          { publishableKey: org.publishable.key, captchaToken: direct },
+          { address: "192.0.2.77", headers: { "x-forwarded-for": "203.0.113.10" } },
+        );
+        expect(proxied.captcha.requests.at(-1)!.remoteip).toBe("192.0.2.77");
+        // Six more from the same forwarded visitor through the proxy: the 7th in all is refused.
+        const codes: string[] = [];
+        for (let i = 0; i < 6; i++) {
+          const r = await startCall(
+            proxied.ctx,
+            {},
+            { address: `10.0.0.${i + 1}`, headers: { "x-forwarded-for": "203.0.113.9" } },
+          );
+          codes.push(await codeOf(r));
+        }
+        expect(codes.slice(0, 5)).toEqual(Array(5).fill("400 invalid_request"));
+        expect(codes[5]).toBe("429 rate_limited");
+      } finally {
+        await proxied.close();
+      }
+    },
+    SETUP_TIMEOUT_MS,
+  );
+});
