@@ -327,7 +327,7 @@ export function widgetButton(page: Page) {
   return page.locator("service-widget").locator("button");
 }
 
-export const AXE_SOURCE = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
+const AXE_SOURCE = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
 
 export function ensureScreenshotDir() {
   mkdirSync(SCREENSHOTS, { recursive: true });
@@ -356,4 +356,18 @@ export async function sinceClick(page: Page, state: string): Promise<number> {
     if (!reached) throw new Error(`no ${s} after the click`);
     return reached.t - click;
   }, state);
+}
+
+/** axe-core's violations on the whole page (shadow roots included), each with its rule and targets. */
+export async function axeViolations(page: Page) {
+  const loaded = await page.evaluate(() => typeof (window as unknown as { axe?: unknown }).axe === "object");
+  if (!loaded) await page.evaluate(AXE_SOURCE);
+  return page.evaluate(async () => {
+    const axe = (window as unknown as { axe: { run(ctx: unknown): Promise<{ violations: unknown[] }> } }).axe;
+    const result = await axe.run(document);
+    return result.violations.map((v) => {
+      const x = v as { id: string; help: string; nodes: { target: unknown }[] };
+      return { id: x.id, help: x.help, targets: x.nodes.map((n) => n.target) };
+    });
+  });
 }

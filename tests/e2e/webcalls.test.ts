@@ -3,6 +3,7 @@ import { join } from "node:path";
 import type { Browser } from "playwright-core";
 import {
   ADMIN_TOKEN,
+  axeViolations,
   cspViolations,
   ensureScreenshotDir,
   openPage,
@@ -112,6 +113,7 @@ describe("a simulated call", () => {
     expect(await page.locator("service-widget").locator("[role=status]").textContent()).toBe(
       "Call in progress. Your microphone is on.",
     );
+    expect(await axeViolations(page)).toEqual([]);
     await page.screenshot({ path: join(SCREENSHOTS, "in-call-en.png") });
 
     expect(r.calls).toHaveLength(1);
@@ -162,6 +164,7 @@ describe("a simulated call", () => {
     expect(await page.locator("service-widget").locator("[role=status]").textContent()).toBe(
       "Appel en cours. Votre micro est activé.",
     );
+    expect(await axeViolations(page)).toEqual([]);
     await page.screenshot({ path: join(SCREENSHOTS, "in-call-fr.png") });
     await page.keyboard.press("Escape");
     await waitForState(page, "idle");

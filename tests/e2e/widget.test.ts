@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, te
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import {
-  AXE_SOURCE,
+  axeViolations,
   cspViolations,
   ensureScreenshotDir,
   openPage,
@@ -94,19 +94,6 @@ async function heldPage(lang = "en") {
   await r.page.goto(`${pages.origin}/held-${lang}.html`);
   await widgetButton(r.page).waitFor();
   return r;
-}
-
-async function axeViolations(page: Page) {
-  const loaded = await page.evaluate(() => typeof (window as unknown as { axe?: unknown }).axe === "object");
-  if (!loaded) await page.evaluate(AXE_SOURCE);
-  return page.evaluate(async () => {
-    const axe = (window as unknown as { axe: { run(ctx: unknown): Promise<{ violations: unknown[] }> } }).axe;
-    const result = await axe.run(document);
-    return result.violations.map((v) => {
-      const x = v as { id: string; help: string; nodes: { target: unknown }[] };
-      return { id: x.id, help: x.help, targets: x.nodes.map((n) => n.target) };
-    });
-  });
 }
 
 function shadowActive(page: Page) {
