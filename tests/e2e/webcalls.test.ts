@@ -125,6 +125,15 @@ describe("a simulated call", () => {
     const call = await service.api(`/api/v1/calls/${callId}`, { key: service.demo.testSecretKey });
     expect(call.status).toBe(200);
     expect(await call.json()).toMatchObject({ id: callId, livemode: false });
+    // On the server the call plays as a simulated call (SIMULATION_TIME_SCALE=0.02: within seconds).
+    const deadline = Date.now() + 30_000;
+    let status = "";
+    while (status !== "completed" && Date.now() < deadline) {
+      await Bun.sleep(100);
+      const res = await service.api(`/api/v1/calls/${callId}`, { key: service.demo.testSecretKey });
+      status = ((await res.json()) as { status: string }).status;
+    }
+    expect(status).toBe("completed");
 
     // The widget shows a simulated call for about a minute, then returns to idle by itself.
     await page.clock.runFor(61_000);
