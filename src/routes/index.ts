@@ -7,6 +7,7 @@ import { registerGetCall } from "./calls/get.ts";
 import { registerListCalls } from "./calls/list.ts";
 import { registerGetTranscript } from "./calls/transcript.ts";
 import { contactRoutes } from "./contacts/index.ts";
+import { registerDemo } from "./demo.ts";
 import { registerListEvents } from "./events/list.ts";
 import { registerDeleteTask } from "./tasks/delete.ts";
 import { registerListTasks } from "./tasks/list.ts";
@@ -32,4 +33,5 @@ export const routes: ((app: App, deps: Deps) => void)[] = [
   ...webCallRoutes,
   ...adminRoutes,
   registerWidget,
+  registerDemo,
 ];
