@@ -157,9 +157,11 @@ export async function createSimulatedCall(
     contactId?: string | null;
     campaignId?: string | null;
     variables?: Record<string, unknown>;
+    /** An id chosen by the caller beforehand (a web call records it on its session token first). */
+    id?: string;
   },
 ): Promise<CallView> {
-  const id = newId("call", deps.clock);
+  const id = input.id ?? newId("call", deps.clock);
   let agentLanguage = input.agentLanguage;
   if (agentLanguage === undefined) {
     const [agent] = await tx<{ language: string }[]>`select language from agents where id = ${input.agentId}`;

@@ -138,6 +138,7 @@ export async function startWithSessionToken(
       });
       if (!s.livemode) {
         const call = await createSimulatedCall(t, deps, {
+          id: callId,
           organizationId: s.organizationId,
           agentId: s.agentId,
           agentLanguage: agent.language,
@@ -145,7 +146,6 @@ export async function startWithSessionToken(
           to: null,
           variables: s.variables,
         });
-        await t`update session_tokens set call_id = ${call.id} where token_hash = ${s.tokenHash}`;
         return { agent, simulatedCallId: call.id, live: null };
       }
       const live = await prepareLiveCall(t, deps, {
