@@ -6,6 +6,7 @@ import m0003 from "../../sql/0003_timers_calls.sql" with { type: "text" };
 import m0004 from "../../sql/0004_sessions.sql" with { type: "text" };
 import m0005 from "../../sql/0005_demo.sql" with { type: "text" };
 import m0006 from "../../sql/0006_key_changes.sql" with { type: "text" };
+import m0008 from "../../sql/0008_campaigns.sql" with { type: "text" };
 
 export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0001_init", sql: m0001 },
@@ -14,4 +15,5 @@ export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0004_sessions", sql: m0004 },
   { name: "0005_demo", sql: m0005 },
   { name: "0006_key_changes", sql: m0006 },
+  { name: "0008_campaigns", sql: m0008 },
 ];

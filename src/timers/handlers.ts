@@ -1,9 +1,12 @@
+import { CAMPAIGN_TIMER } from "../db/campaigns.ts";
 import type { Deps } from "../deps.ts";
 import { SIMULATION_TIMER, simulationSteps, TASK_TIMER } from "../services/calls.ts";
+import { campaignSteps } from "../services/campaigns.ts";
 import { runTask } from "../services/tasks.ts";
 import type { TimerRunner } from "./runner.ts";
 
 /** Every timer kind of the service and its handler. Add a line per kind. */
 export function registerTimerHandlers(runner: TimerRunner, deps: Deps): TimerRunner {
+  runner.registerBatch(CAMPAIGN_TIMER, campaignSteps(deps));
   return runner.registerBatch(SIMULATION_TIMER, simulationSteps(deps)).register(TASK_TIMER, runTask(deps));
 }
