@@ -198,7 +198,9 @@ export async function cancelPending(sql: Sql, campaignId: string): Promise<void>
 
 /**
  * Recomputes the counters from the contacts and applies the status change, if any, in one statement.
- * `completed` becomes true when the campaign runs and nothing is left to call or in progress.
+ * A running campaign becomes `completed` when every contact has been called and every call has ended
+ * (none cancelled), even on a cancel that comes after its last call ended but before the engine saw
+ * it; otherwise a cancel makes it `cancelled`.
  */
 export async function refreshCampaign(
   sql: Sql,
@@ -224,12 +226,12 @@ export async function refreshCampaign(
       cancelled = counts.cancelled,
       status = case
         when campaigns.status <> 'running' then campaigns.status
+        when counts.pending = 0 and counts.in_progress = 0 and counts.cancelled = 0 then 'completed'
         when ${opts.cancel ?? false} then 'cancelled'
-        when counts.pending = 0 and counts.in_progress = 0 then 'completed'
         else 'running' end,
       completed_at = case
-        when campaigns.status = 'running' and not ${opts.cancel ?? false}
-          and counts.pending = 0 and counts.in_progress = 0 then ${opts.now}::timestamptz
+        when campaigns.status = 'running'
+          and counts.pending = 0 and counts.in_progress = 0 and counts.cancelled = 0 then ${opts.now}::timestamptz
         else campaigns.completed_at end
     from counts
     where campaigns.id = ${id}

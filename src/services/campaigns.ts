@@ -228,13 +228,18 @@ async function advance(
   if (campaign.status === "running") {
     const free = campaign.concurrency - (await countInProgress(tx, id));
     const next = await nextPending(tx, id, free);
+    const language =
+      agentLanguage ??
+      (next.length > 0
+        ? (await findAgent(tx, campaign.organization_id, campaign.agent_id))?.language
+        : undefined);
     const started: { position: number; callId: string }[] = [];
     for (const target of next) {
       // Only test campaigns exist (a live one is refused for want of a carrier): each call is simulated.
       const call = await createSimulatedCall(tx, deps, {
         organizationId: campaign.organization_id,
         agentId: campaign.agent_id,
-        ...(agentLanguage ? { agentLanguage } : {}),
+        ...(language ? { agentLanguage: language } : {}),
         direction: "outbound",
         to: target.phone,
         contactId: target.contactId,
@@ -285,7 +290,8 @@ export async function getCampaign(
  * Cancels a running campaign: contacts not yet called are never called (they count in
  * `progress.cancelled`), calls in progress finish and count in `completed`/`succeeded`, and
  * `campaign.cancelled` is emitted once. A campaign already completed or cancelled is answered as it
- * is, unchanged, with no event: cancelling is idempotent.
+ * is, unchanged, with no event: cancelling is idempotent. A campaign whose every call has ended, but
+ * whose engine step has not run yet, is completed by the cancel instead (`campaign.completed`).
  */
 export async function cancelCampaign(deps: CampaignDeps, auth: ReadScope, id: string): Promise<CampaignView> {
   if (!isId(id, "cmp")) throw new ApiError("not_found", "No such campaign.");
@@ -298,9 +304,10 @@ export async function cancelCampaign(deps: CampaignDeps, auth: ReadScope, id: st
     await cancelPending(tx, id);
     const row = await refreshCampaign(tx, id, { cancel: true, now: deps.clock.now() });
     const view = campaignView(row);
+    // Every call had already ended (the engine had not yet seen the last one): completed, not cancelled.
     await recordEvent(tx, deps.clock, {
       organizationId: row.organization_id,
-      type: "campaign.cancelled",
+      type: row.status === "completed" ? "campaign.completed" : "campaign.cancelled",
       livemode: row.livemode,
       data: view,
     });

@@ -311,4 +311,24 @@ describe("the engine's retries (not reachable with simulated calls, which always
     );
     expect(events.map((e) => e.type)).toEqual(["campaign.started", "campaign.completed"]);
   });
+
+  test("a cancel after the last call ended, before the engine saw it, completes the campaign instead", async () => {
+    const created = await (
+      await createCampaign(ctx, seed.testKey, { ...valid(), contacts: phones(1) })
+    ).json();
+    await ctx.deps.sql`update calls set status = 'completed' where campaign_id = ${created.id}`;
+    const res = await ctx.request(`/api/v1/campaigns/${created.id}/cancel`, {
+      method: "POST",
+      key: seed.testKey,
+    });
+    expect(res.status).toBe(200);
+    const body = await res.json();
+    expect(body).toMatchObject({
+      status: "completed",
+      progress: { total: 1, pending: 0, inProgress: 0, completed: 1, succeeded: 1, failed: 0, cancelled: 0 },
+    });
+    expect(body.completedAt).not.toBeNull();
+    const events = await ctx.deps.sql`select type from events where data->>'id' = ${created.id} order by id`;
+    expect(events.map((e) => e.type)).toEqual(["campaign.started", "campaign.completed"]);
+  });
 });

@@ -15,7 +15,8 @@ export function registerCancelCampaign(app: App, deps: Deps) {
       "Stops a running campaign: status `cancelled`, contacts not yet called are never called (counted in " +
       "`progress.cancelled`), calls in progress finish and are counted in `completed`/`succeeded`. Emits " +
       "`campaign.cancelled` once. A campaign already `completed` or `cancelled` is answered 200 as it is, " +
-      "unchanged, with no event. A campaign of the other mode is 404 `not_found`. No body.",
+      "unchanged, with no event. A campaign whose every call has already ended is answered `completed` " +
+      "(`campaign.completed`) rather than cancelled. A campaign of the other mode is 404 `not_found`. No body.",
     ...secretKeyAuth(deps.sql, "campaigns:write"),
     request: { params: CampaignIdParams },
     responses: {
