@@ -27,6 +27,7 @@ import type { BatchTimerHandler } from "../timers/runner.ts";
 import { asSql } from "../timers/store.ts";
 import { createSimulatedCall } from "./calls.ts";
 import { recordEvent } from "./events.ts";
+import { usedMinutes } from "./minutes.ts";
 
 /**
  * Campaigns: an agent calls a list of contacts, at most `concurrency` calls at a time.
@@ -126,8 +127,9 @@ export type CreateCampaignInput = z.infer<typeof CreateCampaignInput>;
 /**
  * POST /v1/campaigns. Everything is checked before anything is written: the agent (404, 403), the
  * contact ids (404), then by mode. Test key: at most 100 contacts, an active agent, then a free
- * campaign with `livemode` false whose calls are simulated. Live key: paid plan (403) before carrier
- * (503); no carrier exists in this service, so a live campaign is never created.
+ * campaign with `livemode` false whose calls are simulated. Live key: paid plan (403 `plan_required`),
+ * plan minutes left (403 `plan_minutes_exhausted`), then carrier (503); no carrier exists in this
+ * service, so a live campaign is never created.
  */
 export async function createCampaign(
   deps: CampaignDeps,
@@ -151,6 +153,16 @@ export async function createCampaign(
   if (auth.livemode) {
     if (!auth.paidPlan) {
       throw new ApiError("plan_required", "Live campaigns need an active paid plan for the organization.");
+    }
+    // SPEC.md: a live campaign needs plan minutes too (none are reserved here: no call can start).
+    const [org] = await deps.sql<{ plan_minutes: number }[]>`
+      select plan_minutes from organizations where id = ${auth.organizationId}`;
+    const used = await usedMinutes(deps.sql, deps.clock, { organizationId: auth.organizationId });
+    if ((org?.plan_minutes ?? 0) - used <= 0) {
+      throw new ApiError(
+        "plan_minutes_exhausted",
+        "The organization's plan minutes for this month are used up.",
+      );
     }
     throw new ApiError("carrier_unavailable", "No carrier is configured to place live phone calls.");
   }

@@ -117,12 +117,18 @@ describe("POST /v1/campaigns: bad bodies", () => {
 });
 
 describe("POST /v1/campaigns: keys, plan, carrier, agent", () => {
-  test("live key without a paid plan: 403 plan_required; with one: 503 carrier_unavailable; nothing written", async () => {
+  test("live key: no paid plan 403 plan_required, no minutes 403 plan_minutes_exhausted, else 503 carrier_unavailable; nothing written", async () => {
     const before = await counts();
     await expectError(
       await createCampaign(ctx, unpaid.liveKey, { ...valid(), agentId: unpaid.agent.id }),
       403,
       "plan_required",
+    );
+    const noMinutes = await seedOrganization(ctx, { paidPlan: true, planMinutes: 0 });
+    await expectError(
+      await createCampaign(ctx, noMinutes.liveKey, { ...valid(), agentId: noMinutes.agent.id }),
+      403,
+      "plan_minutes_exhausted",
     );
     await expectError(await createCampaign(ctx, seed.liveKey, valid()), 503, "carrier_unavailable");
     // No test-size limit applies to live campaigns: the carrier is what is missing.

@@ -18,8 +18,8 @@ export function registerCreateCampaign(app: App, deps: Deps) {
       "(400 `test_campaign_too_large`); each contact is a simulated call (see `POST /v1/calls`) that always " +
       "ends answered, so no call is ever retried. Answered 201 with the first calls already started; " +
       "`campaign.started` now, `campaign.completed` when every call has ended.\n\n" +
-      "With a live key: a paid plan is required (403 `plan_required`), then a carrier (503 " +
-      "`carrier_unavailable`); nothing is written.\n\n" +
+      "With a live key: a paid plan is required (403 `plan_required`), then plan minutes left this month " +
+      "(403 `plan_minutes_exhausted`), then a carrier (503 `carrier_unavailable`); nothing is written.\n\n" +
       "An unknown or foreign `agentId` or contact id is 404 `not_found` with `param` naming it.",
     ...secretKeyAuth(deps.sql, "campaigns:write"),
     request: { body: { required: true, content: { "application/json": { schema: CreateCampaignInput } } } },
@@ -35,6 +35,7 @@ export function registerCreateCampaign(app: App, deps: Deps) {
         "missing_scope",
         "agent_not_allowed",
         "plan_required",
+        "plan_minutes_exhausted",
         "not_found",
         "payload_too_large",
         "unsupported_media_type",
