@@ -6,6 +6,7 @@ import { registerCreateCall } from "./calls/create.ts";
 import { registerGetCall } from "./calls/get.ts";
 import { registerListCalls } from "./calls/list.ts";
 import { registerGetTranscript } from "./calls/transcript.ts";
+import { campaignRoutes } from "./campaigns/index.ts";
 import { contactRoutes } from "./contacts/index.ts";
 import { registerDemo } from "./demo.ts";
 import { registerListEvents } from "./events/list.ts";
@@ -24,6 +25,7 @@ export const routes: ((app: App, deps: Deps) => void)[] = [
   registerListCalls,
   registerGetCall,
   registerGetTranscript,
+  ...campaignRoutes,
   registerListTasks,
   registerDeleteTask,
   ...contactRoutes,

@@ -19,6 +19,7 @@ import {
   taskView,
   transcriptView,
 } from "../db/calls.ts";
+import { campaignAdvanceTimers } from "../db/campaigns.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { isId, newId } from "../ids.ts";
@@ -364,7 +365,7 @@ export function simulationSteps(deps: CallDeps): BatchTimerHandler {
     ]);
   };
 
-  const complete = async ({ tx, timers }: BatchContext) => {
+  const complete = async ({ tx, timers, schedule }: BatchContext) => {
     const due = new Map(timers.map((t) => [String(t.payload.callId), t.dueAt]));
     const calls = await readOngoingCalls(tx, [...due.keys()]);
     const outcomes = new Map(
@@ -411,6 +412,8 @@ export function simulationSteps(deps: CallDeps): BatchTimerHandler {
         ];
       }),
     );
+    // A campaign call that ended advances its campaign, in this same transaction (src/services/campaigns.ts).
+    await schedule(campaignAdvanceTimers(moved));
   };
 
   const steps: Record<string, (ctx: BatchContext) => Promise<void>> = {

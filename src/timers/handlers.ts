@@ -1,6 +1,8 @@
+import { CAMPAIGN_TIMER } from "../db/campaigns.ts";
 import type { Deps } from "../deps.ts";
 import { createLiveKit } from "../livekit/client.ts";
 import { SIMULATION_TIMER, simulationSteps, TASK_TIMER } from "../services/calls.ts";
+import { campaignSteps } from "../services/campaigns.ts";
 import { runTask } from "../services/tasks.ts";
 import { WEB_CALL_MAX_DURATION_TIMER, webCallMaxDuration } from "../services/webCalls.ts";
 import type { TimerRunner } from "./runner.ts";
@@ -9,6 +11,7 @@ import type { TimerRunner } from "./runner.ts";
 export function registerTimerHandlers(runner: TimerRunner, deps: Deps): TimerRunner {
   return runner
     .registerBatch(SIMULATION_TIMER, simulationSteps(deps))
+    .registerBatch(CAMPAIGN_TIMER, campaignSteps(deps))
     .register(TASK_TIMER, runTask(deps))
     .register(WEB_CALL_MAX_DURATION_TIMER, webCallMaxDuration(deps, createLiveKit(deps.env)));
 }

@@ -125,7 +125,7 @@ describe("OpenAPI", () => {
     paths: Record<string, Record<string, Operation>>;
     components: { parameters: Record<string, { name: string; in: string }>; schemas: Record<string, Schema> };
   };
-  const lists = ["/api/v1/contacts", "/api/v1/events", "/api/v1/webhook-endpoints"];
+  const lists = ["/api/v1/contacts", "/api/v1/events", "/api/v1/webhook-endpoints", "/api/v1/campaigns"];
 
   beforeAll(async () => {
     doc = await (await ctx.request("/api/openapi.json")).json();

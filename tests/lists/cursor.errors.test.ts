@@ -12,7 +12,12 @@ let seed: Awaited<ReturnType<typeof seedOrganization>>;
 let other: Awaited<ReturnType<typeof seedOrganization>>;
 const ids = {} as Record<string, string>;
 
-const LISTS = ["/api/v1/contacts", "/api/v1/events", "/api/v1/webhook-endpoints"] as const;
+const LISTS = [
+  "/api/v1/contacts",
+  "/api/v1/events",
+  "/api/v1/webhook-endpoints",
+  "/api/v1/campaigns",
+] as const;
 
 beforeAll(async () => {
   ctx = await createTestContext();

@@ -1,0 +1,240 @@
+import type { Sql } from "postgres";
+
+/** Queries of the campaigns and campaign_contacts tables. */
+
+/** Timer kind that advances a campaign (payload `{campaignId}`); scheduled when one of its calls ends. */
+export const CAMPAIGN_TIMER = "campaign.advance";
+
+/** The timers that advance the campaigns of calls that just ended (one per campaign). */
+export function campaignAdvanceTimers(calls: readonly { campaign_id: string | null }[]) {
+  const ids = new Set(calls.flatMap((c) => (c.campaign_id ? [c.campaign_id] : [])));
+  return [...ids].map((campaignId) => ({ kind: CAMPAIGN_TIMER, delayMs: 0, payload: { campaignId } }));
+}
+
+export const CAMPAIGN_STATUSES = ["running", "completed", "cancelled"] as const;
+export type CampaignStatus = (typeof CAMPAIGN_STATUSES)[number];
+
+export type CampaignRow = {
+  id: string;
+  organization_id: string;
+  livemode: boolean;
+  name: string;
+  agent_id: string;
+  status: CampaignStatus;
+  concurrency: number;
+  max_attempts: number;
+  total: number;
+  pending: number;
+  in_progress: number;
+  completed: number;
+  succeeded: number;
+  failed: number;
+  cancelled: number;
+  created_at: Date;
+  started_at: Date | null;
+  completed_at: Date | null;
+};
+
+/** The campaign object of CONTRACT.md §6. */
+export function campaignView(r: CampaignRow) {
+  return {
+    id: r.id,
+    livemode: r.livemode,
+    name: r.name,
+    agentId: r.agent_id,
+    status: r.status,
+    concurrency: r.concurrency,
+    maxAttempts: r.max_attempts,
+    progress: {
+      total: r.total,
+      pending: r.pending,
+      inProgress: r.in_progress,
+      completed: r.completed,
+      succeeded: r.succeeded,
+      failed: r.failed,
+      cancelled: r.cancelled,
+    },
+    createdAt: r.created_at.toISOString(),
+    startedAt: r.started_at ? r.started_at.toISOString() : null,
+    completedAt: r.completed_at ? r.completed_at.toISOString() : null,
+  };
+}
+export type CampaignView = ReturnType<typeof campaignView>;
+
+export interface CampaignTarget {
+  phone: string;
+  name: string | null;
+  contactId: string | null;
+  variables: Record<string, unknown>;
+}
+
+export async function insertCampaign(
+  sql: Sql,
+  c: Pick<
+    CampaignRow,
+    | "id"
+    | "organization_id"
+    | "livemode"
+    | "name"
+    | "agent_id"
+    | "concurrency"
+    | "max_attempts"
+    | "created_at"
+    | "started_at"
+  >,
+  targets: readonly CampaignTarget[],
+): Promise<void> {
+  await sql`
+    insert into campaigns (id, organization_id, livemode, name, agent_id, status, concurrency, max_attempts,
+      total, pending, in_progress, created_at, started_at)
+    values (${c.id}, ${c.organization_id}, ${c.livemode}, ${c.name}, ${c.agent_id}, 'running', ${c.concurrency},
+      ${c.max_attempts}, ${targets.length}, ${targets.length}, 0, ${c.created_at}, ${c.started_at})`;
+  await sql`
+    insert into campaign_contacts (campaign_id, position, phone, name, contact_id, variables)
+    select ${c.id}, v.position, v.phone, v.name, v.contact_id, v.variables::jsonb
+    from unnest(
+      ${targets.map((_, i) => i)}::integer[],
+      ${targets.map((t) => t.phone)}::text[],
+      ${targets.map((t) => t.name)}::text[],
+      ${targets.map((t) => t.contactId)}::text[],
+      ${targets.map((t) => JSON.stringify(t.variables))}::text[]
+    ) as v(position, phone, name, contact_id, variables)`;
+}
+
+type Scope = { organizationId: string; livemode: boolean; agentIds: string[] | null };
+
+/** The scope of a campaigns list or read: organization, mode, the key's agents, filters. */
+export function campaignsScope(sql: Sql, scope: Scope, q: { status?: string | undefined } = {}) {
+  return sql`organization_id = ${scope.organizationId} and livemode = ${scope.livemode}
+    ${scope.agentIds ? sql`and agent_id = any(${scope.agentIds})` : sql``}
+    ${q.status ? sql`and status = ${q.status}` : sql``}`;
+}
+
+export async function findCampaign(
+  sql: Sql,
+  scope: Scope,
+  id: string,
+  opts: { forUpdate?: boolean } = {},
+): Promise<CampaignRow | null> {
+  const [row] = await sql<CampaignRow[]>`
+    select * from campaigns where id = ${id} and ${campaignsScope(sql, scope)}
+    ${opts.forUpdate ? sql`for update` : sql``}`;
+  return row ?? null;
+}
+
+/** The campaign row, locked for the rest of the transaction: every change of a campaign goes through it. */
+export async function lockCampaign(sql: Sql, id: string): Promise<CampaignRow | null> {
+  const [row] = await sql<CampaignRow[]>`select * from campaigns where id = ${id} for update`;
+  return row ?? null;
+}
+
+/**
+ * Settles the contacts whose call has ended: a completed call is a success; a call that ended
+ * otherwise (failed, no_answer, busy, cancelled) is tried again while attempts remain and the
+ * campaign runs, else it is a failure.
+ */
+export async function settleEndedCalls(sql: Sql, campaign: CampaignRow): Promise<void> {
+  const retry = campaign.status === "running";
+  await sql`
+    update campaign_contacts cc set status = case
+        when c.status = 'completed' then 'succeeded'
+        when ${retry} and cc.attempts < ${campaign.max_attempts} then 'pending'
+        else 'failed' end
+    from calls c
+    where cc.campaign_id = ${campaign.id} and cc.status = 'in_progress' and c.id = cc.call_id
+      and c.status in ('completed', 'failed', 'no_answer', 'busy', 'cancelled')`;
+}
+
+export async function countInProgress(sql: Sql, campaignId: string): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`
+    select count(*)::int as n from campaign_contacts where campaign_id = ${campaignId} and status = 'in_progress'`;
+  return row!.n;
+}
+
+export async function nextPending(
+  sql: Sql,
+  campaignId: string,
+  n: number,
+): Promise<(CampaignTarget & { position: number })[]> {
+  if (n <= 0) return [];
+  const rows = await sql<
+    {
+      position: number;
+      phone: string;
+      name: string | null;
+      contact_id: string | null;
+      variables: Record<string, unknown>;
+    }[]
+  >`
+    select position, phone, name, contact_id, variables from campaign_contacts
+    where campaign_id = ${campaignId} and status = 'pending'
+    order by position limit ${n}`;
+  return rows.map((r) => ({
+    position: r.position,
+    phone: r.phone,
+    name: r.name,
+    contactId: r.contact_id,
+    variables: r.variables,
+  }));
+}
+
+export async function markCalling(
+  sql: Sql,
+  campaignId: string,
+  started: readonly { position: number; callId: string }[],
+): Promise<void> {
+  if (started.length === 0) return;
+  await sql`
+    update campaign_contacts cc set status = 'in_progress', call_id = v.call_id, attempts = cc.attempts + 1
+    from unnest(${started.map((s) => s.position)}::integer[], ${started.map((s) => s.callId)}::text[])
+      as v(position, call_id)
+    where cc.campaign_id = ${campaignId} and cc.position = v.position and cc.status = 'pending'`;
+}
+
+/** Contacts not yet called are never called: pending → cancelled. */
+export async function cancelPending(sql: Sql, campaignId: string): Promise<void> {
+  await sql`update campaign_contacts set status = 'cancelled' where campaign_id = ${campaignId} and status = 'pending'`;
+}
+
+/**
+ * Recomputes the counters from the contacts and applies the status change, if any, in one statement.
+ * A running campaign becomes `completed` when every contact has been called and every call has ended
+ * (none cancelled), even on a cancel that comes after its last call ended but before the engine saw
+ * it; otherwise a cancel makes it `cancelled`.
+ */
+export async function refreshCampaign(
+  sql: Sql,
+  id: string,
+  opts: { cancel?: boolean; now: Date },
+): Promise<CampaignRow> {
+  const [row] = await sql<CampaignRow[]>`
+    with counts as (
+      select
+        count(*) filter (where status = 'pending')::int as pending,
+        count(*) filter (where status = 'in_progress')::int as in_progress,
+        count(*) filter (where status = 'succeeded')::int as succeeded,
+        count(*) filter (where status = 'failed')::int as failed,
+        count(*) filter (where status = 'cancelled')::int as cancelled
+      from campaign_contacts where campaign_id = ${id}
+    )
+    update campaigns set
+      pending = counts.pending,
+      in_progress = counts.in_progress,
+      succeeded = counts.succeeded,
+      failed = counts.failed,
+      completed = counts.succeeded + counts.failed,
+      cancelled = counts.cancelled,
+      status = case
+        when campaigns.status <> 'running' then campaigns.status
+        when counts.pending = 0 and counts.in_progress = 0 and counts.cancelled = 0 then 'completed'
+        when ${opts.cancel ?? false} then 'cancelled'
+        else 'running' end,
+      completed_at = case
+        when campaigns.status = 'running'
+          and counts.pending = 0 and counts.in_progress = 0 and counts.cancelled = 0 then ${opts.now}::timestamptz
+        else campaigns.completed_at end
+    from counts
+    where campaigns.id = ${id}
+    returning campaigns.*`;
+  return row!;
+}

@@ -1,0 +1,30 @@
+import { createRoute } from "@hono/zod-openapi";
+import { secretKeyAuth } from "../../auth/secretKey.ts";
+import type { App, Deps } from "../../deps.ts";
+import { errorResponses } from "../../errors.ts";
+import { cancelCampaign } from "../../services/campaigns.ts";
+import { CampaignIdParams, CampaignSchema } from "./schema.ts";
+
+export function registerCancelCampaign(app: App, deps: Deps) {
+  const route = createRoute({
+    method: "post",
+    path: "/api/v1/campaigns/{id}/cancel",
+    tags: ["Campaigns"],
+    summary: "Cancel a campaign",
+    description:
+      "Stops a running campaign: status `cancelled`, contacts not yet called are never called (counted in " +
+      "`progress.cancelled`), calls in progress finish and are counted in `completed`/`succeeded`. Emits " +
+      "`campaign.cancelled` once. A campaign already `completed` or `cancelled` is answered 200 as it is, " +
+      "unchanged, with no event. A campaign whose every call has already ended is answered `completed` " +
+      "(`campaign.completed`) rather than cancelled. A campaign of the other mode is 404 `not_found`. No body.",
+    ...secretKeyAuth(deps.sql, "campaigns:write"),
+    request: { params: CampaignIdParams },
+    responses: {
+      200: { description: "The campaign.", content: { "application/json": { schema: CampaignSchema } } },
+      ...errorResponses("invalid_key", "missing_scope", "not_found"),
+    },
+  });
+  app.openapi(route, async (c) => {
+    return c.json(await cancelCampaign(deps, c.get("auth"), c.req.valid("param").id), 200);
+  });
+}

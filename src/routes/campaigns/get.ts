@@ -1,0 +1,26 @@
+import { createRoute } from "@hono/zod-openapi";
+import { secretKeyAuth } from "../../auth/secretKey.ts";
+import type { App, Deps } from "../../deps.ts";
+import { errorResponses } from "../../errors.ts";
+import { getCampaign } from "../../services/campaigns.ts";
+import { CampaignIdParams, CampaignSchema } from "./schema.ts";
+
+export function registerGetCampaign(app: App, deps: Deps) {
+  const route = createRoute({
+    method: "get",
+    path: "/api/v1/campaigns/{id}",
+    tags: ["Campaigns"],
+    summary: "Retrieve a campaign",
+    description:
+      "A campaign of the key's mode. A campaign of the other mode, or of another organization, is 404 `not_found`.",
+    ...secretKeyAuth(deps.sql, "campaigns:read"),
+    request: { params: CampaignIdParams },
+    responses: {
+      200: { description: "The campaign.", content: { "application/json": { schema: CampaignSchema } } },
+      ...errorResponses("invalid_key", "missing_scope", "not_found"),
+    },
+  });
+  app.openapi(route, async (c) => {
+    return c.json(await getCampaign(deps, c.get("auth"), c.req.valid("param").id), 200);
+  });
+}

@@ -1,0 +1,345 @@
+import { z } from "@hono/zod-openapi";
+import type { Sql } from "postgres";
+import { assertAgentAllowed, type SecretKeyAuth } from "../auth/secretKey.ts";
+import { findAgent } from "../db/agents.ts";
+import {
+  type CampaignRow,
+  type CampaignTarget,
+  type CampaignView,
+  campaignsScope,
+  campaignView,
+  cancelPending,
+  countInProgress,
+  findCampaign,
+  insertCampaign,
+  lockCampaign,
+  markCalling,
+  nextPending,
+  refreshCampaign,
+  settleEndedCalls,
+} from "../db/campaigns.ts";
+import type { Deps } from "../deps.ts";
+import { ApiError } from "../errors.ts";
+import { isId, newId } from "../ids.ts";
+import { paginate } from "../lists/cursor.ts";
+import { FlatObjectSchema, PhoneSchema } from "../schemas.ts";
+import type { BatchTimerHandler } from "../timers/runner.ts";
+import { asSql } from "../timers/store.ts";
+import { createSimulatedCall } from "./calls.ts";
+import { recordEvent } from "./events.ts";
+import { usedMinutes } from "./minutes.ts";
+
+/**
+ * Campaigns: an agent calls a list of contacts, at most `concurrency` calls at a time.
+ *
+ * The engine is one durable step, `advance`, run under the campaign's row lock: it settles the
+ * contacts whose call has ended, starts calls for pending contacts up to `concurrency` (while the
+ * campaign runs), recomputes the counters and completes the campaign when nothing is left. It runs
+ * in the creation transaction (the first calls start at once) and then from a `campaign.advance`
+ * timer that the simulated call schedules in the transaction that completes it. So no polling: each
+ * ended call advances its campaign exactly when it ends, and a crash loses nothing (the timer and
+ * the call's completion commit together). Running again changes nothing, so a repeated timer is harmless.
+ */
+
+type CampaignDeps = Pick<Deps, "sql" | "clock" | "env" | "log" | "timers">;
+
+/** SPEC.md "Limits": a test campaign calls at most 100 contacts. */
+export const TEST_CAMPAIGN_MAX_CONTACTS = 100;
+
+const CampaignContactInput = z
+  .object({
+    phone: PhoneSchema,
+    name: z
+      .string()
+      .trim()
+      .min(1, { message: "must not be empty" })
+      .max(200, { message: "must be at most 200 characters" })
+      .nullable()
+      .optional()
+      .openapi({ example: "Jeanne Martin" }),
+    variables: FlatObjectSchema.optional().openapi({
+      description: "Flat object passed to the call of this contact (like the `variables` of a call).",
+      example: { firstName: "Jeanne" },
+    }),
+  })
+  .strict()
+  .openapi("CampaignContactInput");
+
+export const CreateCampaignInput = z
+  .object({
+    name: z
+      .string({ error: (iss) => (iss.input === undefined ? "is required" : "must be a string") })
+      .trim()
+      .min(1, { message: "must not be empty" })
+      .max(200, { message: "must be at most 200 characters" })
+      .openapi({ example: "November reminders" }),
+    agentId: z
+      .string({ error: (iss) => (iss.input === undefined ? "is required" : "must be a string") })
+      .openapi({ example: "agt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
+    contacts: z
+      .array(CampaignContactInput, { error: "must be an array of contacts" })
+      .min(1, { message: "must not be empty" })
+      .optional()
+      .openapi({ description: "The numbers to call, in order. Exactly one of `contacts` and `contactIds`." }),
+    contactIds: z
+      .array(z.string({ error: "must be contact ids" }), { error: "must be an array of contact ids" })
+      .min(1, { message: "must not be empty" })
+      .refine((ids) => new Set(ids).size === ids.length, { message: "must not repeat an id" })
+      .optional()
+      .openapi({
+        description:
+          "Contacts of the organization to call, in order. Exactly one of `contacts` and `contactIds`.",
+        example: ["ct_01JD8Y3M6W9Q2T4V5X7Z8A9B0C"],
+      }),
+    concurrency: z
+      .number({ error: "must be an integer from 1 to 20" })
+      .int({ message: "must be an integer from 1 to 20" })
+      .min(1, { message: "must be an integer from 1 to 20" })
+      .max(20, { message: "must be an integer from 1 to 20" })
+      .default(5)
+      .openapi({ description: "Most calls in progress at once.", example: 5 }),
+    maxAttempts: z
+      .number({ error: "must be an integer from 1 to 5" })
+      .int({ message: "must be an integer from 1 to 5" })
+      .min(1, { message: "must be an integer from 1 to 5" })
+      .max(5, { message: "must be an integer from 1 to 5" })
+      .default(2)
+      .openapi({
+        description:
+          "Calls placed at most per contact: a call that is not answered is retried until this number. " +
+          "Simulated calls are always answered, so a test campaign never retries.",
+        example: 2,
+      }),
+  })
+  .strict()
+  .superRefine((v, ctx) => {
+    if ((v.contacts === undefined) === (v.contactIds === undefined)) {
+      ctx.addIssue({
+        code: "custom",
+        message: "send exactly one of contacts and contactIds",
+        path: [v.contacts === undefined ? "contacts" : "contactIds"],
+      });
+    }
+  })
+  .openapi("CreateCampaignRequest");
+export type CreateCampaignInput = z.infer<typeof CreateCampaignInput>;
+
+/**
+ * POST /v1/campaigns. Everything is checked before anything is written: the agent (404, 403), the
+ * contact ids (404), then by mode. Test key: at most 100 contacts, an active agent, then a free
+ * campaign with `livemode` false whose calls are simulated. Live key: paid plan (403 `plan_required`),
+ * plan minutes left (403 `plan_minutes_exhausted`), then carrier (503); no carrier exists in this
+ * service, so a live campaign is never created.
+ */
+export async function createCampaign(
+  deps: CampaignDeps,
+  auth: SecretKeyAuth,
+  input: CreateCampaignInput,
+): Promise<CampaignView> {
+  const agent = isId(input.agentId, "agt")
+    ? await findAgent(deps.sql, auth.organizationId, input.agentId)
+    : null;
+  if (!agent) throw new ApiError("not_found", "No such agent.", { param: "agentId" });
+  assertAgentAllowed(auth, agent.id);
+  const targets = input.contactIds
+    ? await contactTargets(deps.sql, auth.organizationId, input.contactIds)
+    : (input.contacts ?? []).map((c) => ({
+        phone: c.phone,
+        name: c.name ?? null,
+        contactId: null,
+        variables: c.variables ?? {},
+      }));
+
+  if (auth.livemode) {
+    if (!auth.paidPlan) {
+      throw new ApiError("plan_required", "Live campaigns need an active paid plan for the organization.");
+    }
+    // SPEC.md: a live campaign needs plan minutes too (none are reserved here: no call can start).
+    const [org] = await deps.sql<{ plan_minutes: number }[]>`
+      select plan_minutes from organizations where id = ${auth.organizationId}`;
+    const used = await usedMinutes(deps.sql, deps.clock, { organizationId: auth.organizationId });
+    if ((org?.plan_minutes ?? 0) - used <= 0) {
+      throw new ApiError(
+        "plan_minutes_exhausted",
+        "The organization's plan minutes for this month are used up.",
+      );
+    }
+    throw new ApiError("carrier_unavailable", "No carrier is configured to place live phone calls.");
+  }
+  if (targets.length > TEST_CAMPAIGN_MAX_CONTACTS) {
+    throw new ApiError(
+      "test_campaign_too_large",
+      `A test campaign calls at most ${TEST_CAMPAIGN_MAX_CONTACTS} contacts; this one has ${targets.length}.`,
+      { param: input.contactIds ? "contactIds" : "contacts" },
+    );
+  }
+  if (!agent.active)
+    throw new ApiError("agent_unavailable", "This agent is not active.", { param: "agentId" });
+
+  return deps.sql.begin(async (transaction) => {
+    const tx = asSql(transaction);
+    const id = newId("cmp", deps.clock);
+    const now = deps.clock.now();
+    await insertCampaign(
+      tx,
+      {
+        id,
+        organization_id: auth.organizationId,
+        livemode: false,
+        name: input.name,
+        agent_id: agent.id,
+        concurrency: input.concurrency,
+        max_attempts: input.maxAttempts,
+        created_at: now,
+        started_at: now,
+      },
+      targets,
+    );
+    const row = await advance(tx, deps, id, agent.language);
+    const view = campaignView(row!);
+    await recordEvent(tx, deps.clock, {
+      organizationId: auth.organizationId,
+      type: "campaign.started",
+      livemode: false,
+      data: view,
+    });
+    return view;
+  });
+}
+
+/** The contacts behind `contactIds`, in the order given; any unknown or foreign id is 404 with its param. */
+async function contactTargets(sql: Sql, organizationId: string, ids: string[]): Promise<CampaignTarget[]> {
+  const wellFormed = ids.filter((id) => isId(id, "ct"));
+  const rows = wellFormed.length
+    ? await sql<{ id: string; phone: string; name: string | null }[]>`
+        select id, phone, name from contacts where organization_id = ${organizationId} and id = any(${wellFormed})`
+    : [];
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  return ids.map((id, i) => {
+    const c = byId.get(id);
+    if (!c) throw new ApiError("not_found", `No such contact: ${id}.`, { param: `contactIds.${i}` });
+    return { phone: c.phone, name: c.name, contactId: c.id, variables: {} };
+  });
+}
+
+/**
+ * One step of the engine, under the campaign's row lock (see the top of this file). Returns the
+ * campaign as it stands, or null if there is none. Emits `campaign.completed` on the one step that
+ * completes the campaign (the status update is fenced on `running`).
+ */
+async function advance(
+  tx: Sql,
+  deps: CampaignDeps,
+  id: string,
+  agentLanguage?: string,
+): Promise<CampaignRow | null> {
+  const campaign = await lockCampaign(tx, id);
+  if (!campaign) return null;
+  if (campaign.status === "completed") return campaign;
+  await settleEndedCalls(tx, campaign);
+  if (campaign.status === "running") {
+    const free = campaign.concurrency - (await countInProgress(tx, id));
+    const next = await nextPending(tx, id, free);
+    const language =
+      agentLanguage ??
+      (next.length > 0
+        ? (await findAgent(tx, campaign.organization_id, campaign.agent_id))?.language
+        : undefined);
+    const started: { position: number; callId: string }[] = [];
+    for (const target of next) {
+      // Only test campaigns exist (a live one is refused for want of a carrier): each call is simulated.
+      const call = await createSimulatedCall(tx, deps, {
+        organizationId: campaign.organization_id,
+        agentId: campaign.agent_id,
+        ...(language ? { agentLanguage: language } : {}),
+        direction: "outbound",
+        to: target.phone,
+        contactId: target.contactId,
+        campaignId: campaign.id,
+        variables: target.variables,
+      });
+      started.push({ position: target.position, callId: call.id });
+    }
+    await markCalling(tx, id, started);
+  }
+  const row = await refreshCampaign(tx, id, { now: deps.clock.now() });
+  if (campaign.status === "running" && row.status === "completed") {
+    await recordEvent(tx, deps.clock, {
+      organizationId: row.organization_id,
+      type: "campaign.completed",
+      livemode: row.livemode,
+      data: campaignView(row),
+    });
+  }
+  return row;
+}
+
+/**
+ * The `campaign.advance` timers due together: each campaign advances once per batch, one after the
+ * other (they share the firing transaction).
+ */
+export function campaignSteps(deps: CampaignDeps): BatchTimerHandler {
+  return async ({ tx, timers }) => {
+    const ids = [...new Set(timers.map((t) => String(t.payload.campaignId)))];
+    for (const id of ids) await advance(tx, deps, id);
+  };
+}
+
+type ReadScope = Pick<SecretKeyAuth, "organizationId" | "livemode" | "agentIds">;
+
+/** Malformed, unknown, foreign, other-mode: all the same 404. */
+export async function getCampaign(
+  deps: Pick<Deps, "sql">,
+  auth: ReadScope,
+  id: string,
+): Promise<CampaignView> {
+  const row = isId(id, "cmp") ? await findCampaign(deps.sql, auth, id) : null;
+  if (!row) throw new ApiError("not_found", "No such campaign.");
+  return campaignView(row);
+}
+
+/**
+ * Cancels a running campaign: contacts not yet called are never called (they count in
+ * `progress.cancelled`), calls in progress finish and count in `completed`/`succeeded`, and
+ * `campaign.cancelled` is emitted once. A campaign already completed or cancelled is answered as it
+ * is, unchanged, with no event: cancelling is idempotent. A campaign whose every call has ended, but
+ * whose engine step has not run yet, is completed by the cancel instead (`campaign.completed`).
+ */
+export async function cancelCampaign(deps: CampaignDeps, auth: ReadScope, id: string): Promise<CampaignView> {
+  if (!isId(id, "cmp")) throw new ApiError("not_found", "No such campaign.");
+  return deps.sql.begin(async (transaction) => {
+    const tx = asSql(transaction);
+    const campaign = await findCampaign(tx, auth, id, { forUpdate: true });
+    if (!campaign) throw new ApiError("not_found", "No such campaign.");
+    if (campaign.status !== "running") return campaignView(campaign);
+    await settleEndedCalls(tx, { ...campaign, status: "cancelled" });
+    await cancelPending(tx, id);
+    const row = await refreshCampaign(tx, id, { cancel: true, now: deps.clock.now() });
+    const view = campaignView(row);
+    // Every call had already ended (the engine had not yet seen the last one): completed, not cancelled.
+    await recordEvent(tx, deps.clock, {
+      organizationId: row.organization_id,
+      type: row.status === "completed" ? "campaign.completed" : "campaign.cancelled",
+      livemode: row.livemode,
+      data: view,
+    });
+    return view;
+  });
+}
+
+export async function listCampaigns(
+  deps: Pick<Deps, "sql">,
+  auth: ReadScope,
+  q: { limit: number; starting_after?: string | undefined; status?: string | undefined },
+) {
+  const { sql } = deps;
+  return paginate<CampaignRow, CampaignView>({
+    sql,
+    table: "campaigns",
+    where: campaignsScope(sql, auth, q),
+    prefix: "cmp",
+    limit: q.limit,
+    startingAfter: q.starting_after,
+    map: campaignView,
+  });
+}
