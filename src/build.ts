@@ -12,7 +12,8 @@ import { join } from "node:path";
 import { loadTemplate, templateCacheFile } from "./db/pgdataTemplate.ts";
 import { createLogger } from "./log.ts";
 import { pgliteFiles } from "./runtime/pglite.ts";
-import { buildWidgetFiles, PREBUILT_MODULE_PATH, prebuiltWidgetModule } from "./widget/build.ts";
+import { prebuiltWidgetModule } from "./widget/assets.ts";
+import { buildWidgetFiles, PREBUILT_MODULE_PATH } from "./widget/build.ts";
 
 const root = join(import.meta.dir, "..");
 const outfile = process.env.BUILD_OUTFILE ?? join(root, "dist", "voice-service");
@@ -35,7 +36,7 @@ const result = await Bun.build({
   minify: true,
   bytecode: true,
   // The widget is built now and carried as a module, so the executable serves it without sources.
-  files: { [PREBUILT_MODULE_PATH]: prebuiltWidgetModule(await buildWidgetFiles()) },
+  files: { [PREBUILT_MODULE_PATH]: await prebuiltWidgetModule(await buildWidgetFiles()) },
 });
 if (!result.success) {
   for (const message of result.logs) console.error(message);

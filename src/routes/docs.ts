@@ -30,16 +30,21 @@ export function registerDocs(app: App) {
       "401 `invalid_key`; a key without the scope is 403 `missing_scope`.",
   });
 
+  // The routes are fixed once the app is built: the document is generated on first use, then kept.
+  let documentJson: string | undefined;
   app.get("/api/openapi.json", (c) => {
-    const document = app.getOpenAPI31Document({
-      openapi: "3.1.0",
-      info: { title: "Voice agent service API", version: VERSION, description: API_DESCRIPTION },
-      servers: [{ url: "/", description: "This server" }],
-    });
+    documentJson ??= JSON.stringify(
+      app.getOpenAPI31Document({
+        openapi: "3.1.0",
+        info: { title: "Voice agent service API", version: VERSION, description: API_DESCRIPTION },
+        servers: [{ url: "/", description: "This server" }],
+      }),
+    );
     c.header("Cache-Control", "no-cache");
     // Public (CONTRACT.md): any tool may read it, from any origin.
     c.header("Access-Control-Allow-Origin", "*");
-    return c.json(document);
+    c.header("Content-Type", "application/json");
+    return c.body(documentJson);
   });
 
   app.get("/api/docs", (c) => {

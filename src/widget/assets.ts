@@ -42,6 +42,50 @@ export async function prepareAsset(text: string): Promise<WidgetAsset> {
   };
 }
 
+/** Prepared assets as JSON-safe text (base64 bodies), for the module the executable carries. */
+export type EncodedAssets = Record<
+  keyof WidgetFiles,
+  { bodies: Record<Encoding, string>; etags: Record<Encoding, string> }
+>;
+
+export function encodeAssets(assets: WidgetAssets): EncodedAssets {
+  const out = {} as EncodedAssets;
+  for (const [name, a] of Object.entries(assets) as [keyof WidgetFiles, WidgetAsset][]) {
+    out[name] = {
+      etags: a.etags,
+      bodies: {
+        identity: Buffer.from(a.bodies.identity).toString("base64"),
+        gzip: Buffer.from(a.bodies.gzip).toString("base64"),
+        br: Buffer.from(a.bodies.br).toString("base64"),
+      },
+    };
+  }
+  return out;
+}
+
+function decodeAssets(encoded: EncodedAssets): WidgetAssets {
+  const out = {} as WidgetAssets;
+  for (const [name, a] of Object.entries(encoded) as [
+    keyof WidgetFiles,
+    EncodedAssets[keyof WidgetFiles],
+  ][]) {
+    const body = (b64: string) => new Uint8Array(Buffer.from(b64, "base64"));
+    out[name] = {
+      etags: a.etags,
+      bodies: { identity: body(a.bodies.identity), gzip: body(a.bodies.gzip), br: body(a.bodies.br) },
+    };
+  }
+  return out;
+}
+
+/**
+ * The source replacing `prebuilt.ts` in the executable: the files already compressed, so the
+ * executable spends no start-up time on compression.
+ */
+export async function prebuiltWidgetModule(files: WidgetFiles): Promise<string> {
+  return `export const prebuiltWidget = ${JSON.stringify(encodeAssets(await prepareAssets(files)))};\n`;
+}
+
 export async function prepareAssets(files: WidgetFiles): Promise<WidgetAssets> {
   const [v1, media] = await Promise.all([prepareAsset(files["v1.js"]), prepareAsset(files["v1/media.js"])]);
   return { "v1.js": v1, "v1/media.js": media };
@@ -56,8 +100,9 @@ let loading: Promise<WidgetAssets> | undefined;
 export function widgetAssets(log?: Logger): Promise<WidgetAssets> {
   loading ??= (async () => {
     const started = performance.now();
-    const files = prebuiltWidget ?? (await buildWidgetFiles());
-    const assets = await prepareAssets(files);
+    const assets = prebuiltWidget
+      ? decodeAssets(prebuiltWidget)
+      : await prepareAssets(await buildWidgetFiles());
     log?.info("widget ready", {
       source: prebuiltWidget ? "prebuilt" : "built from sources",
       ms: Math.round(performance.now() - started),

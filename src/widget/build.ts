@@ -38,11 +38,3 @@ async function single(output: Bun.BuildOutput, name: string): Promise<string> {
 
 /** Path of the module that the executable build overrides with the prebuilt files. */
 export const PREBUILT_MODULE_PATH = join(import.meta.dir, "prebuilt.ts");
-
-/**
- * The source replacing `prebuilt.ts` in the executable:
- * `Bun.build({ compile: …, entrypoints: ["src/main.ts"], files: { [PREBUILT_MODULE_PATH]: prebuiltWidgetModule(files) } })`.
- */
-export function prebuiltWidgetModule(files: WidgetFiles): string {
-  return `export const prebuiltWidget = ${JSON.stringify(files)};\n`;
-}
