@@ -3,6 +3,7 @@ import { SCOPES } from "../auth/scopes.ts";
 import type { App } from "../deps.ts";
 import { ApiError, errorStatus } from "../errors.ts";
 import { BODY_LIMIT, DOCUMENT_BODY_LIMIT } from "../http/body.ts";
+import { chooseEncoding, matchesEtag } from "../http/contentNegotiation.ts";
 import { VERSION } from "../version.ts";
 import { type DocsAsset, docsAssets } from "./docs/assets.ts";
 
@@ -105,21 +106,12 @@ function serveAsset(c: Context, asset: DocsAsset): Response {
   c.header("ETag", asset.etag);
   c.header("Vary", "Accept-Encoding");
   c.header("X-Content-Type-Options", "nosniff");
-  if (c.req.header("if-none-match") === asset.etag) return c.body(null, 304);
-  if (acceptsGzip(c.req.header("accept-encoding"))) {
+  if (matchesEtag(c.req.header("if-none-match"), [asset.etag])) return c.body(null, 304);
+  if (chooseEncoding(c.req.header("accept-encoding"), ["gzip", "identity"]) === "gzip") {
     c.header("Content-Encoding", "gzip");
     return c.body(asset.gzipped());
   }
   return c.body(asset.body);
-}
-
-function acceptsGzip(header: string | undefined): boolean {
-  return (header ?? "").split(",").some((part) => {
-    const [name = "", ...params] = part.split(";").map((p) => p.trim());
-    if (name.toLowerCase() !== "gzip") return false;
-    const q = params.find((p) => p.startsWith("q="));
-    return q === undefined || Number(q.slice(2)) > 0;
-  });
 }
 
 const codesByStatus = new Map<number, string[]>();

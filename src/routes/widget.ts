@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import type { App, AppEnv, Deps } from "../deps.ts";
-import { type Encoding, type WidgetAsset, widgetAssets } from "../widget/assets.ts";
+import { chooseEncoding, matchesEtag } from "../http/contentNegotiation.ts";
+import { type WidgetAsset, widgetAssets } from "../widget/assets.ts";
 import type { WidgetFiles } from "../widget/build.ts";
 
 /** Any page may load the widget: it is public code, cached five minutes, revalidated by ETag. */
@@ -35,30 +36,4 @@ function serveAsset(c: Context<AppEnv>, asset: WidgetAsset): Response {
   const body = asset.bodies[encoding];
   headers.set("Content-Length", String(body.byteLength));
   return new Response(c.req.method === "HEAD" ? null : body, { status: 200, headers });
-}
-
-/** Brotli when accepted, else gzip, else the plain file; `q=0` refuses an encoding. */
-export function chooseEncoding(header: string | undefined): Encoding {
-  const accepted = new Map<string, number>();
-  for (const part of (header ?? "").split(",")) {
-    const [name, ...params] = part.trim().toLowerCase().split(";");
-    if (!name) continue;
-    const q = params.map((p) => p.trim()).find((p) => p.startsWith("q="));
-    const weight = q ? Number(q.slice(2)) : 1;
-    accepted.set(name, Number.isFinite(weight) ? weight : 0);
-  }
-  const weight = (name: string) => accepted.get(name) ?? (accepted.get("*") || 0);
-  if (weight("br") > 0 && weight("br") >= weight("gzip")) return "br";
-  if (weight("gzip") > 0) return "gzip";
-  return "identity";
-}
-
-/**
- * `If-None-Match` uses the weak comparison (RFC 9110 §13.1.2). Every encoding of the file is the
- * same content, so a validator of any of them is current.
- */
-function matchesEtag(header: string | undefined, etags: string[]): boolean {
-  if (!header) return false;
-  if (header.trim() === "*") return true;
-  return header.split(",").some((tag) => etags.includes(tag.trim().replace(/^W\//, "")));
 }

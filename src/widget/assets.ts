@@ -1,14 +1,13 @@
 import { createHash } from "node:crypto";
 import { promisify } from "node:util";
 import { brotliCompress, constants, gzip } from "node:zlib";
+import type { Encoding } from "../http/contentNegotiation.ts";
 import type { Logger } from "../log.ts";
 import { buildWidgetFiles, type WidgetFiles } from "./build.ts";
 import { prebuiltWidget } from "./prebuilt.ts";
 
 const gzipAsync = promisify(gzip);
 const brotliAsync = promisify(brotliCompress);
-
-export type Encoding = "br" | "gzip" | "identity";
 
 /** One served file, compressed once in every encoding, with one ETag per encoding. */
 export interface WidgetAsset {

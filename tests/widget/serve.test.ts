@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { brotliDecompressSync, gunzipSync } from "node:zlib";
-import { chooseEncoding } from "../../src/routes/widget.ts";
+import { chooseEncoding } from "../../src/http/contentNegotiation.ts";
 import { createTestContext, type TestContext } from "../helpers/app.ts";
 
 let ctx: TestContext;
