@@ -3,7 +3,7 @@ import type { Sql } from "postgres";
 import type { AppEnv } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { keyCacheFor } from "./keyCache.ts";
-import { keyKind, sha256, timingSafeEqual } from "./keys.ts";
+import { keyKind, sha256, timingSafeEqual, toHex } from "./keys.ts";
 import { hasScope, type Scope } from "./scopes.ts";
 
 /** What a valid secret key resolves to. */
@@ -58,12 +58,6 @@ export async function resolveSecretKey(sql: Sql, header: string | undefined): Pr
   };
   cache.set(hashHex, auth, generation);
   return auth;
-}
-
-function toHex(bytes: Uint8Array): string {
-  let out = "";
-  for (const b of bytes) out += b.toString(16).padStart(2, "0");
-  return out;
 }
 
 /** Route middleware: a valid secret key with `scope`, else 401 `invalid_key` / 403 `missing_scope`. */

@@ -1,6 +1,9 @@
-import postgres, { type Sql } from "postgres";
+import postgres, { type Sql, type TransactionSql } from "postgres";
 import type { Logger } from "../log.ts";
 import { openEmbedded } from "./embedded.ts";
+
+/** Queries that run either on the pool or inside `sql.begin(...)`. */
+export type Db = Sql | TransactionSql;
 
 export interface Database {
   sql: Sql;

@@ -1,4 +1,5 @@
 import type { Fragment, Sql, TransactionSql } from "postgres";
+import type { Db } from "./connection.ts";
 
 export interface ContactRow {
   id: string;
@@ -11,8 +12,6 @@ export interface ContactRow {
   created_at: Date;
   updated_at: Date;
 }
-
-type Db = Sql | TransactionSql;
 
 export async function insertContact(
   sql: Db,

@@ -1,5 +1,5 @@
-import type { Sql, TransactionSql } from "postgres";
 import type { Clock } from "../clock.ts";
+import type { Db } from "../db/connection.ts";
 import { newId } from "../ids.ts";
 
 /** Event types of SPEC.md "Events". */
@@ -21,7 +21,7 @@ export type EventType =
  * event exists if and only if the change does. Delivery to webhook endpoints reads the outbox.
  */
 export async function recordEvent(
-  sql: Sql | TransactionSql,
+  sql: Db,
   clock: Clock,
   e: { organizationId: string; type: EventType; livemode: boolean; data: Record<string, unknown> },
 ): Promise<string> {

@@ -1,5 +1,6 @@
-import type { Sql, TransactionSql } from "postgres";
+import type { Sql } from "postgres";
 import type { Clock } from "../clock.ts";
+import type { Db } from "../db/connection.ts";
 import { ApiError } from "../errors.ts";
 
 /**
@@ -12,8 +13,6 @@ import { ApiError } from "../errors.ts";
 
 /** The longest web call, whatever remains. */
 export const MAX_CALL_SECONDS = 600;
-
-type Db = Sql | TransactionSql;
 
 /** First day of the calendar month (UTC) of `at`, as `YYYY-MM-01`. */
 export function monthOf(at: Date): string {

@@ -1,10 +1,10 @@
-import { z } from "@hono/zod-openapi";
 import type { Sql, TransactionSql } from "postgres";
-import { generateKey, KEY_PREFIXES, keyKind, sha256 } from "../auth/keys.ts";
+import { generateKey, KEY_PREFIXES, keyKind, sha256, toHex } from "../auth/keys.ts";
 import type { SecretKeyAuth } from "../auth/secretKey.ts";
 import { assertAgentAllowed } from "../auth/secretKey.ts";
 import type { Clock } from "../clock.ts";
 import type { AgentRow } from "../db/agents.ts";
+import type { Db } from "../db/connection.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
 import { type FlatObject, FlatObjectSchema } from "../schemas.ts";
@@ -17,9 +17,6 @@ import { type FlatObject, FlatObjectSchema } from "../schemas.ts";
 
 export const SESSION_TOKEN_TTL_MS = 5 * 60 * 1000;
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
-
-/** Queries run either on the pool or inside `sql.begin(...)`. */
-export type Db = Sql | TransactionSql;
 
 // ---------------------------------------------------------------------------------------------
 // Variables: a flat object kept with the token and handed to the call, never to the browser.
@@ -181,9 +178,7 @@ export async function mintSessionToken(
   const idempotencyKey = input.idempotencyKey;
   const secret = await serverSecret(sql, "session_tokens");
   const fingerprint = await requestFingerprint(agent.id, variables);
-  const salt = Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) =>
-    b.toString(16).padStart(2, "0"),
-  ).join("");
+  const salt = toHex(crypto.getRandomValues(new Uint8Array(16)));
   const scope = { organizationId: auth.organizationId, livemode: auth.livemode, idempotencyKey };
   const fresh = await deriveSessionToken(secret, { ...scope, salt });
   const freshHash = await sha256(fresh);
