@@ -118,3 +118,9 @@ export async function load(opts: {
     total: r.requests.total,
   };
 }
+
+/** The p-th percentile (0–100) of ascending values, nearest rank; NaN for no values. */
+export function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}

@@ -16,6 +16,7 @@ import { silentLogger } from "../../src/log.ts";
 import { callsScope } from "../../src/services/calls.ts";
 import { eventsScope } from "../../src/services/eventLog.ts";
 import { createTestContext, seedOrganization } from "../helpers/app.ts";
+import { percentile } from "./lib.ts";
 
 const ROWS = Number(process.env.BENCH_ROWS ?? 100_000);
 const DEPTH = Number(process.env.BENCH_DEPTH ?? 5_000);
@@ -137,10 +138,6 @@ const LISTS: ListCase[] = [
 
 function testScope(s: Seeded) {
   return { organizationId: s.orgId, livemode: false, agentIds: null };
-}
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
 }
 
 const fmt = (ms: number) => `${ms.toFixed(2)} ms`;

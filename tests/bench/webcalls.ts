@@ -17,7 +17,7 @@
  */
 import { startFakeCaptcha } from "../helpers/fakeCaptcha.ts";
 import { startFakeLiveKit } from "../helpers/fakeLivekit.ts";
-import { freshPostgres, machine, startServer, tempDataDir } from "./lib.ts";
+import { freshPostgres, machine, percentile, startServer, tempDataDir } from "./lib.ts";
 
 function arg(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -36,11 +36,6 @@ let addressSeq = 0;
 function nextAddress(): string {
   addressSeq += 1;
   return `10.${(addressSeq >> 16) & 255}.${(addressSeq >> 8) & 255}.${addressSeq & 255}`;
-}
-
-function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
 interface PhaseResult {
