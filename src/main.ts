@@ -13,6 +13,13 @@ import { TimerRunner } from "./timers/runner.ts";
 import { VERSION } from "./version.ts";
 import { preloadWidget } from "./widget/assets.ts";
 
+/**
+ * Firing transactions in flight at once. Two keep the batches large enough to be cheap under a burst
+ * (a firing that waits for a slot takes everything that came due meanwhile); the timers' pool has two
+ * more connections, for the liveness lock and the polling.
+ */
+const TIMER_CONCURRENCY = 2;
+
 /** Process wiring: env → database → migrate → timers → serve → shutdown in reverse order on SIGTERM. */
 async function main(argv: string[]) {
   const command = argv[0] ?? "serve";
@@ -94,12 +101,13 @@ async function main(argv: string[]) {
   // (PostgreSQL only: the embedded database is a single session).
   timerDb =
     db.kind === "postgres"
-      ? await openDatabase({ url: env.DATABASE_URL, dataDir: env.DATA_DIR, log, max: 6 })
+      ? await openDatabase({ url: env.DATABASE_URL, dataDir: env.DATA_DIR, log, max: TIMER_CONCURRENCY + 2 })
       : null;
   timers = new TimerRunner({
     sql: (timerDb ?? db).sql,
     log,
     liveness: db.kind === "embedded" ? "shared" : "reserved",
+    concurrency: TIMER_CONCURRENCY,
   });
   const deps = { sql: db.sql, clock: systemClock, log, env, timers };
   registerTimerHandlers(timers, deps);

@@ -20,6 +20,15 @@ export interface OpenOptions {
   max?: number;
 }
 
+/**
+ * Connections of the request pool on PostgreSQL: about two per core. More do not make more work
+ * happen (the server's CPU is the limit on a small machine); they only lengthen every backend's wait
+ * for a core, and with it the timers' transactions, which run on their own small pool. Measured on
+ * 2 cores: 10 connections gave the simulated-call benchmark a lateness p99 of 70–110 ms, 4 gave
+ * 34–42 ms (BENCHMARKS.md).
+ */
+export const REQUEST_POOL_SIZE = Math.max(4, 2 * (globalThis.navigator?.hardwareConcurrency || 2));
+
 /** Options shared by both modes: one driver, one configuration. */
 export const driverOptions = {
   onnotice: () => {},
@@ -29,7 +38,7 @@ export const driverOptions = {
 
 export async function openDatabase(opts: OpenOptions): Promise<Database> {
   if (opts.url) {
-    const sql = postgres(opts.url, { ...driverOptions, max: opts.max ?? 10 });
+    const sql = postgres(opts.url, { ...driverOptions, max: opts.max ?? REQUEST_POOL_SIZE });
     await sql`select 1`;
     return { sql, kind: "postgres", close: () => sql.end({ timeout: 5 }) };
   }

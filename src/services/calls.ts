@@ -29,7 +29,7 @@ import { drawDurationSeconds, pickLanguage, simulateOutcome } from "../simulatio
 import type { BatchContext, BatchTimerHandler, FiredTimer } from "../timers/runner.ts";
 import { schedulerOf } from "../timers/scheduler.ts";
 import { asSql } from "../timers/store.ts";
-import { recordEvent } from "./events.ts";
+import { recordEvents } from "./events.ts";
 
 /** Calls: creation (simulated with a test key, scheduled or refused with a live key), reads, lists. */
 
@@ -347,13 +347,15 @@ export function simulationSteps(deps: CallDeps): BatchTimerHandler {
       timers.map((t) => ({ id: String(t.payload.callId), at: t.dueAt })),
     );
     await Promise.all([
-      ...moved.map((call) =>
-        recordEvent(tx, deps.clock, {
+      recordEvents(
+        tx,
+        deps.clock,
+        moved.map((call) => ({
           organizationId: call.organization_id,
-          type: "call.started",
+          type: "call.started" as const,
           livemode: call.livemode,
           data: callView(call),
-        }),
+        })),
       ),
       schedule(
         moved.map((call) => ({
@@ -394,21 +396,23 @@ export function simulationSteps(deps: CallDeps): BatchTimerHandler {
         };
       }),
     );
-    // Sent together (pipelined); ids are drawn in this order, so the outbox keeps it per call:
-    // the call ended, then its transcript and its analysis are ready. Each once.
-    await Promise.all(
+    // One statement; ids are drawn in this order, so the outbox keeps it per call: the call ended,
+    // then its transcript and its analysis are ready. Each once.
+    await recordEvents(
+      tx,
+      deps.clock,
       moved.flatMap((call) => {
         const base = { organizationId: call.organization_id, livemode: call.livemode };
         const view = callView(call);
         const segments = outcomes.get(call.id)!.segments;
         return [
-          recordEvent(tx, deps.clock, { ...base, type: "call.ended", data: view }),
-          recordEvent(tx, deps.clock, {
+          { ...base, type: "call.ended" as const, data: view },
+          {
             ...base,
-            type: "call.transcript_ready",
+            type: "call.transcript_ready" as const,
             data: transcriptView({ id: call.id, livemode: call.livemode, transcript: segments }),
-          }),
-          recordEvent(tx, deps.clock, { ...base, type: "call.analysis_ready", data: view }),
+          },
+          { ...base, type: "call.analysis_ready" as const, data: view },
         ];
       }),
     );

@@ -5,16 +5,15 @@ import type { TimerScheduler } from "./scheduler.ts";
 import {
   asSql,
   claimDue,
-  completeTimers,
   deleteTimer,
   failTimer,
   type HeldTimer,
   insertTimer,
   insertTimers,
-  lockOwned,
   type NewTimer,
   releaseLeases,
   renewLeases,
+  takeOwned,
   tryLockRunner,
   unlockRunner,
 } from "./store.ts";
@@ -100,15 +99,43 @@ interface Entry {
   unconfirmed: boolean;
   retries: number;
   wheel: WheelTimer<Entry> | null;
+  /** Local time the wheel handed it over for firing. */
+  readyAt: number;
 }
 
 export interface RunnerStats {
   runner: number;
   fired: number;
+  /** Firing transactions committed (fired ÷ transactions = the mean batch). */
+  transactions: number;
   failures: number;
   held: number;
-  latenessMs: { p50: number; p99: number; max: number };
+  latenessMs: Quantiles;
+  /**
+   * Where the lateness goes: the wheel's wake-up after the due time (event-loop delay), the wait for
+   * a free firing slot, and the firing transaction itself (begin to commit).
+   */
+  breakdownMs: { wake: Quantiles; queue: Quantiles; transaction: Quantiles };
 }
+
+interface Quantiles {
+  p50: number;
+  p99: number;
+  max: number;
+}
+
+/** Waits for every promise; then throws the first failure, if any. */
+async function settledAll(promises: readonly Promise<unknown>[]): Promise<void> {
+  const results = await Promise.allSettled(promises);
+  const failed = results.find((r) => r.status === "rejected");
+  if (failed) throw (failed as PromiseRejectedResult).reason;
+}
+
+const quantiles = (h: LatencyHistogram): Quantiles => ({
+  p50: h.quantile(0.5),
+  p99: h.quantile(0.99),
+  max: h.max,
+});
 
 const defaultBackoff = (attempt: number) => {
   const base = Math.min(1000 * 2 ** (attempt - 1), 10 * 60_000);
@@ -131,6 +158,9 @@ export class TimerRunner implements TimerScheduler {
   readonly #ready: Entry[] = [];
   readonly #inFlight = new Set<Promise<void>>();
   readonly #lateness = new LatencyHistogram();
+  readonly #wakeDelay = new LatencyHistogram();
+  readonly #queueWait = new LatencyHistogram();
+  readonly #transactionTime = new LatencyHistogram();
   #runner = 0;
   #liveConn: ReservedSql | null = null;
   #running = false;
@@ -140,6 +170,7 @@ export class TimerRunner implements TimerScheduler {
   #wakeTimer: ReturnType<typeof setTimeout> | null = null;
   #wakeAt = Number.POSITIVE_INFINITY;
   #fired = 0;
+  #transactions = 0;
   #failures = 0;
 
   constructor(opts: RunnerOptions) {
@@ -153,7 +184,7 @@ export class TimerRunner implements TimerScheduler {
       claimBatch: opts.claimBatch ?? 1000,
       maxHeld: opts.maxHeld ?? 50_000,
       batchSize: opts.batchSize ?? 100,
-      concurrency: opts.concurrency ?? 4,
+      concurrency: opts.concurrency ?? 2,
       backoff: opts.backoff ?? defaultBackoff,
       maxAttempts: opts.maxAttempts ?? 20,
     };
@@ -235,12 +266,14 @@ export class TimerRunner implements TimerScheduler {
     return {
       runner: this.#runner,
       fired: this.#fired,
+      transactions: this.#transactions,
       failures: this.#failures,
       held: this.#held.size,
-      latenessMs: {
-        p50: this.#lateness.quantile(0.5),
-        p99: this.#lateness.quantile(0.99),
-        max: this.#lateness.max,
+      latenessMs: quantiles(this.#lateness),
+      breakdownMs: {
+        wake: quantiles(this.#wakeDelay),
+        queue: quantiles(this.#queueWait),
+        transaction: quantiles(this.#transactionTime),
       },
     };
   }
@@ -391,6 +424,7 @@ export class TimerRunner implements TimerScheduler {
       unconfirmed,
       retries: 0,
       wheel: null,
+      readyAt: 0,
     };
     this.#held.set(held.id, entry);
     entry.wheel = this.#wheel.schedule(localDue, entry);
@@ -408,8 +442,11 @@ export class TimerRunner implements TimerScheduler {
     this.#wakeTimer = null;
     this.#wakeAt = Number.POSITIVE_INFINITY;
     if (this.#stopping) return;
-    this.#wheel.advance(performance.now(), (entry) => {
+    const now = performance.now();
+    this.#wheel.advance(now, (entry) => {
       entry.wheel = null;
+      entry.readyAt = now;
+      this.#wakeDelay.record(now - entry.localDue);
       this.#ready.push(entry);
     });
     this.#pump();
@@ -433,17 +470,18 @@ export class TimerRunner implements TimerScheduler {
   /** Fires a batch in one transaction; if anything in it fails, fires each timer on its own. */
   async #fire(batch: Entry[]): Promise<void> {
     const followUps: HeldTimer[] = [];
+    const begun = performance.now();
+    for (const e of batch) this.#queueWait.record(begun - e.readyAt);
     let ran: Entry[] = [];
     let missing: Entry[] = [];
     try {
-      await this.#sql.begin(async (transaction) => {
-        const tx = asSql(transaction);
-        const owned = await lockOwned(
+      await this.#transaction(async (tx) => {
+        const owned = await takeOwned(
           tx,
           this.#runner,
           batch.map((e) => e.held),
         );
-        const mine = (e: Entry) => owned.get(e.held.id) === e.held.epoch && this.#held.get(e.held.id) === e;
+        const mine = (e: Entry) => owned.has(e.held.id) && this.#held.get(e.held.id) === e;
         ran = batch.filter(mine);
         missing = batch.filter((e) => !mine(e));
         const byKind = new Map<string, Entry[]>();
@@ -457,10 +495,6 @@ export class TimerRunner implements TimerScheduler {
         );
         const failed = results.find((r) => r.status === "rejected");
         if (failed) throw (failed as PromiseRejectedResult).reason;
-        await completeTimers(
-          tx,
-          ran.map((e) => e.held.id),
-        );
       });
     } catch (err) {
       if (batch.length > 1) {
@@ -471,6 +505,8 @@ export class TimerRunner implements TimerScheduler {
       return;
     }
     const now = performance.now();
+    this.#transactionTime.record(now - begun);
+    this.#transactions++;
     for (const e of ran) {
       this.#held.delete(e.held.id);
       this.#lateness.record(now - e.localDue);
@@ -479,6 +515,27 @@ export class TimerRunner implements TimerScheduler {
     for (const e of missing) this.#notOwned(e, now);
     const at = performance.now();
     for (const t of followUps) this.#arm(t, at, false);
+  }
+
+  /**
+   * One firing transaction on a connection of its own, with `begin` sent together with the first
+   * statement: a round trip fewer than `sql.begin`, which waits for the `begin` alone. Under load every round trip waits
+   * behind the HTTP work on the event loop, so they are most of a timer's lateness. Any failure rolls
+   * back (a COMMIT after a failed statement is a rollback too).
+   */
+  async #transaction(fn: (tx: Sql) => Promise<void>): Promise<void> {
+    const conn = await this.#sql.reserve();
+    try {
+      // Sent at once, pipelined ahead of fn's first statement. Both are awaited, so nothing of fn is
+      // still running on the connection when it is rolled back and released.
+      await settledAll([conn`begin`.execute(), fn(conn as unknown as Sql)]);
+      await conn`commit`;
+    } catch (err) {
+      await conn`rollback`.catch(() => {});
+      throw err;
+    } finally {
+      conn.release();
+    }
   }
 
   async #runHandler(tx: Sql, kind: string, entries: Entry[], followUps: HeldTimer[]): Promise<void> {

@@ -202,29 +202,25 @@ export async function claimDue(
 }
 
 /**
- * Inside the firing transaction: locks the rows this runner still owns and returns their current
- * epochs. A held timer may fire only if its epoch is the one returned: rows taken over, completed
- * or not yet committed are absent or carry a newer epoch. Locks in id order so two transactions
- * locking overlapping sets cannot deadlock.
+ * Inside the firing transaction, first: deletes the rows this runner still owns at the epoch it
+ * holds them at, and returns their ids. A held timer may fire only if its id is returned: rows taken
+ * over (newer epoch), completed, cancelled or not yet committed are not. The delete is the row lock
+ * and the completion at once (one write per row instead of a lock and then a delete); the handlers'
+ * work commits with it, and a failure rolls it back, leaving the row for a retry.
  */
-export async function lockOwned(
+export async function takeOwned(
   sql: Sql,
   runner: number,
-  timers: readonly { id: string }[],
-): Promise<Map<string, number>> {
-  const ids = [...new Set(timers.map((t) => t.id))];
-  const rows = await sql<{ id: string; epoch: number }[]>`
-    select id::text as id, epoch from timers
-    where id = any(${ids}::bigint[]) and locked_by = ${runner} and status = 'pending'
-    order by id
-    for update`;
-  return new Map(rows.map((r) => [r.id, r.epoch]));
-}
-
-/** Completion: the rows go in the same transaction as their handlers' work. */
-export async function completeTimers(sql: Sql, ids: readonly string[]): Promise<void> {
-  if (ids.length === 0) return;
-  await sql`delete from timers where id = any(${ids as string[]}::bigint[])`;
+  timers: readonly { id: string; epoch: number }[],
+): Promise<Set<string>> {
+  // `id = any(…)` keeps the primary-key index (a join on unnest may be planned as a scan of the table).
+  const rows = await sql<{ id: string }[]>`
+    delete from timers
+    where id = any(${timers.map((t) => t.id)}::bigint[])
+      and id::text || ':' || epoch = any(${timers.map((t) => `${t.id}:${t.epoch}`)}::text[])
+      and locked_by = ${runner} and status = 'pending'
+    returning id::text as id`;
+  return new Set(rows.map((r) => r.id));
 }
 
 /**

@@ -153,7 +153,14 @@ async function stop(server: ServerProcess) {
   const code = await server.exited;
   const line = server.lines.find((l) => l.includes('"msg":"timer runner stopped"'));
   const stats = line ? JSON.parse(line) : null;
-  return { code, fired: stats?.fired, failures: stats?.failures, latenessMs: stats?.latenessMs };
+  return {
+    code,
+    fired: stats?.fired,
+    transactions: stats?.transactions,
+    failures: stats?.failures,
+    latenessMs: stats?.latenessMs,
+    breakdownMs: stats?.breakdownMs,
+  };
 }
 
 function quantiles(values: number[]) {

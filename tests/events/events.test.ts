@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { ManualClock } from "../../src/clock.ts";
-import { type EventType, recordEvent } from "../../src/services/events.ts";
+import { type EventType, recordEvent, recordEvents } from "../../src/services/events.ts";
 import { createSecretKey } from "../../src/services/tenancy.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 
@@ -152,5 +152,42 @@ describe("keys and scopes", () => {
     const none = await ctx.request("/api/v1/events");
     expect(none.status).toBe(401);
     expect((await none.json()).error.code).toBe("invalid_key");
+  });
+});
+
+describe("recording a batch", () => {
+  test("several events in one statement keep their order, modes, organizations and data", async () => {
+    const batchClock = new ManualClock("2026-11-22T08:00:00.000Z");
+    const org = await seedOrganization(ctx);
+    const input = [
+      {
+        organizationId: org.org.id,
+        type: "call.ended" as const,
+        livemode: false,
+        data: { n: 1, nested: { a: [1, "x"] } },
+      },
+      {
+        organizationId: org.org.id,
+        type: "call.transcript_ready" as const,
+        livemode: true,
+        data: { n: 2, s: "l'été \"" },
+      },
+      {
+        organizationId: org.org.id,
+        type: "call.analysis_ready" as const,
+        livemode: false,
+        data: { n: 3, v: null },
+      },
+    ];
+    const ids = await recordEvents(ctx.deps.sql, batchClock, input);
+    expect(ids).toHaveLength(3);
+    expect([...ids].sort()).toEqual(ids);
+    const rows = await ctx.deps.sql<{ id: string; type: string; livemode: boolean; data: unknown }[]>`
+      select id, type, livemode, data from events where organization_id = ${org.org.id} order by id`;
+    expect(rows.map((r) => r.id)).toEqual(ids);
+    expect(rows.map((r) => ({ type: r.type, livemode: r.livemode, data: r.data }))).toEqual(
+      input.map((e) => ({ type: e.type, livemode: e.livemode, data: e.data })),
+    );
+    expect(await recordEvents(ctx.deps.sql, batchClock, [])).toEqual([]);
   });
 });

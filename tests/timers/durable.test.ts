@@ -6,7 +6,7 @@ import {
   asSql,
   claimDue,
   insertTimer,
-  lockOwned,
+  takeOwned,
   tryLockRunner,
   unlockRunner,
 } from "../../src/timers/store.ts";
@@ -122,7 +122,7 @@ describe("durable timers", () => {
       await waitFor(async () => (await fireCounts(db.sql)).get("leased") === 1, 3000);
       expect(Date.now() - t0).toBeGreaterThanOrEqual(300);
       // The stuck runner's late attempt is fenced out by the epoch.
-      const owned = await db.sql.begin((tx) => lockOwned(asSql(tx), stuck, claimed.timers));
+      const owned = await db.sql.begin((tx) => takeOwned(asSql(tx), stuck, claimed.timers));
       expect(owned.size).toBe(0);
     } finally {
       await unlockRunner(lockSql, stuck);
@@ -136,8 +136,13 @@ describe("durable timers", () => {
     const first = await claimDue(db.sql, { runner: 1, horizonMs: 0, leaseMs: 60_000, limit: 1 });
     const second = await claimDue(db.sql, { runner: 2, horizonMs: 0, leaseMs: 60_000, limit: 1 });
     expect(second.timers[0]!.epoch).toBe(first.timers[0]!.epoch + 1);
-    expect((await db.sql.begin((tx) => lockOwned(asSql(tx), 1, first.timers))).size).toBe(0);
-    expect((await db.sql.begin((tx) => lockOwned(asSql(tx), 2, second.timers))).size).toBe(1);
+    expect((await db.sql.begin((tx) => takeOwned(asSql(tx), 1, first.timers))).size).toBe(0);
+    // The runner's own older claim is fenced out too: only the epoch it holds the row at counts.
+    const stale = second.timers.map((t) => ({ ...t, epoch: t.epoch - 1 }));
+    expect((await db.sql.begin((tx) => takeOwned(asSql(tx), 2, stale))).size).toBe(0);
+    expect((await db.sql.begin((tx) => takeOwned(asSql(tx), 2, second.timers))).size).toBe(1);
+    // Taking is completing: the row is gone once that transaction commits.
+    expect((await db.sql`select count(*)::int as n from timers`)[0]!.n).toBe(0);
   });
 
   test("two runners on one database share the work and never fire a timer twice", async () => {
