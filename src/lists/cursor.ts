@@ -164,37 +164,32 @@ export interface Page<T> {
   has_more: boolean;
 }
 
-/** Marks the rows of the page in the cursor query (see pageQuery). */
-const PAGE_ROW = "__page_row";
-
 /**
  * The one statement that reads a page, exported so benchmarks can EXPLAIN exactly what runs.
- * With a cursor it is a single round trip: the anchor row is looked up within the same scope, and
- * the page is read after it by a lateral keyset scan. No anchor: no row at all (→ invalid_cursor);
- * an anchor with nothing after it: one row whose page columns are null (→ empty last page).
+ * With a cursor, the anchor row is read within the same scope by a row subquery the planner runs
+ * once before the index scan (an InitPlan), and the keyset condition becomes an index condition:
+ * the same statement shape and cost as page 1 plus one primary-key lookup. An anchor that is not in
+ * the scope makes the comparison null, so the page is empty; `paginate` tells that apart from a real
+ * last page.
  */
 export function pageQuery<Row>(req: PageRequest<Row>): Fragment {
   const { sql, where, limit } = req;
   const table = sql(req.table);
-  const columns = req.columns ?? sql`*`;
-  if (req.startingAfter === undefined) {
-    return sql`
-      select ${columns} from ${table}
-      where ${where}
-      order by created_at desc, id desc
-      limit ${limit + 1}`;
-  }
+  const after =
+    req.startingAfter === undefined
+      ? sql``
+      : sql`and (created_at, id) < (select created_at, id from ${table} where id = ${req.startingAfter} and ${where})`;
+  // The limit is written into the statement (a checked integer, so ≤ 100 shapes per list): with a
+  // parameter there, PostgreSQL cannot cost a generic plan and plans every execution afresh, which
+  // costs more than running the page (0.05–0.2 ms against 0.05 ms). Written in, the prepared
+  // statement's plan is planned once and reused.
+  if (!Number.isInteger(limit) || limit < 1 || limit > LIMIT_MAX)
+    throw new Error(`limit out of range: ${limit}`);
   return sql`
-    with anchor as (
-      select created_at, id from ${table} where id = ${req.startingAfter} and ${where}
-    )
-    select page.* from anchor
-    left join lateral (
-      select ${columns}, true as ${sql(PAGE_ROW)} from ${table}
-      where ${where} and (created_at, id) < (anchor.created_at, anchor.id)
-      order by created_at desc, id desc
-      limit ${limit + 1}
-    ) page on true`;
+    select ${req.columns ?? sql`*`} from ${table}
+    where ${where} ${after}
+    order by created_at desc, id desc
+    limit ${sql.unsafe(String(limit + 1))}`;
 }
 
 /**
@@ -203,22 +198,22 @@ export function pageQuery<Row>(req: PageRequest<Row>): Fragment {
  */
 export async function paginate<Row extends object, T = Row>(req: PageRequest<Row>): Promise<Page<T>> {
   if (req.startingAfter !== undefined && !isId(req.startingAfter, req.prefix)) throw invalidCursor();
-  let rows = (await pageQuery(req)) as unknown as (Row & { [PAGE_ROW]?: boolean | null })[];
-  if (req.startingAfter !== undefined) {
-    if (rows.length === 0) throw invalidCursor();
-    // The marker column is left on the rows (deleting a property makes every later access slower);
-    // the mapping below only reads the columns it names.
-    rows = rows.filter((r) => r[PAGE_ROW] === true);
+  const rows = (await pageQuery(req)) as unknown as Row[];
+  // An empty page after a cursor: the end of the list, or a cursor outside it. Only then is the
+  // anchor looked up on its own (the last page of a walk; every other page is one statement).
+  if (rows.length === 0 && req.startingAfter !== undefined && !(await inScope(req, req.startingAfter))) {
+    throw invalidCursor();
   }
   const has_more = rows.length > req.limit;
   const page = has_more ? rows.slice(0, req.limit) : rows;
-  const map =
-    req.map ??
-    ((r: Row) => {
-      const { [PAGE_ROW]: _marker, ...rest } = r as Row & { [PAGE_ROW]?: unknown };
-      return rest as unknown as T;
-    });
+  const map = req.map ?? ((r: Row) => r as unknown as T);
   return { data: page.map((r) => map(r) as T), has_more };
+}
+
+async function inScope<Row>(req: PageRequest<Row>, id: string): Promise<boolean> {
+  const { sql } = req;
+  const rows = await sql`select 1 from ${sql(req.table)} where id = ${id} and ${req.where}`;
+  return rows.length > 0;
 }
 
 function invalidCursor(): ApiError {
