@@ -73,9 +73,14 @@ export function requireSecretKey(sql: Sql, scope: Scope): MiddlewareHandler<AppE
   };
 }
 
+/** False when the key is restricted to other agents. */
+export function agentAllowed(auth: SecretKeyAuth, agentId: string): boolean {
+  return !auth.agentIds || auth.agentIds.includes(agentId);
+}
+
 /** 403 `agent_not_allowed` when the key is restricted to other agents. */
 export function assertAgentAllowed(auth: SecretKeyAuth, agentId: string, param = "agentId"): void {
-  if (auth.agentIds && !auth.agentIds.includes(agentId)) {
+  if (!agentAllowed(auth, agentId)) {
     throw new ApiError("agent_not_allowed", "This key is restricted to other agents.", { param });
   }
 }

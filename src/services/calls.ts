@@ -20,6 +20,7 @@ import {
   transcriptView,
 } from "../db/calls.ts";
 import { campaignAdvanceTimers } from "../db/campaigns.ts";
+import { settledAll } from "../db/connection.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { isId, newId } from "../ids.ts";
@@ -148,28 +149,44 @@ export async function createCall(
 export async function createSimulatedCall(
   tx: Sql,
   deps: CallDeps,
-  input: {
-    organizationId: string;
-    agentId: string;
+  input: SimulatedCallInput & {
     /** The agent's language, when the caller already read the agent; read otherwise. */
     agentLanguage?: string;
-    direction: "outbound" | "web";
-    to: string | null;
-    contactId?: string | null;
-    campaignId?: string | null;
-    variables?: Record<string, unknown>;
-    /** An id chosen by the caller beforehand (a web call records it on its session token first). */
-    id?: string;
   },
 ): Promise<CallView> {
-  const id = input.id ?? newId("call", deps.clock);
   let agentLanguage = input.agentLanguage;
   if (agentLanguage === undefined) {
     const [agent] = await tx<{ language: string }[]>`select language from agents where id = ${input.agentId}`;
     agentLanguage = agent?.language ?? "en";
   }
+  return insertSimulatedCall(tx, deps, { ...input, agentLanguage });
+}
+
+interface SimulatedCallInput {
+  organizationId: string;
+  agentId: string;
+  direction: "outbound" | "web";
+  to: string | null;
+  contactId?: string | null;
+  campaignId?: string | null;
+  variables?: Record<string, unknown>;
+  /** An id chosen by the caller beforehand (a web call records it on its session token first). */
+  id?: string;
+}
+
+/**
+ * `createSimulatedCall` with the agent's language known: sends the call's insert and its timer's
+ * before it returns, without waiting for either (they are pipelined), so the caller can send its
+ * commit right behind them (`commitAfter`, db/connection.ts).
+ */
+export function insertSimulatedCall(
+  tx: Sql,
+  deps: CallDeps,
+  input: SimulatedCallInput & { agentLanguage: string },
+): Promise<CallView> {
+  const id = input.id ?? newId("call", deps.clock);
   const variables = input.variables ?? {};
-  const row = await insertCall(tx, {
+  const call = insertCall(tx, {
     id,
     organization_id: input.organizationId,
     livemode: false,
@@ -181,16 +198,16 @@ export async function createSimulatedCall(
     direction: input.direction,
     variables,
     simulated_duration_seconds: drawDurationSeconds(id),
-    language: pickLanguage(variables, agentLanguage),
+    language: pickLanguage(variables, input.agentLanguage),
     task_id: null,
     created_at: deps.clock.now(),
   });
-  await schedulerOf(deps).schedule(tx, {
+  const timer = schedulerOf(deps).schedule(tx, {
     kind: SIMULATION_TIMER,
     delayMs: SIMULATED_SCHEDULE.ringingAfter * 1000 * deps.env.SIMULATION_TIME_SCALE,
     payload: { callId: id, to: "ringing" },
   });
-  return callView(row);
+  return settledAll([call, timer]).then(([row]) => callView(row));
 }
 
 /** A live call for later: the call in `scheduled`, its task, and the task's timer at `runAt`. */

@@ -1,10 +1,10 @@
-import type { Sql, TransactionSql } from "postgres";
+import type { Sql } from "postgres";
 import { generateKey, KEY_PREFIXES, keyKind, sha256, toHex } from "../auth/keys.ts";
 import type { SecretKeyAuth } from "../auth/secretKey.ts";
-import { assertAgentAllowed } from "../auth/secretKey.ts";
+import { agentAllowed, assertAgentAllowed } from "../auth/secretKey.ts";
 import type { Clock } from "../clock.ts";
 import type { AgentRow } from "../db/agents.ts";
-import type { Db } from "../db/connection.ts";
+import { type CommitAfter, type Db, pipelinedTransaction } from "../db/connection.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
 import { type FlatObject, FlatObjectSchema } from "../schemas.ts";
@@ -145,6 +145,9 @@ export interface MintedSessionToken {
  * → the key may use it (403 agent_not_allowed) → Idempotency-Key replay or conflict (409) → paid plan
  * for a live key (403 plan_required) → mint. Plan minutes are checked when the token is used.
  *
+ * Without an Idempotency-Key, when neither the key's agents nor its plan refuse, one statement inserts
+ * the token if the agent exists. Otherwise the agent is read first, so that 404 comes before a 403.
+ *
  * With an Idempotency-Key everything happens in one transaction that first claims the key's record:
  * concurrent requests with the same key wait on that row and then replay the winner's answer; a
  * refused request rolls back, so only successful answers are kept.
@@ -156,24 +159,33 @@ export async function mintSessionToken(
 ): Promise<MintedSessionToken> {
   const { sql, clock } = deps;
   const variables = input.variables ?? {};
-  const agent = isId(input.agentId, "agt")
-    ? (
-        await sql<{ id: string }[]>`
-          select id from agents where id = ${input.agentId} and organization_id = ${auth.organizationId}`
-      )[0]
-    : undefined;
-  if (!agent) throw new ApiError("not_found", "No such agent in this organization.", { param: "agentId" });
-  assertAgentAllowed(auth, agent.id);
+  if (!isId(input.agentId, "agt")) throw noSuchAgent();
 
-  if (input.idempotencyKey === undefined) {
-    assertPlanForMint(auth);
+  if (input.idempotencyKey === undefined && agentAllowed(auth, input.agentId) && mayMint(auth)) {
+    // The common case in one statement: nothing is left to refuse but an unknown agent, and an
+    // unknown agent inserts nothing.
     const { key, hash } = await generateKey("sessionToken");
     const now = clock.now();
     const expiresAt = new Date(now.getTime() + SESSION_TOKEN_TTL_MS);
-    await insertSessionToken(sql, { hash, auth, agentId: agent.id, variables, expiresAt, now });
+    const inserted = await sql`
+      insert into session_tokens
+        (token_hash, organization_id, livemode, secret_key_id, agent_id, variables, expires_at, created_at)
+      select ${hash}, a.organization_id, ${auth.livemode}, ${auth.keyId}, a.id, ${sql.json(variables)},
+             ${expiresAt}, ${now}
+      from agents a where a.id = ${input.agentId} and a.organization_id = ${auth.organizationId}`;
+    if (inserted.count === 0) throw noSuchAgent();
     await pruneSessionData(sql, clock);
     return { token: key, expiresAt: expiresAt.toISOString(), livemode: auth.livemode, replayed: false };
   }
+
+  // A refusal, or an Idempotency-Key: the agent is read first, so an unknown one is 404 before any 403.
+  const [agent] = await sql<{ id: string }[]>`
+    select id from agents where id = ${input.agentId} and organization_id = ${auth.organizationId}`;
+  if (!agent) throw noSuchAgent();
+  assertAgentAllowed(auth, agent.id);
+
+  // Without an Idempotency-Key only a refusal gets here, and the key may use the agent: no paid plan.
+  if (input.idempotencyKey === undefined) throw planRequired();
 
   const idempotencyKey = input.idempotencyKey;
   const secret = await serverSecret(sql, "session_tokens");
@@ -199,7 +211,7 @@ export async function mintSessionToken(
       where session_idempotency_keys.created_at <= ${staleBefore}
       returning salt`;
     if (claimed) {
-      assertPlanForMint(auth);
+      if (!mayMint(auth)) throw planRequired();
       const expiresAt = new Date(now.getTime() + SESSION_TOKEN_TTL_MS);
       await insertSessionToken(tx, { hash: freshHash, auth, agentId: agent.id, variables, expiresAt, now });
       return { token: fresh, expiresAt, replayed: false };
@@ -228,13 +240,20 @@ export async function mintSessionToken(
   };
 }
 
-function assertPlanForMint(auth: SecretKeyAuth) {
-  if (auth.livemode && !auth.paidPlan) {
-    throw new ApiError(
-      "plan_required",
-      "Minting session tokens with a live key requires an active paid plan. Test keys need none.",
-    );
-  }
+function noSuchAgent(): ApiError {
+  return new ApiError("not_found", "No such agent in this organization.", { param: "agentId" });
+}
+
+/** Minting with a live key needs a paid plan (as the key's resolution read it). */
+function mayMint(auth: SecretKeyAuth): boolean {
+  return !auth.livemode || auth.paidPlan;
+}
+
+function planRequired(): ApiError {
+  return new ApiError(
+    "plan_required",
+    "Minting session tokens with a live key requires an active paid plan. Test keys need none.",
+  );
 }
 
 async function insertSessionToken(
@@ -316,56 +335,103 @@ export async function findSessionToken(
   return row ? record(row) : null;
 }
 
+/** A claimed token: its record and what the claim read of its agent. */
+export interface ClaimedSessionToken extends SessionTokenRecord {
+  agent: { active: boolean; language: AgentRow["language"] };
+}
+
+interface ClaimRow extends TokenRow {
+  agent_active: boolean;
+  agent_language: AgentRow["language"];
+}
+
 /**
  * Atomically claims a valid token: one UPDATE that only matches an unspent, unexpired token of a
  * non-revoked key, so of any number of concurrent redeemers exactly one gets the record and the others
- * get null. Run it inside the transaction that also reserves minutes and creates the call: rolling
- * that transaction back (a refusal) leaves the token valid; committing it spends the token, and a
- * failure after the commit (starting the call) leaves it spent.
+ * get null. The same UPDATE reads the token's agent, and takes a test token only when that agent is
+ * active (a test call needs nothing else), so an unavailable agent never spends one. Run it inside
+ * the transaction that also reserves minutes and creates the call: rolling that transaction back (a
+ * refusal) leaves the token valid; committing it spends the token, and a failure after the commit
+ * (starting the call) leaves it spent.
  */
 export async function redeemSessionToken(
   tx: Db,
   token: unknown,
   clock: Clock,
   opts: { callId?: string } = {},
-): Promise<SessionTokenRecord | null> {
+): Promise<ClaimedSessionToken | null> {
   const hash = await presentedHash(token);
-  if (!hash) return null;
-  const [row] = await tx<TokenRow[]>`
-    update session_tokens t set spent_at = ${clock.now()}, call_id = ${opts.callId ?? null}
-    from secret_keys k
-    where t.token_hash = ${hash} and t.spent_at is null and t.expires_at > ${clock.now()}
+  return hash ? claimSessionToken(tx, hash, clock.now(), opts) : null;
+}
+
+async function claimSessionToken(
+  tx: Db,
+  hash: Uint8Array,
+  now: Date,
+  opts: { callId?: string },
+): Promise<ClaimedSessionToken | null> {
+  const [row] = await tx<ClaimRow[]>`
+    update session_tokens t set spent_at = ${now}, call_id = ${opts.callId ?? null}
+    from secret_keys k, agents a
+    where t.token_hash = ${hash} and t.spent_at is null and t.expires_at > ${now}
       and k.id = t.secret_key_id and k.revoked_at is null
-    returning t.token_hash, t.organization_id, t.livemode, t.secret_key_id, t.agent_id, t.variables, t.expires_at`;
-  return row ? record(row) : null;
+      and a.id = t.agent_id and a.organization_id = t.organization_id and (t.livemode or a.active)
+    returning t.token_hash, t.organization_id, t.livemode, t.secret_key_id, t.agent_id, t.variables,
+      t.expires_at, a.active as agent_active, a.language as agent_language`;
+  return row ? { ...record(row), agent: { active: row.agent_active, language: row.agent_language } } : null;
+}
+
+/**
+ * Why a claim matched nothing, read without claiming: 503 `agent_unavailable` for a valid test token
+ * whose agent is inactive, 401 `invalid_session_token` otherwise.
+ */
+async function claimRefusal(tx: Db, hash: Uint8Array, now: Date): Promise<ApiError> {
+  const [row] = await tx`
+    select 1 as unavailable
+    from session_tokens t
+      join secret_keys k on k.id = t.secret_key_id
+      join agents a on a.id = t.agent_id and a.organization_id = t.organization_id
+    where t.token_hash = ${hash} and t.spent_at is null and t.expires_at > ${now} and k.revoked_at is null
+      and not t.livemode and not a.active`;
+  return row ? agentUnavailable() : invalidSessionToken();
 }
 
 export function invalidSessionToken(): ApiError {
   return new ApiError("invalid_session_token", "The session token is wrong, expired or already used.");
 }
 
+function agentUnavailable(): ApiError {
+  return new ApiError("agent_unavailable", "The agent is not available right now.");
+}
+
 /**
  * The session form of a web call up to the point of starting it, in one transaction:
- * claim the token (401 if not valid) → `prepare(tx, session)` runs the remaining checks in the order
- * of CONTRACT.md §4 (paid plan, agent, plan minutes) and reserves minutes and creates the call with
- * `tx`. A refusal thrown by `prepare` rolls everything back, so the token stays valid; on return the
- * token is spent. Start the call (LiveKit) after this resolves: a failure there keeps it spent.
+ * claim the token (401 if not valid; 503 for a test token whose agent is inactive) → `prepare(tx,
+ * session, commitAfter)` runs the remaining checks in the order of CONTRACT.md §4 (paid plan, agent,
+ * plan minutes) and reserves minutes and creates the call with `tx`, and may send the commit together
+ * with its last statements (`commitAfter`, db/connection.ts). A refusal thrown by `prepare` rolls
+ * everything back, so the token stays valid; on return the token is spent. Start the call (LiveKit)
+ * after this resolves: a failure there keeps it spent.
  *
- * `prepare` must use `tx` only: the embedded database has a single connection, taken by this transaction.
+ * `begin` goes out with the claim (db/connection.ts `pipelinedTransaction`). `prepare` must use `tx`
+ * only: the embedded database has a single connection, taken by this transaction.
  */
 export async function withRedeemedSessionToken<T>(
   sql: Sql,
   token: unknown,
   clock: Clock,
-  prepare: (tx: TransactionSql, session: SessionTokenRecord) => Promise<T>,
+  prepare: (tx: Sql, session: ClaimedSessionToken, commitAfter: CommitAfter) => Promise<T>,
   opts: { callId?: string } = {},
-): Promise<{ session: SessionTokenRecord; prepared: T }> {
-  return sql.begin(async (tx) => {
-    const session = await redeemSessionToken(tx, token, clock, opts);
-    if (!session) throw invalidSessionToken();
-    const prepared = await prepare(tx, session);
+): Promise<{ session: ClaimedSessionToken; prepared: T }> {
+  const hash = await presentedHash(token);
+  if (!hash) throw invalidSessionToken();
+  return pipelinedTransaction(sql, async (tx, commitAfter) => {
+    const now = clock.now();
+    const session = await claimSessionToken(tx, hash, now, opts);
+    if (!session) throw await claimRefusal(tx, hash, now);
+    const prepared = await prepare(tx, session, commitAfter);
     return { session, prepared };
-  }) as Promise<{ session: SessionTokenRecord; prepared: T }>;
+  });
 }
 
 /**
@@ -380,9 +446,7 @@ export async function assertAgentAvailable(
 ): Promise<AgentRow> {
   const [agent] = await sql<AgentRow[]>`
     select * from agents where id = ${agentId} and organization_id = ${organizationId}`;
-  if (!agent?.active || (opts.livemode && !opts.mediaServerConfigured)) {
-    throw new ApiError("agent_unavailable", "The agent is not available right now.");
-  }
+  if (!agent?.active || (opts.livemode && !opts.mediaServerConfigured)) throw agentUnavailable();
   return agent;
 }
 

@@ -10,15 +10,10 @@ import { type LiveKit, LiveKitError, liveKitAgentName, type WebCallRoom } from "
 import type { FiredTimer, HandlerContext, TimerHandler } from "../timers/runner.ts";
 import { schedulerOf } from "../timers/scheduler.ts";
 import { asSql } from "../timers/store.ts";
-import { createSimulatedCall } from "./calls.ts";
+import { insertSimulatedCall } from "./calls.ts";
 import { recordEvent } from "./events.ts";
 import { reserveMinutes, settleReservation } from "./minutes.ts";
-import {
-  assertAgentAvailable,
-  assertPaidPlan,
-  type SessionTokenRecord,
-  withRedeemedSessionToken,
-} from "./sessions.ts";
+import { assertAgentAvailable, assertPaidPlan, withRedeemedSessionToken } from "./sessions.ts";
 
 /**
  * Starting web calls (SPEC.md "POST /api/v1/web-calls", CONTRACT.md §4) and following live ones to
@@ -118,6 +113,9 @@ export async function startWithPublishableKey(
  * it runs in the transaction that spends the token, so one claim decides among parallel requests and
  * a refusal rolls the claim back, leaving the token valid. A failure while starting comes after the
  * commit: the token stays spent.
+ *
+ * A test token needs two round trips: `begin` with the claim, which also checks its agent (a test call
+ * needs no plan nor minutes); then the call's insert, its timer's and the commit.
  */
 export async function startWithSessionToken(
   deps: WebCallDeps,
@@ -129,40 +127,42 @@ export async function startWithSessionToken(
     deps.sql,
     token,
     deps.clock,
-    async (tx, s: SessionTokenRecord) => {
-      const t = asSql(tx);
-      if (s.livemode) await assertPaidPlan(t, s.organizationId);
-      const agent = await assertAgentAvailable(t, s.organizationId, s.agentId, {
-        livemode: s.livemode,
+    async (tx, s, commitAfter) => {
+      if (!s.livemode) {
+        // The claim took the token only because its agent is active.
+        const call = await commitAfter(
+          insertSimulatedCall(tx, deps, {
+            id: callId,
+            organizationId: s.organizationId,
+            agentId: s.agentId,
+            agentLanguage: s.agent.language,
+            direction: "web",
+            to: null,
+            variables: s.variables,
+          }),
+        );
+        return { simulatedCallId: call.id, live: null };
+      }
+      await assertPaidPlan(tx, s.organizationId);
+      const agent = await assertAgentAvailable(tx, s.organizationId, s.agentId, {
+        livemode: true,
         mediaServerConfigured: liveKit !== null,
       });
-      if (!s.livemode) {
-        const call = await createSimulatedCall(t, deps, {
-          id: callId,
-          organizationId: s.organizationId,
-          agentId: s.agentId,
-          agentLanguage: agent.language,
-          direction: "web",
-          to: null,
-          variables: s.variables,
-        });
-        return { agent, simulatedCallId: call.id, live: null };
-      }
-      const live = await prepareLiveCall(t, deps, {
+      const live = await prepareLiveCall(tx, deps, {
         callId,
         organizationId: s.organizationId,
         agent,
         variables: s.variables,
         publishableKeyId: null,
       });
-      return { agent, simulatedCallId: null, live };
+      return { simulatedCallId: null, live: { agent, call: live } };
     },
     { callId },
   );
   if (!prepared.live) {
     return { simulated: true, livemode: false, callId: prepared.simulatedCallId!, maxSeconds: 600 };
   }
-  return startRoom(deps, liveKit!, prepared.agent, prepared.live, session.variables);
+  return startRoom(deps, liveKit!, prepared.live.agent, prepared.live.call, session.variables);
 }
 
 interface PreparedCall {

@@ -85,6 +85,48 @@ describe("POST /api/v1/web-call-sessions: authentication and permissions", () =>
     expect((await mint(ctx, s.testKey, { agentId: s.agent.id })).status).toBe(201);
   });
 
+  test("an unknown or foreign agent stores nothing", async () => {
+    const before = await rowCount();
+    for (const key of [seed.liveKey, seed.testKey]) {
+      for (const agentId of [`agt_${"0".repeat(26)}`, other.agent.id]) {
+        expect((await errorOf(await mint(ctx, key, { agentId }))).code).toBe("not_found");
+      }
+    }
+    expect(await rowCount()).toBe(before);
+  });
+
+  test("the agent is checked before the key's agents: with a restricted key an unknown or foreign agent is 404", async () => {
+    const c = { sql: ctx.deps.sql, clock: ctx.deps.clock };
+    const second = await createAgent(c, seed.org.id, { name: "Support" });
+    const k = await createSecretKey(c, seed.org.id, {
+      mode: "live",
+      scopes: ["webcalls:write"],
+      agentIds: [second.id],
+    });
+    for (const agentId of [`agt_${"1".repeat(26)}`, other.agent.id]) {
+      expect(await errorOf(await mint(ctx, k.key, { agentId }))).toEqual({
+        status: 404,
+        code: "not_found",
+        param: "agentId",
+      });
+    }
+    expect((await errorOf(await mint(ctx, k.key, { agentId: seed.agent.id }))).code).toBe(
+      "agent_not_allowed",
+    );
+  });
+
+  test("without a paid plan: unknown agent 404 → key's agents 403 agent_not_allowed → 403 plan_required", async () => {
+    const s = await seedOrganization(ctx, { paidPlan: false });
+    const c = { sql: ctx.deps.sql, clock: ctx.deps.clock };
+    const second = await createAgent(c, s.org.id, { name: "Support" });
+    const k = await createSecretKey(c, s.org.id, { mode: "live", scopes: ["*"], agentIds: [second.id] });
+    const codes = [];
+    for (const agentId of [`agt_${"2".repeat(26)}`, s.agent.id, second.id]) {
+      codes.push((await errorOf(await mint(ctx, k.key, { agentId }))).code);
+    }
+    expect(codes).toEqual(["not_found", "agent_not_allowed", "plan_required"]);
+  });
+
   test("the agent is checked before the plan: a foreign agent is 404 even without a paid plan", async () => {
     const s = await seedOrganization(ctx, { paidPlan: false });
     expect((await errorOf(await mint(ctx, s.liveKey, { agentId: other.agent.id }))).code).toBe("not_found");

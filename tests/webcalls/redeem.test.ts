@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { sha256 } from "../../src/auth/keys.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { ApiError } from "../../src/errors.ts";
 import { newId } from "../../src/ids.ts";
@@ -10,7 +11,14 @@ import {
   redeemSessionToken,
   withRedeemedSessionToken,
 } from "../../src/services/sessions.ts";
-import { revokeSecretKey, updateAgent, updateOrganization } from "../../src/services/tenancy.ts";
+import {
+  createSecretKey,
+  revokeSecretKey,
+  updateAgent,
+  updateOrganization,
+} from "../../src/services/tenancy.ts";
+import { startWithSessionToken } from "../../src/services/webCalls.ts";
+import type { TimerScheduler } from "../../src/timers/scheduler.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
 
@@ -226,6 +234,130 @@ describe("withRedeemedSessionToken: the session form up to the start of the call
     expect(all).not.toContain(token);
     expect(all).not.toContain(token.slice(-24));
     expect(all).not.toContain(seed.liveKey.slice(-24));
+  });
+});
+
+describe("a test token: the claim checks its agent", () => {
+  const c = () => ({ sql: ctx.deps.sql, clock });
+  const start = (token: string) => startWithSessionToken(ctx.deps, null, token);
+  const spentCount = async (orgId: string) => {
+    const [row] = await ctx.db.sql<{ n: number }[]>`
+      select count(*)::int as n from session_tokens where organization_id = ${orgId} and spent_at is not null`;
+    return row!.n;
+  };
+
+  test("an inactive agent: the claim takes nothing, 503 agent_unavailable, and the token works once it is active", async () => {
+    const s = await seedOrganization(ctx, { agentActive: false });
+    const token = await mintToken(s.testKey, { agentId: s.agent.id });
+    expect(await redeemSessionToken(ctx.db.sql, token, clock)).toBeNull();
+    let ran = false;
+    const refused = await withRedeemedSessionToken(ctx.db.sql, token, clock, async () => {
+      ran = true;
+    }).catch((e) => e);
+    expect(codeOf(refused)).toBe("agent_unavailable");
+    expect((refused as ApiError).status).toBe(503);
+    expect(ran).toBe(false);
+    expect(codeOf(await start(token).catch((e) => e))).toBe("agent_unavailable");
+    expect(await findSessionToken(ctx.db.sql, token, clock)).not.toBeNull();
+    expect(await spentCount(s.org.id)).toBe(0);
+
+    await updateAgent(c(), s.agent.id, { active: true, language: "fr" });
+    const started = await start(token);
+    expect(started).toMatchObject({ simulated: true, livemode: false, maxSeconds: 600 });
+    const [call] = await ctx.db.sql<{ language: string; agent_id: string }[]>`
+      select language, agent_id from calls where id = ${started.callId}`;
+    expect(call).toEqual({ language: "fr", agent_id: s.agent.id });
+    expect(await findSessionToken(ctx.db.sql, token, clock)).toBeNull();
+    expect(codeOf(await start(token).catch((e) => e))).toBe("invalid_session_token");
+  });
+
+  test("a spent, expired or revoked test token is 401 even when its agent is inactive", async () => {
+    const s = await seedOrganization(ctx);
+    const spent = await mintToken(s.testKey, { agentId: s.agent.id });
+    await start(spent);
+    const expired = await mintToken(s.testKey, { agentId: s.agent.id });
+    await ctx.db.sql`
+      update session_tokens set expires_at = ${new Date(clock.now().getTime() - 1)}
+      where spent_at is null and organization_id = ${s.org.id}`;
+    const k = await createSecretKey(c(), s.org.id, { mode: "test", scopes: ["*"] });
+    const revoked = await mintToken(k.key, { agentId: s.agent.id });
+    await revokeSecretKey(c(), k.id);
+    await updateAgent(c(), s.agent.id, { active: false });
+    for (const token of [spent, expired, revoked, `inf_wcs_${"C".repeat(43)}`]) {
+      expect(codeOf(await start(token).catch((e) => e))).toBe("invalid_session_token");
+    }
+  });
+
+  test("a live token is claimed whatever its agent: the agent is checked after the claim, and a refusal rolls it back", async () => {
+    const s = await seedOrganization(ctx, { agentActive: false });
+    const token = await mintToken(s.liveKey, { agentId: s.agent.id });
+    const claimed = await ctx.db.sql
+      .begin(async (tx) => {
+        const session = await redeemSessionToken(tx, token, clock);
+        throw Object.assign(new Error("roll the claim back"), { session });
+      })
+      .catch((e) => e.session);
+    expect(claimed?.agent).toEqual({ active: false, language: "en" });
+    expect(await findSessionToken(ctx.db.sql, token, clock)).not.toBeNull();
+    expect(codeOf(await startWithSessionToken(ctx.deps, null, token).catch((e) => e))).toBe(
+      "agent_unavailable",
+    );
+    expect(await findSessionToken(ctx.db.sql, token, clock)).not.toBeNull();
+  });
+
+  test("the spend, the call and its timer are written by one transaction", async () => {
+    const token = await mintToken(seed.testKey);
+    const { callId } = await start(token);
+    const hash = await sha256(token);
+    const [row] = await ctx.db.sql<{ token: string; call: string; timer: string }[]>`
+      select (select xmin::text from session_tokens where token_hash = ${hash}) as token,
+             (select xmin::text from calls where id = ${callId}) as call,
+             (select xmin::text from timers where payload->>'callId' = ${callId}) as timer`;
+    expect(row!.call).toBe(row!.token);
+    expect(row!.timer).toBe(row!.token);
+  });
+
+  test("a failure of the timer's insert rolls the call back and leaves the token valid", async () => {
+    const s = await seedOrganization(ctx);
+    const token = await mintToken(s.testKey, { agentId: s.agent.id });
+    const failing: TimerScheduler = {
+      schedule: async (sql) => {
+        await sql`select 1 / 0`;
+        throw new Error("unreachable");
+      },
+      cancel: async () => false,
+    };
+    ctx.deps.timers = failing;
+    try {
+      expect(String(await start(token).catch((e) => e))).toContain("division by zero");
+    } finally {
+      delete ctx.deps.timers;
+    }
+    const [calls] = await ctx.db.sql<{ n: number }[]>`
+      select count(*)::int as n from calls where organization_id = ${s.org.id}`;
+    expect(calls!.n).toBe(0);
+    expect(await findSessionToken(ctx.db.sql, token, clock)).not.toBeNull();
+    expect((await start(token)).callId).toMatch(/^call_/);
+  });
+
+  test("20 parallel uses of a test token: one call, 19 are 401; with its agent inactive all 20 are 503 and it stays valid", async () => {
+    const s = await seedOrganization(ctx);
+    const token = await mintToken(s.testKey, { agentId: s.agent.id });
+    const attempt = () => start(token).then(() => "started", codeOf);
+    const results = await Promise.all(Array.from({ length: 20 }, attempt));
+    expect(results.filter((r) => r === "started")).toHaveLength(1);
+    expect(results.filter((r) => r === "invalid_session_token")).toHaveLength(19);
+
+    const idle = await mintToken(s.testKey, { agentId: s.agent.id });
+    await updateAgent(c(), s.agent.id, { active: false });
+    const refused = await Promise.all(
+      Array.from({ length: 20 }, () => start(idle).then(() => "started", codeOf)),
+    );
+    expect(refused).toEqual(Array(20).fill("agent_unavailable"));
+    expect(await findSessionToken(ctx.db.sql, idle, clock)).not.toBeNull();
+    const [calls] = await ctx.db.sql<{ n: number }[]>`
+      select count(*)::int as n from calls where organization_id = ${s.org.id}`;
+    expect(calls!.n).toBe(1);
   });
 });
 
