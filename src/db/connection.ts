@@ -16,52 +16,23 @@ export async function settledAll<T extends readonly unknown[]>(
 }
 
 /**
- * Sends `commit` behind the statements of `sent` without waiting for their answers, then waits for
- * them and for it: the last statements and the commit take one round trip. `sent` must be statements
- * issued before the call (a postgres.js query is issued when awaited or `.execute()`d), not a function
- * that awaits anything else first. The commit goes out on the next turn of the event loop, once every
- * issued statement has reached the connection: awaiting a query hands it over a few microtasks later
- * than `.execute()` does, so a commit sent at once could overtake it and leave it outside the
- * transaction. A statement the server refuses aborts the transaction, so the commit then only rolls
- * back; a statement that fails in JavaScript before that turn stops the commit.
- */
-export type CommitAfter = <T>(sent: Promise<T>) => Promise<T>;
-
-/**
  * A transaction on a connection of its own, whose `begin` goes out together with the first statement
- * of `fn` (`sql.begin` waits for `begin` alone before running its callback). Commits when `fn`
- * resolves, unless `fn` already did with `commitAfter`; rolls back when anything fails. Like
- * `sql.begin`, it takes the embedded database's only connection: `fn` must use `tx` only.
- * postgres.js pipelines only statements the connection has already prepared: the first use of a
- * statement on a connection waits for its description, and what follows it goes one at a time.
+ * of `fn` (`sql.begin` waits for `begin` alone before running its callback): a round trip fewer.
+ * Commits once every statement of `fn` has answered, rolls back when anything fails. The commit is
+ * never sent ahead of those answers: a statement that fails in the driver before reaching the server
+ * would otherwise leave a commit of the rest. Like `sql.begin`, it takes the embedded database's only
+ * connection: `fn` must use `tx` only. postgres.js pipelines only statements the connection has
+ * already prepared: the first use of a statement on a connection waits for its description.
  */
-export async function pipelinedTransaction<T>(
-  sql: Sql,
-  fn: (tx: Sql, commitAfter: CommitAfter) => Promise<T>,
-): Promise<T> {
+export async function pipelinedTransaction<T>(sql: Sql, fn: (tx: Sql) => Promise<T>): Promise<T> {
   const conn = await sql.reserve();
-  let committing: Promise<unknown> | null = null;
-  const commitAfter: CommitAfter = async (sent) => {
-    if (committing) throw new Error("the transaction is already committing");
-    let failed = false;
-    sent.catch(() => {
-      failed = true;
-    });
-    const commit = new Promise((resolve) => setImmediate(resolve)).then(() => {
-      if (!failed) return conn`commit`.execute();
-    });
-    const both = settledAll([sent, commit]);
-    committing = both;
-    return (await both)[0];
-  };
   try {
     // Both are awaited, so nothing of fn is still running on the connection when it is rolled back
     // and released.
-    const [, value] = await settledAll([conn`begin`.execute(), fn(conn as unknown as Sql, commitAfter)]);
-    await (committing ?? conn`commit`);
+    const [, value] = await settledAll([conn`begin`.execute(), fn(conn as unknown as Sql)]);
+    await conn`commit`;
     return value;
   } catch (err) {
-    await (committing as Promise<unknown> | null)?.catch(() => {});
     await conn`rollback`.catch(() => {});
     throw err;
   } finally {

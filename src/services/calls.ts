@@ -175,9 +175,8 @@ interface SimulatedCallInput {
 }
 
 /**
- * `createSimulatedCall` with the agent's language known: sends the call's insert and its timer's
- * before it returns, without waiting for either (they are pipelined), so the caller can send its
- * commit right behind them (`commitAfter`, db/connection.ts).
+ * `createSimulatedCall` with the agent's language known: the call's insert and its timer's go out
+ * together (pipelined), one round trip for both.
  */
 export function insertSimulatedCall(
   tx: Sql,

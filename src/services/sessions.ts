@@ -4,7 +4,7 @@ import type { SecretKeyAuth } from "../auth/secretKey.ts";
 import { agentAllowed, assertAgentAllowed } from "../auth/secretKey.ts";
 import type { Clock } from "../clock.ts";
 import type { AgentRow } from "../db/agents.ts";
-import { type CommitAfter, type Db, pipelinedTransaction } from "../db/connection.ts";
+import { type Db, pipelinedTransaction } from "../db/connection.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
 import { type FlatObject, FlatObjectSchema } from "../schemas.ts";
@@ -407,11 +407,10 @@ function agentUnavailable(): ApiError {
 /**
  * The session form of a web call up to the point of starting it, in one transaction:
  * claim the token (401 if not valid; 503 for a test token whose agent is inactive) → `prepare(tx,
- * session, commitAfter)` runs the remaining checks in the order of CONTRACT.md §4 (paid plan, agent,
- * plan minutes) and reserves minutes and creates the call with `tx`, and may send the commit together
- * with its last statements (`commitAfter`, db/connection.ts). A refusal thrown by `prepare` rolls
- * everything back, so the token stays valid; on return the token is spent. Start the call (LiveKit)
- * after this resolves: a failure there keeps it spent.
+ * session)` runs the remaining checks in the order of CONTRACT.md §4 (paid plan, agent, plan minutes)
+ * and reserves minutes and creates the call with `tx`. A refusal thrown by `prepare` rolls everything
+ * back, so the token stays valid; on return the token is spent. Start the call (LiveKit) after this
+ * resolves: a failure there keeps it spent.
  *
  * `begin` goes out with the claim (db/connection.ts `pipelinedTransaction`). `prepare` must use `tx`
  * only: the embedded database has a single connection, taken by this transaction.
@@ -420,16 +419,16 @@ export async function withRedeemedSessionToken<T>(
   sql: Sql,
   token: unknown,
   clock: Clock,
-  prepare: (tx: Sql, session: ClaimedSessionToken, commitAfter: CommitAfter) => Promise<T>,
+  prepare: (tx: Sql, session: ClaimedSessionToken) => Promise<T>,
   opts: { callId?: string } = {},
 ): Promise<{ session: ClaimedSessionToken; prepared: T }> {
   const hash = await presentedHash(token);
   if (!hash) throw invalidSessionToken();
-  return pipelinedTransaction(sql, async (tx, commitAfter) => {
+  return pipelinedTransaction(sql, async (tx) => {
     const now = clock.now();
     const session = await claimSessionToken(tx, hash, now, opts);
     if (!session) throw await claimRefusal(tx, hash, now);
-    const prepared = await prepare(tx, session, commitAfter);
+    const prepared = await prepare(tx, session);
     return { session, prepared };
   });
 }

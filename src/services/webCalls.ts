@@ -114,8 +114,8 @@ export async function startWithPublishableKey(
  * a refusal rolls the claim back, leaving the token valid. A failure while starting comes after the
  * commit: the token stays spent.
  *
- * A test token needs two round trips: `begin` with the claim, which also checks its agent (a test call
- * needs no plan nor minutes); then the call's insert, its timer's and the commit.
+ * A test token needs three round trips: `begin` with the claim, which also checks its agent (a test
+ * call needs no plan nor minutes); the call's insert with its timer's; the commit.
  */
 export async function startWithSessionToken(
   deps: WebCallDeps,
@@ -127,20 +127,18 @@ export async function startWithSessionToken(
     deps.sql,
     token,
     deps.clock,
-    async (tx, s, commitAfter) => {
+    async (tx, s) => {
       if (!s.livemode) {
         // The claim took the token only because its agent is active.
-        const call = await commitAfter(
-          insertSimulatedCall(tx, deps, {
-            id: callId,
-            organizationId: s.organizationId,
-            agentId: s.agentId,
-            agentLanguage: s.agent.language,
-            direction: "web",
-            to: null,
-            variables: s.variables,
-          }),
-        );
+        const call = await insertSimulatedCall(tx, deps, {
+          id: callId,
+          organizationId: s.organizationId,
+          agentId: s.agentId,
+          agentLanguage: s.agent.language,
+          direction: "web",
+          to: null,
+          variables: s.variables,
+        });
         return { simulatedCallId: call.id, live: null };
       }
       await assertPaidPlan(tx, s.organizationId);

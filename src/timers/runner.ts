@@ -1,9 +1,9 @@
 import type { ReservedSql, Sql } from "postgres";
+import { pipelinedTransaction } from "../db/connection.ts";
 import type { Logger } from "../log.ts";
 import { LatencyHistogram } from "./histogram.ts";
 import type { TimerScheduler } from "./scheduler.ts";
 import {
-  asSql,
   claimDue,
   deleteTimer,
   failTimer,
@@ -122,13 +122,6 @@ interface Quantiles {
   p50: number;
   p99: number;
   max: number;
-}
-
-/** Waits for every promise; then throws the first failure, if any. */
-async function settledAll(promises: readonly Promise<unknown>[]): Promise<void> {
-  const results = await Promise.allSettled(promises);
-  const failed = results.find((r) => r.status === "rejected");
-  if (failed) throw (failed as PromiseRejectedResult).reason;
 }
 
 const quantiles = (h: LatencyHistogram): Quantiles => ({
@@ -475,7 +468,9 @@ export class TimerRunner implements TimerScheduler {
     let ran: Entry[] = [];
     let missing: Entry[] = [];
     try {
-      await this.#transaction(async (tx) => {
+      // Under load every round trip waits for a core: they are most of a timer's lateness, so the
+      // transaction's begin goes out with its first statement.
+      await pipelinedTransaction(this.#sql, async (tx) => {
         const owned = await takeOwned(
           tx,
           this.#runner,
@@ -515,27 +510,6 @@ export class TimerRunner implements TimerScheduler {
     for (const e of missing) this.#notOwned(e, now);
     const at = performance.now();
     for (const t of followUps) this.#arm(t, at, false);
-  }
-
-  /**
-   * One firing transaction on a connection of its own, with `begin` sent together with the first
-   * statement: a round trip fewer than `sql.begin`, which waits for the `begin` alone. Under load every round trip waits
-   * behind the HTTP work on the event loop, so they are most of a timer's lateness. Any failure rolls
-   * back (a COMMIT after a failed statement is a rollback too).
-   */
-  async #transaction(fn: (tx: Sql) => Promise<void>): Promise<void> {
-    const conn = await this.#sql.reserve();
-    try {
-      // Sent at once, pipelined ahead of fn's first statement. Both are awaited, so nothing of fn is
-      // still running on the connection when it is rolled back and released.
-      await settledAll([conn`begin`.execute(), fn(conn as unknown as Sql)]);
-      await conn`commit`;
-    } catch (err) {
-      await conn`rollback`.catch(() => {});
-      throw err;
-    } finally {
-      conn.release();
-    }
   }
 
   async #runHandler(tx: Sql, kind: string, entries: Entry[], followUps: HeldTimer[]): Promise<void> {
