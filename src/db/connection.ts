@@ -2,7 +2,7 @@ import postgres, { type Sql, type TransactionSql } from "postgres";
 import type { Logger } from "../log.ts";
 import { openEmbedded } from "./embedded.ts";
 
-/** Queries that run either on the pool or inside `sql.begin(...)`. */
+/** Queries that run either on the pool or inside a transaction (`pipelinedTransaction`). */
 export type Db = Sql | TransactionSql;
 
 /** Waits for every promise, then throws the first failure, if any; else returns their values. */

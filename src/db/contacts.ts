@@ -1,4 +1,4 @@
-import type { Fragment, Sql, TransactionSql } from "postgres";
+import type { Fragment, Sql } from "postgres";
 import type { Db } from "./connection.ts";
 
 export interface ContactRow {
@@ -31,12 +31,8 @@ export async function findContact(sql: Db, organizationId: string, id: string): 
   return row ?? null;
 }
 
-/** The row, locked until the end of the transaction, so concurrent updates apply one after another. */
-export async function lockContact(
-  sql: TransactionSql,
-  organizationId: string,
-  id: string,
-): Promise<ContactRow | null> {
+/** Inside a transaction: the row, locked until its end, so concurrent updates apply one after another. */
+export async function lockContact(sql: Sql, organizationId: string, id: string): Promise<ContactRow | null> {
   const [row] = await sql<ContactRow[]>`
     select * from contacts where id = ${id} and organization_id = ${organizationId} for update`;
   return row ?? null;

@@ -1,9 +1,9 @@
 import { createRoute, z } from "@hono/zod-openapi";
+import { pipelinedTransaction } from "../db/connection.ts";
 import type { App, Deps } from "../deps.ts";
 import { ApiError, errorResponses } from "../errors.ts";
 import type { LiveKit } from "../livekit/client.ts";
 import { endLiveWebCall, markLiveWebCallStarted } from "../services/webCalls.ts";
-import { asSql } from "../timers/store.ts";
 
 /**
  * POST /api/livekit/webhook: LiveKit's events about the rooms of live web calls (CONTRACT.md §4, §8).
@@ -71,9 +71,9 @@ export function registerLiveKitWebhook(app: App, deps: Deps, liveKit: LiveKit | 
     const roomName = event.room?.name ?? "";
     const at = deps.clock.now();
     if (roomName && (event.event === "participant_joined" || event.event === "room_finished")) {
-      await deps.sql.begin(async (tx) => {
-        if (event.event === "participant_joined") await markLiveWebCallStarted(asSql(tx), deps, roomName, at);
-        else await endLiveWebCall(asSql(tx), deps, roomName, at);
+      await pipelinedTransaction(deps.sql, async (tx) => {
+        if (event.event === "participant_joined") await markLiveWebCallStarted(tx, deps, roomName, at);
+        else await endLiveWebCall(tx, deps, roomName, at);
       });
     }
     return c.json({ received: true as const }, 200);

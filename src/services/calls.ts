@@ -20,7 +20,7 @@ import {
   transcriptView,
 } from "../db/calls.ts";
 import { campaignAdvanceTimers } from "../db/campaigns.ts";
-import { settledAll } from "../db/connection.ts";
+import { pipelinedTransaction, settledAll } from "../db/connection.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { isId, newId } from "../ids.ts";
@@ -29,7 +29,6 @@ import { E164, FlatObjectSchema } from "../schemas.ts";
 import { drawDurationSeconds, pickLanguage, simulateOutcome } from "../simulation/content.ts";
 import type { BatchContext, BatchTimerHandler, FiredTimer } from "../timers/runner.ts";
 import { schedulerOf } from "../timers/scheduler.ts";
-import { asSql } from "../timers/store.ts";
 import { recordEvents } from "./events.ts";
 
 /** Calls: creation (simulated with a test key, scheduled or refused with a live key), reads, lists. */
@@ -103,8 +102,8 @@ export async function createCall(
   if (!auth.livemode) {
     if (!agent.active)
       throw new ApiError("agent_unavailable", "This agent is not active.", { param: "agentId" });
-    return deps.sql.begin((tx) =>
-      createSimulatedCall(asSql(tx), deps, {
+    return pipelinedTransaction(deps.sql, (tx) =>
+      createSimulatedCall(tx, deps, {
         organizationId: auth.organizationId,
         agentId: agent.id,
         agentLanguage: agent.language,
@@ -127,8 +126,8 @@ export async function createCall(
     if (runAt.getTime() - now > MAX_SCHEDULE_AHEAD_MS) {
       throw new ApiError("invalid_request", "runAt must be within a year.", { param: "runAt" });
     }
-    return deps.sql.begin((tx) =>
-      createScheduledCall(asSql(tx), deps, {
+    return pipelinedTransaction(deps.sql, (tx) =>
+      createScheduledCall(tx, deps, {
         organizationId: auth.organizationId,
         agentId: agent.id,
         to: input.to,

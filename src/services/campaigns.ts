@@ -18,13 +18,13 @@ import {
   refreshCampaign,
   settleEndedCalls,
 } from "../db/campaigns.ts";
+import { pipelinedTransaction } from "../db/connection.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { isId, newId } from "../ids.ts";
 import { paginate } from "../lists/cursor.ts";
 import { FlatObjectSchema, PhoneSchema } from "../schemas.ts";
 import type { BatchTimerHandler } from "../timers/runner.ts";
-import { asSql } from "../timers/store.ts";
 import { createSimulatedCall } from "./calls.ts";
 import { recordEvent } from "./events.ts";
 import { usedMinutes } from "./minutes.ts";
@@ -176,8 +176,8 @@ export async function createCampaign(
   if (!agent.active)
     throw new ApiError("agent_unavailable", "This agent is not active.", { param: "agentId" });
 
-  return deps.sql.begin(async (transaction) => {
-    const tx = asSql(transaction);
+  return pipelinedTransaction(deps.sql, async (transaction) => {
+    const tx = transaction;
     const id = newId("cmp", deps.clock);
     const now = deps.clock.now();
     await insertCampaign(
@@ -307,8 +307,8 @@ export async function getCampaign(
  */
 export async function cancelCampaign(deps: CampaignDeps, auth: ReadScope, id: string): Promise<CampaignView> {
   if (!isId(id, "cmp")) throw new ApiError("not_found", "No such campaign.");
-  return deps.sql.begin(async (transaction) => {
-    const tx = asSql(transaction);
+  return pipelinedTransaction(deps.sql, async (transaction) => {
+    const tx = transaction;
     const campaign = await findCampaign(tx, auth, id, { forUpdate: true });
     if (!campaign) throw new ApiError("not_found", "No such campaign.");
     if (campaign.status !== "running") return campaignView(campaign);

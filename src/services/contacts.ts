@@ -1,6 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import type { Sql } from "postgres";
 import type { Clock } from "../clock.ts";
+import { pipelinedTransaction } from "../db/connection.ts";
 import {
   type ContactRow,
   contactsScope,
@@ -111,7 +112,7 @@ export async function createContact(
   input: ContactInput,
 ): Promise<Contact> {
   const v = ContactInputSchema.parse(input);
-  return sql.begin(async (tx) => {
+  return pipelinedTransaction(sql, async (tx) => {
     const now = clock.now();
     const row = await insertContact(tx, {
       id: newId("ct", clock),
@@ -153,7 +154,7 @@ export async function updateContact(
 ): Promise<Contact> {
   const v = ContactPatchSchema.parse(patch);
   if (!isId(id, "ct")) throw notFound();
-  return sql.begin(async (tx) => {
+  return pipelinedTransaction(sql, async (tx) => {
     const current = await lockContact(tx, actor.organizationId, id);
     if (!current) throw notFound();
     const next = {
@@ -187,7 +188,7 @@ export async function deleteContact(
   id: string,
 ): Promise<{ id: string; deleted: true }> {
   if (!isId(id, "ct")) throw notFound();
-  return sql.begin(async (tx) => {
+  return pipelinedTransaction(sql, async (tx) => {
     if (!(await deleteContactRow(tx, actor.organizationId, id))) throw notFound();
     const deleted = { id, deleted: true as const };
     await recordEvent(tx, clock, {

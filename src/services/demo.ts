@@ -2,6 +2,7 @@ import { chmodSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs
 import { join } from "node:path";
 import type { Sql } from "postgres";
 import type { Clock } from "../clock.ts";
+import { pipelinedTransaction } from "../db/connection.ts";
 import type { Logger } from "../log.ts";
 import { createAgent, createOrganization, createSecretKey } from "./tenancy.ts";
 
@@ -37,7 +38,7 @@ export interface DemoSeed extends DemoRef {
  * demo, the second sees the first one's organization and does nothing.
  */
 export async function seedDemo(ctx: { sql: Sql; clock: Clock }): Promise<DemoSeed | null> {
-  return ctx.sql.begin(async (txn) => {
+  return pipelinedTransaction(ctx.sql, async (txn) => {
     // The tenancy functions take a Sql; a transaction runs the same tagged queries.
     const tx = txn as unknown as Sql;
     await tx`select pg_advisory_xact_lock(${DEMO_LOCK})`;

@@ -1,6 +1,6 @@
 import type { Sql } from "postgres";
 import type { Clock } from "../clock.ts";
-import type { Db } from "../db/connection.ts";
+import { type Db, pipelinedTransaction } from "../db/connection.ts";
 import { ApiError } from "../errors.ts";
 
 /**
@@ -116,7 +116,9 @@ export async function settleMinutes(
   callId: string,
   actualSeconds: number | null,
 ): Promise<Settlement | null> {
-  return (await sql.begin((tx) => settleReservation(tx, clock, callId, actualSeconds))) as Settlement | null;
+  return (await pipelinedTransaction(sql, (tx) =>
+    settleReservation(tx, clock, callId, actualSeconds),
+  )) as Settlement | null;
 }
 
 /**

@@ -195,7 +195,7 @@ export async function mintSessionToken(
   const fresh = await deriveSessionToken(secret, { ...scope, salt });
   const freshHash = await sha256(fresh);
 
-  const result = await sql.begin(async (tx) => {
+  const result = await pipelinedTransaction(sql, async (tx) => {
     const now = clock.now();
     const staleBefore = new Date(now.getTime() - IDEMPOTENCY_TTL_MS);
     // Claims the key: inserts a record, or takes over one older than 24 hours. A concurrent request

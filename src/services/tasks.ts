@@ -7,12 +7,12 @@ import {
   moveCall,
   taskView,
 } from "../db/calls.ts";
+import { pipelinedTransaction } from "../db/connection.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
 import type { HandlerContext, TimerHandler } from "../timers/runner.ts";
 import { schedulerOf } from "../timers/scheduler.ts";
-import { asSql } from "../timers/store.ts";
 import { recordEvent } from "./events.ts";
 
 /** Scheduled tasks (live mode only): a live call to place at `runAt`. */
@@ -44,8 +44,8 @@ export async function deleteTask(deps: Pick<Deps, "sql" | "timers">, auth: Secre
   if (!isId(id, "task")) throw notFound();
   const task = await findScheduledTask(deps.sql, auth.organizationId, auth.agentIds, id);
   if (!task) throw notFound();
-  return deps.sql.begin(async (transaction) => {
-    const tx = asSql(transaction);
+  return pipelinedTransaction(deps.sql, async (transaction) => {
+    const tx = transaction;
     if (task.timer_id) await schedulerOf(deps).cancel(tx, task.timer_id);
     const cancelled = await finishTask(tx, task.id, "cancelled");
     if (!cancelled) throw notFound();

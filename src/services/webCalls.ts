@@ -3,13 +3,13 @@ import { keyKind, sha256 } from "../auth/keys.ts";
 import { verifyCaptcha } from "../captcha/verify.ts";
 import type { AgentRow } from "../db/agents.ts";
 import { type CallRow, type CallStatus, callView, insertCall, moveCall } from "../db/calls.ts";
+import { pipelinedTransaction } from "../db/connection.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { newId } from "../ids.ts";
 import { type LiveKit, LiveKitError, liveKitAgentName, type WebCallRoom } from "../livekit/client.ts";
 import type { FiredTimer, HandlerContext, TimerHandler } from "../timers/runner.ts";
 import { schedulerOf } from "../timers/scheduler.ts";
-import { asSql } from "../timers/store.ts";
 import { insertSimulatedCall } from "./calls.ts";
 import { recordEvent } from "./events.ts";
 import { reserveMinutes, settleReservation } from "./minutes.ts";
@@ -96,8 +96,8 @@ export async function startWithPublishableKey(
     mediaServerConfigured: liveKit !== null,
   });
   const callId = newId("call", deps.clock);
-  const prepared = (await deps.sql.begin((tx) =>
-    prepareLiveCall(asSql(tx), deps, {
+  const prepared = (await pipelinedTransaction(deps.sql, (tx) =>
+    prepareLiveCall(tx, deps, {
       callId,
       organizationId: key.organization_id,
       agent,
@@ -238,8 +238,8 @@ async function startRoom(
       callId: prepared.callId,
       error: err instanceof LiveKitError ? err.message : "unexpected error",
     });
-    await deps.sql.begin(async (tx) => {
-      const t = asSql(tx);
+    await pipelinedTransaction(deps.sql, async (tx) => {
+      const t = tx;
       const failed = await moveCall(t, prepared.callId, "initiated", "failed", {
         ended_at: deps.clock.now(),
       });
