@@ -1,0 +1,80 @@
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { pipelinedTransaction } from "../../src/db/connection.ts";
+import { createTestDatabase, type TestDatabase } from "../helpers/db.ts";
+
+/** The one way the service opens a transaction: begin sent with the first statement, all or nothing. */
+
+let db: TestDatabase;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  await db.sql`create table tx_probe (n integer primary key)`;
+}, 30_000);
+afterAll(() => db.close());
+
+const count = async () => (await db.sql<{ n: number }[]>`select count(*)::int as n from tx_probe`)[0]!.n;
+
+test("commits every statement, pipelined ones included, and returns fn's value", async () => {
+  const value = await pipelinedTransaction(db.sql, async (tx) => {
+    await Promise.all([tx`insert into tx_probe values (1)`, tx`insert into tx_probe values (2)`]);
+    const [row] = await tx<{ n: number }[]>`select count(*)::int as n from tx_probe`;
+    return row!.n;
+  });
+  expect(value).toBe(2);
+  expect(await count()).toBe(2);
+  await db.sql`delete from tx_probe`;
+});
+
+test("a throw after writes rolls them back and passes the error on", async () => {
+  const err = await pipelinedTransaction(db.sql, async (tx) => {
+    await tx`insert into tx_probe values (10)`;
+    throw new Error("refused after the write");
+  }).catch((e) => e);
+  expect((err as Error).message).toBe("refused after the write");
+  expect(await count()).toBe(0);
+});
+
+test("a statement the server refuses rolls back the ones before it", async () => {
+  const err = await pipelinedTransaction(db.sql, async (tx) => {
+    await tx`insert into tx_probe values (20)`;
+    await tx`insert into tx_probe values (20)`; // duplicate key
+  }).catch((e) => e);
+  expect((err as { code?: string }).code).toBe("23505");
+  expect(await count()).toBe(0);
+});
+
+test("the first statement sent with begin can fail too; the connection goes back to the pool clean", async () => {
+  const err = await pipelinedTransaction(db.sql, async (tx) => {
+    await tx`select * from no_such_table`;
+  }).catch((e) => e);
+  expect((err as { code?: string }).code).toBe("42P01");
+  // Every connection of the pool (one on the embedded database) is usable and outside a transaction.
+  const states = await Promise.all(
+    Array.from(
+      { length: 8 },
+      () => db.sql<{ s: string }[]>`select current_setting('transaction_isolation') as s`,
+    ),
+  );
+  expect(states).toHaveLength(8);
+  await pipelinedTransaction(db.sql, async (tx) => {
+    await tx`insert into tx_probe values (30)`;
+  });
+  expect(await count()).toBe(1);
+});
+
+test("concurrent transactions each see only their own uncommitted writes", async () => {
+  await db.sql`delete from tx_probe`;
+  const seen = await Promise.all(
+    [100, 200, 300].map((n) =>
+      pipelinedTransaction(db.sql, async (tx) => {
+        await tx`insert into tx_probe values (${n})`;
+        const rows = await tx<{ n: number }[]>`select n from tx_probe order by n`;
+        return rows.map((r) => r.n);
+      }),
+    ),
+  );
+  for (const [i, rows] of seen.entries()) expect(rows).toContain([100, 200, 300][i]!);
+  // On PostgreSQL they overlap and see one row each; on the embedded database they run one after another.
+  expect(seen[0]).toEqual([100]);
+  expect(await count()).toBe(3);
+});
