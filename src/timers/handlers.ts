@@ -10,8 +10,8 @@ import type { TimerRunner } from "./runner.ts";
 /** Every timer kind of the service and its handler. Add a line per kind. */
 export function registerTimerHandlers(runner: TimerRunner, deps: Deps): TimerRunner {
   return runner
-    .registerBatch(SIMULATION_TIMER, simulationSteps(deps))
-    .registerBatch(CAMPAIGN_TIMER, campaignSteps(deps))
+    .registerBatch(SIMULATION_TIMER, simulationSteps(deps), { databaseOnly: true })
+    .registerBatch(CAMPAIGN_TIMER, campaignSteps(deps), { databaseOnly: true })
     .register(TASK_TIMER, runTask(deps))
     .register(WEB_CALL_MAX_DURATION_TIMER, webCallMaxDuration(deps, createLiveKit(deps.env)));
 }

@@ -1,5 +1,5 @@
 import type { ReservedSql, Sql } from "postgres";
-import { pipelinedTransaction } from "../db/connection.ts";
+import { pipelinedTransaction, settledAll } from "../db/connection.ts";
 import type { Logger } from "../log.ts";
 import { LatencyHistogram } from "./histogram.ts";
 import type { TimerScheduler } from "./scheduler.ts";
@@ -124,6 +124,9 @@ interface Quantiles {
   max: number;
 }
 
+/** The take of an optimistic firing got fewer rows than the batch: roll back, fire with care. */
+class PartlyOwned extends Error {}
+
 const quantiles = (h: LatencyHistogram): Quantiles => ({
   p50: h.quantile(0.5),
   p99: h.quantile(0.99),
@@ -146,6 +149,7 @@ export class TimerRunner implements TimerScheduler {
   readonly #log: Logger;
   readonly #opts: Required<Omit<RunnerOptions, "sql" | "log">>;
   readonly #handlers = new Map<string, BatchTimerHandler>();
+  readonly #databaseOnly = new Set<string>();
   readonly #wheel = new TimerWheel<Entry>({ now: performance.now() });
   readonly #held = new Map<string, Entry>();
   readonly #ready: Entry[] = [];
@@ -194,10 +198,16 @@ export class TimerRunner implements TimerScheduler {
     });
   }
 
-  /** Registers the batch handler of a kind. One handler per kind. */
-  registerBatch(kind: string, handler: BatchTimerHandler): this {
+  /**
+   * Registers the batch handler of a kind. One handler per kind. `databaseOnly`: the handler does
+   * nothing outside its transaction (no call to another service), so its statements may be sent
+   * before the runner knows it still owns the rows: they go out behind the take, a round trip fewer,
+   * and all of it rolls back if a row turned out not to be ours.
+   */
+  registerBatch(kind: string, handler: BatchTimerHandler, opts: { databaseOnly?: boolean } = {}): this {
     if (this.#handlers.has(kind)) throw new Error(`a handler for timer kind "${kind}" is already registered`);
     this.#handlers.set(kind, handler);
+    if (opts.databaseOnly) this.#databaseOnly.add(kind);
     return this;
   }
 
@@ -460,38 +470,45 @@ export class TimerRunner implements TimerScheduler {
     }
   }
 
-  /** Fires a batch in one transaction; if anything in it fails, fires each timer on its own. */
-  async #fire(batch: Entry[]): Promise<void> {
-    const followUps: HeldTimer[] = [];
+  /**
+   * Fires a batch in one transaction; if anything in it fails, fires each timer on its own. When
+   * every timer of the batch is of a `databaseOnly` kind, the handlers run without waiting for the
+   * take's answer (the usual case: the rows are ours); if the take got fewer rows, the transaction
+   * rolls back and the batch fires again the careful way.
+   */
+  async #fire(batch: Entry[], optimistic = true): Promise<void> {
+    let followUps: HeldTimer[] = [];
     const begun = performance.now();
-    for (const e of batch) this.#queueWait.record(begun - e.readyAt);
+    if (optimistic) for (const e of batch) this.#queueWait.record(begun - e.readyAt);
+    const ahead =
+      optimistic &&
+      batch.every((e) => this.#databaseOnly.has(e.held.kind) && this.#held.get(e.held.id) === e);
     let ran: Entry[] = [];
     let missing: Entry[] = [];
     try {
       // Under load every round trip waits for a core: they are most of a timer's lateness, so the
       // transaction's begin goes out with its first statement.
       await pipelinedTransaction(this.#sql, async (tx) => {
-        const owned = await takeOwned(
+        const taking = takeOwned(
           tx,
           this.#runner,
           batch.map((e) => e.held),
         );
+        if (ahead) {
+          const [owned] = await settledAll([taking, this.#runHandlers(tx, batch, followUps)]);
+          if (owned.size < batch.length) throw new PartlyOwned();
+          ran = batch;
+          return;
+        }
+        const owned = await taking;
         const mine = (e: Entry) => owned.has(e.held.id) && this.#held.get(e.held.id) === e;
         ran = batch.filter(mine);
         missing = batch.filter((e) => !mine(e));
-        const byKind = new Map<string, Entry[]>();
-        for (const e of ran) {
-          const list = byKind.get(e.held.kind);
-          if (list) list.push(e);
-          else byKind.set(e.held.kind, [e]);
-        }
-        const results = await Promise.allSettled(
-          [...byKind].map(([kind, entries]) => this.#runHandler(tx, kind, entries, followUps)),
-        );
-        const failed = results.find((r) => r.status === "rejected");
-        if (failed) throw (failed as PromiseRejectedResult).reason;
+        await this.#runHandlers(tx, ran, followUps);
       });
     } catch (err) {
+      if (err instanceof PartlyOwned) return this.#fire(batch, false);
+      followUps = [];
       if (batch.length > 1) {
         for (const e of batch) await this.#fire([e]);
         return;
@@ -510,6 +527,17 @@ export class TimerRunner implements TimerScheduler {
     for (const e of missing) this.#notOwned(e, now);
     const at = performance.now();
     for (const t of followUps) this.#arm(t, at, false);
+  }
+
+  /** Runs the handlers of a batch's kinds side by side in `tx`; throws the first failure. */
+  async #runHandlers(tx: Sql, entries: Entry[], followUps: HeldTimer[]): Promise<void> {
+    const byKind = new Map<string, Entry[]>();
+    for (const e of entries) {
+      const list = byKind.get(e.held.kind);
+      if (list) list.push(e);
+      else byKind.set(e.held.kind, [e]);
+    }
+    await settledAll([...byKind].map(([kind, list]) => this.#runHandler(tx, kind, list, followUps)));
   }
 
   async #runHandler(tx: Sql, kind: string, entries: Entry[], followUps: HeldTimer[]): Promise<void> {

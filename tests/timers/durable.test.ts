@@ -234,4 +234,53 @@ describe("durable timers", () => {
     await waitFor(async () => (await fireCounts(db.sql)).size === 5, 3000, 5);
     expect(Date.now() - t0).toBeLessThan(1500);
   });
+
+  test("a database-only batch runs ahead of its take; rows taken over meanwhile roll it back and the rest fire once", async () => {
+    const calls: string[][] = [];
+    const r = testRunner(db, { horizonMs: 2000 }).registerBatch(
+      "test.batch",
+      async ({ tx, timers }) => {
+        calls.push(timers.map((t) => String(t.payload.name)));
+        for (const t of timers)
+          await tx`insert into test_fires (timer_id, name, runner) values (${t.id}::bigint, ${String(t.payload.name)}, 1)`;
+      },
+      { databaseOnly: true },
+    );
+    await start(r);
+    // Ten timers due together (one transaction: one now()), held by r.
+    const ids = await db.sql.begin(async (t) => {
+      const tx = asSql(t);
+      const out: string[] = [];
+      for (let i = 0; i < 10; i++)
+        out.push((await r.schedule(tx, { kind: "test.batch", delayMs: 400, payload: { name: `b${i}` } })).id);
+      return out;
+    });
+    // Before they are due, a live runner takes three of them over.
+    const other = 5151;
+    const conn: ReservedSql | null = db.kind === "postgres" ? await db.sql.reserve() : null;
+    const lockSql = conn ?? db.sql;
+    expect(await tryLockRunner(lockSql, other)).toBe(true);
+    try {
+      const stolen = ids.slice(0, 3);
+      await db.sql`
+        update timers set locked_by = ${other}, epoch = epoch + 1, locked_until = now() + interval '1 hour'
+        where id = any(${stolen}::bigint[])`;
+      await waitFor(async () => (await fireCounts(db.sql)).size === 7);
+      await Bun.sleep(150);
+      const counts = await fireCounts(db.sql);
+      expect([...counts.keys()].sort()).toEqual(["b3", "b4", "b5", "b6", "b7", "b8", "b9"]);
+      expect([...counts.values()].every((n) => n === 1)).toBe(true);
+      // The handler ran ahead of the take on rows that were no longer r's; those runs rolled back.
+      const stolenNames = new Set(["b0", "b1", "b2"]);
+      expect(calls.some((names) => names.some((n) => stolenNames.has(n)))).toBe(true);
+      expect(calls.flat().filter((n) => !stolenNames.has(n)).length).toBeGreaterThanOrEqual(7);
+      const left = await db.sql<{ id: string }[]>`select id::text as id from timers order by id`;
+      expect(left.map((x) => x.id)).toEqual(stolen);
+    } finally {
+      await r.stop();
+      running.splice(running.indexOf(r), 1);
+      await unlockRunner(lockSql, other);
+      conn?.release();
+    }
+  });
 });
