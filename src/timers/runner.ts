@@ -124,7 +124,7 @@ interface Quantiles {
   max: number;
 }
 
-/** The take of an optimistic firing got fewer rows than the batch: roll back, fire with care. */
+/** A firing that ran ahead of its take got fewer rows than its batch: roll back, fire with care. */
 class PartlyOwned extends Error {}
 
 const quantiles = (h: LatencyHistogram): Quantiles => ({
@@ -460,6 +460,8 @@ export class TimerRunner implements TimerScheduler {
   #pump(): void {
     while (!this.#stopping && this.#ready.length > 0 && this.#inFlight.size < this.#opts.concurrency) {
       const batch = this.#ready.splice(0, this.#opts.batchSize);
+      const now = performance.now();
+      for (const e of batch) this.#queueWait.record(now - e.readyAt);
       const run = this.#fire(batch)
         .catch((err) => this.#log.error("timer runner: firing failed", { error: (err as Error).message }))
         .finally(() => {
@@ -476,12 +478,11 @@ export class TimerRunner implements TimerScheduler {
    * take's answer (the usual case: the rows are ours); if the take got fewer rows, the transaction
    * rolls back and the batch fires again the careful way.
    */
-  async #fire(batch: Entry[], optimistic = true): Promise<void> {
+  async #fire(batch: Entry[], mayRunAhead = true): Promise<void> {
     let followUps: HeldTimer[] = [];
     const begun = performance.now();
-    if (optimistic) for (const e of batch) this.#queueWait.record(begun - e.readyAt);
     const ahead =
-      optimistic &&
+      mayRunAhead &&
       batch.every((e) => this.#databaseOnly.has(e.held.kind) && this.#held.get(e.held.id) === e);
     let ran: Entry[] = [];
     let missing: Entry[] = [];
