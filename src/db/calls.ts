@@ -1,4 +1,4 @@
-import type { Sql } from "postgres";
+import type { Fragment, Sql } from "postgres";
 import type { TranscriptSegment } from "../simulation/content.ts";
 
 /** Queries of the calls and tasks tables. Every state change is fenced by the status it expects. */
@@ -185,12 +185,26 @@ export async function moveCall(
 
 // ——— simulated calls, a batch of steps per statement ———
 
-/** `initiated` → `ringing`; returns the ids that moved. */
-export async function ringCalls(sql: Sql, ids: readonly string[]): Promise<string[]> {
-  const rows = await sql<{ id: string }[]>`
-    update calls set status = 'ringing' where id = any(${ids as string[]}::text[]) and status = 'initiated'
-    returning id`;
-  return rows.map((r) => r.id);
+/**
+ * `initiated` → `ringing` for the calls of `steps`, and in the same statement what `then` builds from
+ * the calls that moved (the relation `moved(id, due)`, `due` being their step's due time): the body
+ * of a `with` entry, such as the insert of their next timers. Returns the rows of that entry.
+ */
+export async function ringCalls<T>(
+  sql: Sql,
+  steps: readonly { id: string; due: Date }[],
+  then: (moved: Fragment) => Fragment,
+): Promise<T[]> {
+  const [row] = await sql<{ rows: T[] }[]>`
+    with moved as (
+      update calls c set status = 'ringing'
+      from unnest(${steps.map((s) => s.id)}::text[], ${steps.map((s) => s.due.toISOString())}::timestamptz[])
+        as v(id, due)
+      where c.id = v.id and c.status = 'initiated'
+      returning c.id, v.due
+    ), next as (${then(sql`moved`)})
+    select coalesce((select json_agg(next) from next), '[]'::json) as rows`;
+  return row!.rows;
 }
 
 /** `ringing` → `ongoing` with `startedAt`; returns the calls that moved. */

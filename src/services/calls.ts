@@ -29,6 +29,7 @@ import { E164, FlatObjectSchema } from "../schemas.ts";
 import { drawDurationSeconds, pickLanguage, simulateOutcome } from "../simulation/content.ts";
 import type { BatchContext, BatchTimerHandler, FiredTimer } from "../timers/runner.ts";
 import { schedulerOf } from "../timers/scheduler.ts";
+import type { InsertedTimerRow } from "../timers/store.ts";
 import { recordEvents } from "./events.ts";
 
 /** Calls: creation (simulated with a test key, scheduled or refused with a live key), reads, lists. */
@@ -344,16 +345,20 @@ export function simulationSteps(deps: CallDeps): BatchTimerHandler {
   const scale = deps.env.SIMULATION_TIME_SCALE;
   const ringToAnswerMs = (SIMULATED_SCHEDULE.ongoingAfter - SIMULATED_SCHEDULE.ringingAfter) * 1000 * scale;
 
-  const ring = async ({ tx, timers, schedule }: BatchContext) => {
-    const due = new Map(timers.map((t) => [String(t.payload.callId), t.dueAt]));
-    const moved = await ringCalls(tx, [...due.keys()]);
-    await schedule(
-      moved.map((callId) => ({
-        kind: SIMULATION_TIMER,
-        at: new Date(due.get(callId)!.getTime() + ringToAnswerMs),
-        payload: { callId, to: "ongoing" },
-      })),
+  // One statement: the calls that were `initiated` ring, and their next step is scheduled from this
+  // step's due time (the firing sends it with its take: two round trips with the commit).
+  const ring = async ({ tx, timers, followUps, scheduled }: BatchContext) => {
+    const next = await ringCalls<InsertedTimerRow>(
+      tx,
+      timers.map((t) => ({ id: String(t.payload.callId), due: t.dueAt })),
+      (moved) =>
+        followUps(tx`
+          select ${SIMULATION_TIMER}::text as kind,
+            due + ${ringToAnswerMs}::float8 * interval '1 millisecond' as due_at,
+            jsonb_build_object('callId', id, 'to', 'ongoing') as payload
+          from ${moved}`),
     );
+    scheduled(next);
   };
 
   const answer = async ({ tx, timers, schedule }: BatchContext) => {

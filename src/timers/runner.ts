@@ -1,4 +1,4 @@
-import type { ReservedSql, Sql } from "postgres";
+import type { Fragment, ReservedSql, Sql } from "postgres";
 import { pipelinedTransaction, settledAll } from "../db/connection.ts";
 import type { Logger } from "../log.ts";
 import { LatencyHistogram } from "./histogram.ts";
@@ -8,8 +8,11 @@ import {
   deleteTimer,
   failTimer,
   type HeldTimer,
+  heldTimers,
+  type InsertedTimerRow,
   insertTimer,
   insertTimers,
+  insertTimersFrom,
   type NewTimer,
   releaseLeases,
   renewLeases,
@@ -51,6 +54,12 @@ export interface BatchContext {
   timers: FiredTimer[];
   /** Schedules follow-up timers in the same transaction, in one statement (ids in no set order). */
   schedule(timers: NewTimer[]): Promise<{ id: string; dueAt: Date }[]>;
+  /**
+   * The same inside the handler's own statement: the body of a `with` entry inserting timers from
+   * `rows` (a select of `kind, due_at, payload`). Pass the rows that entry returns to `scheduled`.
+   */
+  followUps(rows: Fragment): Fragment;
+  scheduled(rows: readonly InsertedTimerRow[]): void;
 }
 
 /**
@@ -544,6 +553,7 @@ export class TimerRunner implements TimerScheduler {
   async #runHandler(tx: Sql, kind: string, entries: Entry[], followUps: HeldTimer[]): Promise<void> {
     const handler = this.#handlers.get(kind);
     if (!handler) throw new Error(`no handler registered for timer kind "${kind}"`);
+    const lease = { runner: this.#runner, horizonMs: this.#opts.horizonMs, leaseMs: this.#opts.leaseMs };
     await handler({
       tx,
       timers: entries.map(({ held }) => ({
@@ -555,13 +565,13 @@ export class TimerRunner implements TimerScheduler {
       })),
       // Follow-ups are armed in the wheel only after the transaction commits.
       schedule: async (timers) => {
-        const rows = await insertTimers(tx, timers, {
-          runner: this.#runner,
-          horizonMs: this.#opts.horizonMs,
-          leaseMs: this.#opts.leaseMs,
-        });
+        const rows = await insertTimers(tx, timers, lease);
         for (const r of rows) if (r.leased) followUps.push(r);
         return rows.map((r) => ({ id: r.id, dueAt: new Date(r.dueMs) }));
+      },
+      followUps: (rows) => insertTimersFrom(tx, rows, lease),
+      scheduled: (rows) => {
+        for (const r of heldTimers(rows)) if (r.leased) followUps.push(r);
       },
     });
   }

@@ -1,4 +1,4 @@
-import type { Sql, TransactionSql } from "postgres";
+import type { Fragment, Sql, TransactionSql } from "postgres";
 
 /**
  * The SQL of durable timers. Every function takes `sql` first so it runs inside the caller's
@@ -82,6 +82,55 @@ export async function insertTimer(
   };
 }
 
+/** A timer row as an insert returns it (`insertTimersFrom`): times in epoch milliseconds. */
+export interface InsertedTimerRow {
+  id: string;
+  kind: string;
+  payload: Record<string, unknown>;
+  epoch: number;
+  locked_by: number | null;
+  due_ms: number;
+  now_ms: number;
+}
+
+/**
+ * The body of a `with` entry (or a statement) inserting timers from `rows`, a select of
+ * `kind text, due_at timestamptz, payload jsonb`, each leased to the runner when due within its
+ * horizon, as `insertTimer` does. A handler can thus move its rows and schedule their next steps in
+ * one statement; its rows (`InsertedTimerRow`) go through `heldTimers`.
+ */
+export function insertTimersFrom(
+  sql: Sql,
+  rows: Fragment,
+  lease?: { runner: number; horizonMs: number; leaseMs: number },
+): Fragment {
+  const runner = lease?.runner ?? null;
+  const horizon = lease?.horizonMs ?? 0;
+  return sql`
+    insert into timers (kind, due_at, payload, locked_by, locked_until)
+    select r.kind, r.due_at, r.payload,
+      case when r.due_at <= now() + ${horizon}::float8 * interval '1 millisecond' then ${runner}::integer end,
+      case when r.due_at <= now() + ${horizon}::float8 * interval '1 millisecond' and ${runner}::integer is not null
+        then greatest(r.due_at, now()) + ${lease?.leaseMs ?? 0}::float8 * interval '1 millisecond' end
+    from (${rows}) r
+    returning id::text as id, kind, payload, epoch, locked_by,
+      (extract(epoch from due_at) * 1000)::float8 as due_ms,
+      (extract(epoch from clock_timestamp()) * 1000)::float8 as now_ms`;
+}
+
+export function heldTimers(rows: readonly InsertedTimerRow[]): (HeldTimer & { leased: boolean })[] {
+  return rows.map((r) => ({
+    id: r.id,
+    kind: r.kind,
+    payload: r.payload,
+    epoch: r.epoch,
+    attempts: 0,
+    dueMs: r.due_ms,
+    dbNowMs: r.now_ms,
+    leased: r.locked_by !== null,
+  }));
+}
+
 /**
  * Inserts several timers in one statement (the follow-ups of a batch of handlers), leased to the
  * runner like `insertTimer` does for each.
@@ -96,43 +145,15 @@ export async function insertTimers(
   const ats = timers.map((t) => (t.at ? t.at.toISOString() : null));
   const delays = timers.map((t) => t.delayMs ?? 0);
   const payloads = timers.map((t) => JSON.stringify(t.payload ?? {}));
-  const runner = lease?.runner ?? null;
-  const horizon = lease?.horizonMs ?? 0;
-  const rows = await sql<
-    {
-      id: string;
-      kind: string;
-      payload: Record<string, unknown>;
-      epoch: number;
-      locked_by: number | null;
-      due_ms: number;
-      now_ms: number;
-    }[]
-  >`
-    with v as (
+  const rows = await sql<InsertedTimerRow[]>`${insertTimersFrom(
+    sql,
+    sql`
       select k.kind, coalesce(k.at, now() + k.delay * interval '1 millisecond') as due_at, k.payload::jsonb as payload
       from unnest(${kinds}::text[], ${ats as string[]}::timestamptz[], ${delays}::float8[], ${payloads}::text[])
-        as k(kind, at, delay, payload)
-    )
-    insert into timers (kind, due_at, payload, locked_by, locked_until)
-    select v.kind, v.due_at, v.payload,
-      case when v.due_at <= now() + ${horizon}::float8 * interval '1 millisecond' then ${runner}::integer end,
-      case when v.due_at <= now() + ${horizon}::float8 * interval '1 millisecond' and ${runner}::integer is not null
-        then greatest(v.due_at, now()) + ${lease?.leaseMs ?? 0}::float8 * interval '1 millisecond' end
-    from v
-    returning id::text as id, kind, payload, epoch, locked_by,
-      (extract(epoch from due_at) * 1000)::float8 as due_ms,
-      (extract(epoch from clock_timestamp()) * 1000)::float8 as now_ms`;
-  return rows.map((r) => ({
-    id: r.id,
-    kind: r.kind,
-    payload: r.payload,
-    epoch: r.epoch,
-    attempts: 0,
-    dueMs: r.due_ms,
-    dbNowMs: r.now_ms,
-    leased: r.locked_by !== null,
-  }));
+        as k(kind, at, delay, payload)`,
+    lease,
+  )}`;
+  return heldTimers(rows);
 }
 
 /** Deletes a pending timer (e.g. a cancelled task). Waits if a runner is firing it right now. */

@@ -288,6 +288,10 @@ describe("the engine's retries (not reachable with simulated calls, which always
             },
           ],
           schedule: async () => [],
+          followUps: () => {
+            throw new Error("not used by campaign steps");
+          },
+          scheduled: () => {},
         }),
       );
       return (await ctx.request(`/api/v1/campaigns/${created.id}`, { key: key.key })).json();
