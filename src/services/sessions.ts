@@ -167,13 +167,15 @@ export async function mintSessionToken(
     const { key, hash } = await generateKey("sessionToken");
     const now = clock.now();
     const expiresAt = new Date(now.getTime() + SESSION_TOKEN_TTL_MS);
-    const inserted = await sql`
-      insert into session_tokens
-        (token_hash, organization_id, livemode, secret_key_id, agent_id, variables, expires_at, created_at)
-      select ${hash}, a.organization_id, ${auth.livemode}, ${auth.keyId}, a.id, ${sql.json(variables)},
-             ${expiresAt}, ${now}
-      from agents a where a.id = ${input.agentId} and a.organization_id = ${auth.organizationId}`;
-    if (inserted.count === 0) throw noSuchAgent();
+    const inserted = await insertSessionToken(sql, {
+      hash,
+      auth,
+      agentId: input.agentId,
+      variables,
+      expiresAt,
+      now,
+    });
+    if (!inserted) throw noSuchAgent();
     await pruneSessionData(sql, clock);
     return { token: key, expiresAt: expiresAt.toISOString(), livemode: auth.livemode, replayed: false };
   }
@@ -256,6 +258,7 @@ function planRequired(): ApiError {
   );
 }
 
+/** Writes a token for an agent of the key's organization; false (nothing written) when there is no such agent. */
 async function insertSessionToken(
   sql: Db,
   t: {
@@ -266,12 +269,14 @@ async function insertSessionToken(
     expiresAt: Date;
     now: Date;
   },
-) {
-  await sql`
+): Promise<boolean> {
+  const inserted = await sql`
     insert into session_tokens
       (token_hash, organization_id, livemode, secret_key_id, agent_id, variables, expires_at, created_at)
-    values (${t.hash}, ${t.auth.organizationId}, ${t.auth.livemode}, ${t.auth.keyId}, ${t.agentId},
-            ${sql.json(t.variables)}, ${t.expiresAt}, ${t.now})`;
+    select ${t.hash}, a.organization_id, ${t.auth.livemode}, ${t.auth.keyId}, a.id, ${sql.json(t.variables)},
+           ${t.expiresAt}, ${t.now}
+    from agents a where a.id = ${t.agentId} and a.organization_id = ${t.auth.organizationId}`;
+  return inserted.count > 0;
 }
 
 // ---------------------------------------------------------------------------------------------
