@@ -114,15 +114,50 @@ export type NewCall = Pick<
   | "created_at"
 >;
 
+// The column list of the alias is a fragment of its own: after `values (` in the same fragment, the
+// driver would build the array as a row of values instead of identifiers.
 export async function insertCall(sql: Sql, c: NewCall): Promise<CallRow> {
-  const [row] = await sql<CallRow[]>`
-    insert into calls (id, organization_id, livemode, status, agent_id, to_number, contact_id, campaign_id,
-      direction, variables, simulated_duration_seconds, language, task_id, created_at)
-    values (${c.id}, ${c.organization_id}, ${c.livemode}, ${c.status}, ${c.agent_id}, ${c.to_number},
-      ${c.contact_id}, ${c.campaign_id}, ${c.direction}, ${sql.json(c.variables as never)},
-      ${c.simulated_duration_seconds}, ${c.language}, ${c.task_id}, ${c.created_at})
-    returning ${sql(CALL_COLUMNS)}`;
+  const [row] = await sql<CallRow[]>`${insertCallsFrom(
+    sql,
+    sql`select * from (values (${c.id}, ${c.organization_id}, ${c.livemode}, ${c.status}, ${c.agent_id},
+      ${c.to_number}, ${c.contact_id}, ${c.campaign_id}, ${c.direction}, ${sql.json(c.variables as never)},
+      ${c.simulated_duration_seconds}, ${c.language}, ${c.task_id}, ${c.created_at}))
+      ${sql`as c(${sql(NEW_CALL_COLUMNS)})`}`,
+  )}`;
   return row!;
+}
+
+const NEW_CALL_COLUMNS = [
+  "id",
+  "organization_id",
+  "livemode",
+  "status",
+  "agent_id",
+  "to_number",
+  "contact_id",
+  "campaign_id",
+  "direction",
+  "variables",
+  "simulated_duration_seconds",
+  "language",
+  "task_id",
+  "created_at",
+] as const satisfies readonly (keyof NewCall)[];
+
+/**
+ * The body of a `with` entry (or a statement) inserting calls from `rows`, a select with the columns
+ * of `NewCall` by name (types are cast here, so a row of parameters works as well as one read from a
+ * table). It returns `CALL_COLUMNS`. A service can thus create a call in the statement that decides it
+ * may, such as the one spending a session token.
+ */
+export function insertCallsFrom(sql: Sql, rows: Fragment): Fragment {
+  return sql`
+    insert into calls (${sql(NEW_CALL_COLUMNS)})
+    select r.id::text, r.organization_id::text, r.livemode::boolean, r.status::text, r.agent_id::text,
+      r.to_number::text, r.contact_id::text, r.campaign_id::text, r.direction::text, r.variables::jsonb,
+      r.simulated_duration_seconds::integer, r.language::text, r.task_id::text, r.created_at::timestamptz
+    from (${rows}) r
+    returning ${sql(CALL_COLUMNS)}`;
 }
 
 /** One call of the organization in the key's mode (and of the key's agents, if it is restricted). */

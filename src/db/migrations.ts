@@ -8,6 +8,7 @@ import m0005 from "../../sql/0005_demo.sql" with { type: "text" };
 import m0006 from "../../sql/0006_key_changes.sql" with { type: "text" };
 import m0007 from "../../sql/0007_rate_limit_windows.sql" with { type: "text" };
 import m0008 from "../../sql/0008_campaigns.sql" with { type: "text" };
+import m0009 from "../../sql/0009_session_token_language.sql" with { type: "text" };
 
 export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0001_init", sql: m0001 },
@@ -18,4 +19,5 @@ export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0006_key_changes", sql: m0006 },
   { name: "0007_rate_limit_windows", sql: m0007 },
   { name: "0008_campaigns", sql: m0008 },
+  { name: "0009_session_token_language", sql: m0009 },
 ];

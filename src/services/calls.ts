@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import type { Sql } from "postgres";
+import type { Fragment, Sql } from "postgres";
 import { assertAgentAllowed, type SecretKeyAuth } from "../auth/secretKey.ts";
 import { findAgent } from "../db/agents.ts";
 import {
@@ -12,6 +12,7 @@ import {
   findCall,
   findTranscript,
   insertCall,
+  insertCallsFrom,
   insertTask,
   readOngoingCalls,
   ringCalls,
@@ -20,7 +21,7 @@ import {
   transcriptView,
 } from "../db/calls.ts";
 import { campaignAdvanceTimers } from "../db/campaigns.ts";
-import { pipelinedTransaction, settledAll } from "../db/connection.ts";
+import { pipelinedTransaction } from "../db/connection.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { isId, newId } from "../ids.ts";
@@ -175,38 +176,51 @@ interface SimulatedCallInput {
 }
 
 /**
- * `createSimulatedCall` with the agent's language known: the call's insert and its timer's go out
- * together (pipelined), one round trip for both.
+ * `createSimulatedCall` with the agent's language known: the call and its timer in one statement.
  */
-export function insertSimulatedCall(
+export async function insertSimulatedCall(
   tx: Sql,
   deps: CallDeps,
   input: SimulatedCallInput & { agentLanguage: string },
 ): Promise<CallView> {
-  const id = input.id ?? newId("call", deps.clock);
   const variables = input.variables ?? {};
-  const call = insertCall(tx, {
-    id,
-    organization_id: input.organizationId,
-    livemode: false,
-    status: "initiated",
-    agent_id: input.agentId,
-    to_number: input.to,
-    contact_id: input.contactId ?? null,
-    campaign_id: input.campaignId ?? null,
-    direction: input.direction,
-    variables,
-    simulated_duration_seconds: drawDurationSeconds(id),
-    language: pickLanguage(variables, input.agentLanguage),
-    task_id: null,
-    created_at: deps.clock.now(),
-  });
-  const timer = schedulerOf(deps).schedule(tx, {
-    kind: SIMULATION_TIMER,
-    delayMs: SIMULATED_SCHEDULE.ringingAfter * 1000 * deps.env.SIMULATION_TIME_SCALE,
-    payload: { callId: id, to: "ringing" },
-  });
-  return settledAll([call, timer]).then(([row]) => callView(row));
+  const source = tx`
+    select ${input.organizationId}::text as organization_id, ${input.agentId}::text as agent_id,
+      ${tx.json(variables as never)}::jsonb as variables, ${pickLanguage(variables, input.agentLanguage)}::text as language`;
+  const [row] = await tx<(CallRow & { timers: InsertedTimerRow[] })[]>`
+    with ${simulatedCallEntries(tx, deps, input, source)}
+    select created_call.*, (select json_agg(created_timer) from created_timer) as timers from created_call`;
+  schedulerOf(deps).scheduled(row!.timers);
+  return callView(row!);
+}
+
+/**
+ * The `with` entries that create a simulated call and the timer of its first step from `source`, a
+ * select of at most one row `(organization_id, agent_id, variables, language)`: `created_call` returns
+ * the call's columns, `created_timer` the timer's (for the scheduler's `scheduled`). When `source`
+ * selects nothing, nothing is written, so the call can depend on a claim in the same statement.
+ */
+export function simulatedCallEntries(
+  sql: Sql,
+  deps: CallDeps,
+  input: Omit<SimulatedCallInput, "organizationId" | "agentId" | "variables">,
+  source: Fragment,
+): Fragment {
+  const id = input.id ?? newId("call", deps.clock);
+  const call = sql`
+    select ${id} as id, s.organization_id, false as livemode, 'initiated' as status, s.agent_id,
+      ${input.to} as to_number, ${input.contactId ?? null} as contact_id, ${input.campaignId ?? null} as campaign_id,
+      ${input.direction} as direction, s.variables, ${drawDurationSeconds(id)} as simulated_duration_seconds,
+      s.language, null as task_id, ${deps.clock.now()} as created_at
+    from (${source}) s`;
+  const timer = sql`
+    select ${SIMULATION_TIMER}::text as kind,
+      now() + ${SIMULATED_SCHEDULE.ringingAfter * 1000 * deps.env.SIMULATION_TIME_SCALE}::float8 * interval '1 millisecond' as due_at,
+      ${sql.json({ callId: id, to: "ringing" })}::jsonb as payload
+    from created_call`;
+  return sql`
+    created_call as (${insertCallsFrom(sql, call)}),
+    created_timer as (${schedulerOf(deps).insertFrom(sql, timer)})`;
 }
 
 /** A live call for later: the call in `scheduled`, its task, and the task's timer at `runAt`. */

@@ -1,4 +1,4 @@
-import type { Sql } from "postgres";
+import type { Fragment, Sql } from "postgres";
 import { generateKey, KEY_PREFIXES, keyKind, sha256, toHex } from "../auth/keys.ts";
 import type { SecretKeyAuth } from "../auth/secretKey.ts";
 import { agentAllowed, assertAgentAllowed } from "../auth/secretKey.ts";
@@ -8,6 +8,7 @@ import { type Db, pipelinedTransaction } from "../db/connection.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
 import { type FlatObject, FlatObjectSchema } from "../schemas.ts";
+import { languageOfVariables } from "../simulation/content.ts";
 
 /**
  * Session tokens (SPEC.md "Session token", CONTRACT.md §5): minted with a secret key, single use,
@@ -272,9 +273,9 @@ async function insertSessionToken(
 ): Promise<boolean> {
   const inserted = await sql`
     insert into session_tokens
-      (token_hash, organization_id, livemode, secret_key_id, agent_id, variables, expires_at, created_at)
+      (token_hash, organization_id, livemode, secret_key_id, agent_id, variables, language, expires_at, created_at)
     select ${t.hash}, a.organization_id, ${t.auth.livemode}, ${t.auth.keyId}, a.id, ${sql.json(t.variables)},
-           ${t.expiresAt}, ${t.now}
+           ${languageOfVariables(t.variables)}::text, ${t.expiresAt}, ${t.now}
     from agents a where a.id = ${t.agentId} and a.organization_id = ${t.auth.organizationId}`;
   return inserted.count > 0;
 }
@@ -316,7 +317,7 @@ function record(row: TokenRow): SessionTokenRecord {
 }
 
 /** The hash to look a presented token up by, or null when it is not even shaped like a session token. */
-async function presentedHash(token: unknown): Promise<Uint8Array | null> {
+export async function presentedHash(token: unknown): Promise<Uint8Array | null> {
   if (typeof token !== "string" || keyKind(token) !== "sessionToken") return null;
   return sha256(token);
 }
@@ -348,6 +349,7 @@ export interface ClaimedSessionToken extends SessionTokenRecord {
 interface ClaimRow extends TokenRow {
   agent_active: boolean;
   agent_language: AgentRow["language"];
+  language: AgentRow["language"];
 }
 
 /**
@@ -373,32 +375,63 @@ async function claimSessionToken(
   tx: Db,
   hash: Uint8Array,
   now: Date,
-  opts: { callId?: string },
+  opts: { callId?: string; livemode?: boolean },
 ): Promise<ClaimedSessionToken | null> {
-  const [row] = await tx<ClaimRow[]>`
-    update session_tokens t set spent_at = ${now}, call_id = ${opts.callId ?? null}
-    from secret_keys k, agents a
-    where t.token_hash = ${hash} and t.spent_at is null and t.expires_at > ${now}
-      and k.id = t.secret_key_id and k.revoked_at is null
-      and a.id = t.agent_id and a.organization_id = t.organization_id and (t.livemode or a.active)
-    returning t.token_hash, t.organization_id, t.livemode, t.secret_key_id, t.agent_id, t.variables,
-      t.expires_at, a.active as agent_active, a.language as agent_language`;
+  const [row] = await tx<ClaimRow[]>`${claimSql(tx, hash, now, opts)}`;
   return row ? { ...record(row), agent: { active: row.agent_active, language: row.agent_language } } : null;
 }
 
 /**
- * Why a claim matched nothing, read without claiming: 503 `agent_unavailable` for a valid test token
- * whose agent is inactive, 401 `invalid_session_token` otherwise.
+ * The claim as the body of a statement or of a `with` entry, returning a `ClaimRow` (and `language`,
+ * the call's: the one the variables asked for at mint, else the agent's). `livemode` narrows it to
+ * test or live tokens; a test token is taken only when its agent is active, a live one whatever its
+ * agent (checked after the claim, in order with the plan).
  */
-async function claimRefusal(tx: Db, hash: Uint8Array, now: Date): Promise<ApiError> {
-  const [row] = await tx`
-    select 1 as unavailable
+export function claimSql(
+  sql: Db,
+  hash: Uint8Array,
+  now: Date,
+  opts: { callId?: string; livemode?: boolean },
+): Fragment {
+  const mode =
+    opts.livemode === undefined
+      ? sql`(t.livemode or a.active)`
+      : opts.livemode
+        ? sql`t.livemode`
+        : sql`not t.livemode and a.active`;
+  return sql`
+    update session_tokens t set spent_at = ${now}, call_id = ${opts.callId ?? null}
+    from secret_keys k, agents a
+    where t.token_hash = ${hash} and t.spent_at is null and t.expires_at > ${now}
+      and k.id = t.secret_key_id and k.revoked_at is null
+      and a.id = t.agent_id and a.organization_id = t.organization_id and ${mode}
+    returning t.token_hash, t.organization_id, t.livemode, t.secret_key_id, t.agent_id, t.variables,
+      t.expires_at, a.active as agent_active, a.language as agent_language,
+      coalesce(t.language, a.language) as language`;
+}
+
+/**
+ * A valid token (known, unspent, unexpired, of a key not revoked) as `(livemode, agent_active)`, read
+ * without claiming; no row otherwise. After a claim that took nothing it tells why: a valid test token
+ * whose agent is inactive is 503, anything else 401.
+ */
+export function validTokenSql(sql: Db, hash: Uint8Array, now: Date): Fragment {
+  return sql`
+    select t.livemode, a.active as agent_active
     from session_tokens t
       join secret_keys k on k.id = t.secret_key_id
       join agents a on a.id = t.agent_id and a.organization_id = t.organization_id
-    where t.token_hash = ${hash} and t.spent_at is null and t.expires_at > ${now} and k.revoked_at is null
-      and not t.livemode and not a.active`;
-  return row ? agentUnavailable() : invalidSessionToken();
+    where t.token_hash = ${hash} and t.spent_at is null and t.expires_at > ${now} and k.revoked_at is null`;
+}
+
+/** The refusal for a claim that took nothing, given what `validTokenSql` read then (or undefined). */
+export function claimRefusalOf(valid: { livemode: boolean; agent_active: boolean } | undefined): ApiError {
+  return valid && !valid.livemode && !valid.agent_active ? agentUnavailable() : invalidSessionToken();
+}
+
+async function claimRefusal(tx: Db, hash: Uint8Array, now: Date): Promise<ApiError> {
+  const [row] = await tx<{ livemode: boolean; agent_active: boolean }[]>`${validTokenSql(tx, hash, now)}`;
+  return claimRefusalOf(row);
 }
 
 export function invalidSessionToken(): ApiError {
@@ -425,7 +458,7 @@ export async function withRedeemedSessionToken<T>(
   token: unknown,
   clock: Clock,
   prepare: (tx: Sql, session: ClaimedSessionToken) => Promise<T>,
-  opts: { callId?: string } = {},
+  opts: { callId?: string; livemode?: boolean } = {},
 ): Promise<{ session: ClaimedSessionToken; prepared: T }> {
   const hash = await presentedHash(token);
   if (!hash) throw invalidSessionToken();

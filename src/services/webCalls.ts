@@ -9,11 +9,20 @@ import { ApiError } from "../errors.ts";
 import { newId } from "../ids.ts";
 import { type LiveKit, LiveKitError, liveKitAgentName, type WebCallRoom } from "../livekit/client.ts";
 import type { FiredTimer, HandlerContext, TimerHandler } from "../timers/runner.ts";
-import { schedulerOf } from "../timers/scheduler.ts";
-import { insertSimulatedCall } from "./calls.ts";
+import { type InsertedTimerRow, schedulerOf } from "../timers/scheduler.ts";
+import { simulatedCallEntries } from "./calls.ts";
 import { recordEvent } from "./events.ts";
 import { reserveMinutes, settleReservation } from "./minutes.ts";
-import { assertAgentAvailable, assertPaidPlan, withRedeemedSessionToken } from "./sessions.ts";
+import {
+  assertAgentAvailable,
+  assertPaidPlan,
+  claimRefusalOf,
+  claimSql,
+  invalidSessionToken,
+  presentedHash,
+  validTokenSql,
+  withRedeemedSessionToken,
+} from "./sessions.ts";
 
 /**
  * Starting web calls (SPEC.md "POST /api/v1/web-calls", CONTRACT.md §4) and following live ones to
@@ -109,58 +118,80 @@ export async function startWithPublishableKey(
 }
 
 /**
- * Session form: token (401) → paid plan (live only) → agent (503) → plan minutes (403) → start. All of
- * it runs in the transaction that spends the token, so one claim decides among parallel requests and
- * a refusal rolls the claim back, leaving the token valid. A failure while starting comes after the
- * commit: the token stays spent.
+ * Session form: token (401) → paid plan (live only) → agent (503) → plan minutes (403) → start. One
+ * claim decides among parallel requests; a refusal leaves the token valid. A failure while starting
+ * comes after the commit: the token stays spent.
  *
- * A test token needs three round trips: `begin` with the claim, which also checks its agent (a test
- * call needs no plan nor minutes); the call's insert with its timer's; the commit.
+ * A test token is settled by one statement (`startSimulatedWebCall`). A live one then goes through the
+ * transaction that spends it: the checks run after its claim, and a refusal rolls the claim back.
  */
 export async function startWithSessionToken(
   deps: WebCallDeps,
   liveKit: LiveKit | null,
   token: unknown,
 ): Promise<StartedWebCall> {
+  const hash = await presentedHash(token);
+  if (!hash) throw invalidSessionToken();
   const callId = newId("call", deps.clock);
+  const simulated = await startSimulatedWebCall(deps, hash, callId);
+  if (simulated !== "live") return simulated;
+
   const { session, prepared } = await withRedeemedSessionToken(
     deps.sql,
     token,
     deps.clock,
     async (tx, s) => {
-      if (!s.livemode) {
-        // The claim took the token only because its agent is active.
-        const call = await insertSimulatedCall(tx, deps, {
-          id: callId,
-          organizationId: s.organizationId,
-          agentId: s.agentId,
-          agentLanguage: s.agent.language,
-          direction: "web",
-          to: null,
-          variables: s.variables,
-        });
-        return { simulatedCallId: call.id, live: null };
-      }
       await assertPaidPlan(tx, s.organizationId);
       const agent = await assertAgentAvailable(tx, s.organizationId, s.agentId, {
         livemode: true,
         mediaServerConfigured: liveKit !== null,
       });
-      const live = await prepareLiveCall(tx, deps, {
+      const call = await prepareLiveCall(tx, deps, {
         callId,
         organizationId: s.organizationId,
         agent,
         variables: s.variables,
         publishableKeyId: null,
       });
-      return { simulatedCallId: null, live: { agent, call: live } };
+      return { agent, call };
     },
-    { callId },
+    { callId, livemode: true },
   );
-  if (!prepared.live) {
-    return { simulated: true, livemode: false, callId: prepared.simulatedCallId!, maxSeconds: 600 };
+  return startRoom(deps, liveKit!, prepared.agent, prepared.call, session.variables);
+}
+
+/**
+ * A test token in one statement, so one round trip and one commit: the claim (a test token whose agent
+ * is active), the simulated call it starts and the call's first timer. When the claim takes nothing,
+ * the same statement reads what the token is: "live" sends it on to the live path; a valid test token
+ * whose agent is inactive is 503; anything else is 401, including a token that reads valid but that a
+ * parallel request spent first (the claim waited for that request's commit and then matched nothing).
+ */
+async function startSimulatedWebCall(
+  deps: WebCallDeps,
+  hash: Uint8Array,
+  callId: string,
+): Promise<SimulatedWebCall | "live"> {
+  const { sql } = deps;
+  const now = deps.clock.now();
+  const claimed = sql`
+    select organization_id, agent_id, variables, language from claim`;
+  const [row] = await sql<
+    { timers: InsertedTimerRow[] | null; livemode: boolean | null; agent_active: boolean | null }[]
+  >`
+    with claim as (${claimSql(sql, hash, now, { callId, livemode: false })}),
+      ${simulatedCallEntries(sql, deps, { id: callId, direction: "web", to: null }, claimed)},
+      valid as (${validTokenSql(sql, hash, now)})
+    select (select json_agg(created_timer) from created_timer) as timers, valid.livemode, valid.agent_active
+    from (select 1) one left join valid on true`;
+  if (row!.timers) {
+    schedulerOf(deps).scheduled(row!.timers);
+    return { simulated: true, livemode: false, callId, maxSeconds: 600 };
   }
-  return startRoom(deps, liveKit!, prepared.live.agent, prepared.live.call, session.variables);
+  if (row!.livemode) return "live";
+  throw claimRefusalOf(
+    row!.livemode === null ? undefined : { livemode: false, agent_active: row!.agent_active! },
+  );
 }
 
 interface PreparedCall {

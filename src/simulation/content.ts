@@ -30,13 +30,22 @@ export function pickLanguage(
   variables: Record<string, unknown> | null | undefined,
   agentLanguage: string,
 ): Language {
+  return languageOfVariables(variables) ?? (agentLanguage === "fr" ? "fr" : "en");
+}
+
+/**
+ * The language the `language` variable asks for (`fr…`, `français`, `en…`), or null when it asks for
+ * none and the agent's language applies. A session token keeps this from its mint, so that the call it
+ * starts later is created in one statement with the agent's language as the fallback.
+ */
+export function languageOfVariables(variables: Record<string, unknown> | null | undefined): Language | null {
   const v = variables?.language;
   if (typeof v === "string") {
     const l = v.trim().toLowerCase();
     if (l.startsWith("fr") || l === "français" || l === "francais") return "fr";
     if (l.startsWith("en")) return "en";
   }
-  return agentLanguage === "fr" ? "fr" : "en";
+  return null;
 }
 
 interface Business {

@@ -311,6 +311,24 @@ export class TimerRunner implements TimerScheduler {
     return { id: held.id, dueAt: new Date(held.dueMs) };
   }
 
+  /** `schedule` as a `with` entry: leased the same way, armed by `scheduled` once the statement answered. */
+  insertFrom(sql: Sql, rows: Fragment): Fragment {
+    const live = this.#running && !this.#stopping;
+    return insertTimersFrom(
+      sql,
+      rows,
+      live
+        ? { runner: this.#runner, horizonMs: this.#opts.horizonMs, leaseMs: this.#opts.leaseMs }
+        : undefined,
+    );
+  }
+
+  scheduled(rows: readonly InsertedTimerRow[]): void {
+    if (!this.#running || this.#stopping) return;
+    const now = performance.now();
+    for (const held of heldTimers(rows)) if (held.leased) this.#arm(held, now, true);
+  }
+
   /**
    * Deletes the row in the caller's transaction. A wheel entry for it, if any, stays: when it comes
    * due it finds no row and is dropped, and if the caller's transaction rolls back it still fires.

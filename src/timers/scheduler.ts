@@ -1,7 +1,7 @@
-import type { Sql } from "postgres";
-import { deleteTimer, insertTimer, type NewTimer } from "./store.ts";
+import type { Fragment, Sql } from "postgres";
+import { deleteTimer, type InsertedTimerRow, insertTimer, insertTimersFrom, type NewTimer } from "./store.ts";
 
-export type { NewTimer };
+export type { InsertedTimerRow, NewTimer };
 
 /**
  * The handle services use to create timers: `schedule(tx, …)` writes the row in the caller's
@@ -12,6 +12,13 @@ export type { NewTimer };
  */
 export interface TimerScheduler {
   schedule(sql: Sql, timer: NewTimer): Promise<{ id: string; dueAt: Date }>;
+  /**
+   * The same write as the body of a `with` entry, for a statement that creates the timers of the rows
+   * it changes: `rows` selects `kind text, due_at timestamptz, payload jsonb`. Hand the entry's rows to
+   * `scheduled` once the statement has answered.
+   */
+  insertFrom(sql: Sql, rows: Fragment): Fragment;
+  scheduled(rows: readonly InsertedTimerRow[]): void;
   cancel(sql: Sql, id: string): Promise<boolean>;
 }
 
@@ -20,6 +27,8 @@ export const databaseScheduler: TimerScheduler = {
     const held = await insertTimer(sql, timer);
     return { id: held.id, dueAt: new Date(held.dueMs) };
   },
+  insertFrom: (sql, rows) => insertTimersFrom(sql, rows),
+  scheduled: () => {},
   cancel: (sql, id) => deleteTimer(sql, id),
 };
 

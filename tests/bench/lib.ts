@@ -45,7 +45,11 @@ export interface ServerProcess {
 export async function startServer(env: Record<string, string>, timeoutMs = 30_000): Promise<ServerProcess> {
   const port = 20000 + Math.floor(Math.random() * 20000);
   const started = performance.now();
-  const proc = Bun.spawn([process.execPath, "src/main.ts", "serve"], {
+  // BENCH_CPU_PROF=<dir>: the server writes a CPU profile (Markdown) there when it stops.
+  const profile = process.env.BENCH_CPU_PROF
+    ? ["--cpu-prof-md", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`]
+    : [];
+  const proc = Bun.spawn([process.execPath, ...profile, "src/main.ts", "serve"], {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: "warn", HOST: "127.0.0.1", PORT: String(port), ...env },
     stdout: "ignore",

@@ -271,6 +271,23 @@ describe("a test token: the claim checks its agent", () => {
     expect(codeOf(await start(token).catch((e) => e))).toBe("invalid_session_token");
   });
 
+  test("the call's language: the `language` variable given at mint, else the agent's language when the call starts", async () => {
+    const s = await seedOrganization(ctx);
+    const asked = await mintToken(s.testKey, { agentId: s.agent.id, variables: { language: " Français " } });
+    const english = await mintToken(s.testKey, { agentId: s.agent.id, variables: { language: "en-GB" } });
+    const unsaid = await mintToken(s.testKey, { agentId: s.agent.id, variables: { language: 42 } });
+    await updateAgent(c(), s.agent.id, { language: "fr" });
+    const languageOf = async (token: string) => {
+      const { callId } = await start(token);
+      const [call] = await ctx.db.sql<{ language: string; variables: Record<string, unknown> }[]>`
+        select language, variables from calls where id = ${callId}`;
+      return call!;
+    };
+    expect(await languageOf(asked)).toEqual({ language: "fr", variables: { language: " Français " } });
+    expect((await languageOf(english)).language).toBe("en");
+    expect((await languageOf(unsaid)).language).toBe("fr");
+  });
+
   test("a spent, expired or revoked test token is 401 even when its agent is inactive", async () => {
     const s = await seedOrganization(ctx);
     const spent = await mintToken(s.testKey, { agentId: s.agent.id });
@@ -323,6 +340,10 @@ describe("a test token: the claim checks its agent", () => {
     const failing: TimerScheduler = {
       schedule: async (sql) => {
         await sql`select 1 / 0`;
+        throw new Error("unreachable");
+      },
+      insertFrom: (sql, rows) => sql`select 1 / (count(*) - count(*)) as failed from (${rows}) r`,
+      scheduled: () => {
         throw new Error("unreachable");
       },
       cancel: async () => false,
