@@ -181,9 +181,10 @@ async function startSimulatedWebCall(
   >`
     with claim as (${claimSql(sql, hash, now, { callId, livemode: false })}),
       ${simulatedCallEntries(sql, deps, { id: callId, direction: "web", to: null }, claimed)},
-      valid as (${validTokenSql(sql, hash, now)})
+      valid as (select * from (${validTokenSql(sql, hash, now)}) v where not exists (select from claim))
     select (select json_agg(created_timer) from created_timer) as timers, valid.livemode, valid.agent_active
     from (select 1) one left join valid on true`;
+  // `valid` is read only when the claim took nothing (its condition on `claim` gates the scan).
   if (row!.timers) {
     schedulerOf(deps).scheduled(row!.timers);
     return { simulated: true, livemode: false, callId, maxSeconds: 600 };
