@@ -7,6 +7,7 @@ import {
   type CallRow,
   type CallView,
   callView,
+  columnList,
   completeCalls,
   contactExists,
   findCall,
@@ -340,7 +341,7 @@ export async function listCalls(
     prefix: "call",
     limit: q.limit,
     startingAfter: q.starting_after,
-    columns: sql`${sql(CALL_COLUMNS)}`,
+    columns: columnList(sql, CALL_COLUMNS),
     map: callView,
   });
 }
