@@ -25,9 +25,10 @@ export function jsonBody(limitFor: (path: string) => number): MiddlewareHandler<
     const method = c.req.method;
     if (method !== "POST" && method !== "PUT" && method !== "PATCH") return next();
     const limit = limitFor(c.req.path);
-    const declared = Number(c.req.header("content-length") ?? "0");
+    const length = c.req.header("content-length");
+    const declared = Number(length ?? "0");
     if (declared > limit) throw tooLarge(limit);
-    const raw = await readAtMost(c.req.raw, limit);
+    const raw = await readAtMost(c.req.raw, limit, length !== undefined);
     const cache = c.req.bodyCache as BodyPromises;
     cache.arrayBuffer = Promise.resolve(raw.buffer as ArrayBuffer);
     const type = c.req.header("content-type");
@@ -57,9 +58,18 @@ interface BodyPromises {
   text?: Promise<string>;
 }
 
-/** Reads the body, giving up (413) as soon as more than `limit` bytes have arrived. */
-async function readAtMost(req: Request, limit: number): Promise<Uint8Array> {
+/**
+ * Reads the body, giving up (413) as soon as more than `limit` bytes have arrived. A body of declared
+ * length (checked against the limit already) is read in one piece: the HTTP server reads no more than
+ * Content-Length bytes, and one native read costs far less than a stream read chunk by chunk.
+ */
+async function readAtMost(req: Request, limit: number, declared: boolean): Promise<Uint8Array> {
   if (!req.body) return new Uint8Array(0);
+  if (declared) {
+    const whole = new Uint8Array(await req.arrayBuffer());
+    if (whole.byteLength > limit) throw tooLarge(limit);
+    return whole;
+  }
   const reader = req.body.getReader();
   const chunks: Uint8Array[] = [];
   let total = 0;
