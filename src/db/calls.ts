@@ -39,8 +39,8 @@ export type CallRow = {
   created_at: Date;
 };
 
-/** Every column but the transcript, which only its own route reads. */
-export const CALL_COLUMNS = [
+/** The columns an insert sets (`NewCall`). */
+const NEW_CALL_COLUMNS = [
   "id",
   "organization_id",
   "livemode",
@@ -53,6 +53,14 @@ export const CALL_COLUMNS = [
   "variables",
   "simulated_duration_seconds",
   "language",
+  "task_id",
+  "created_at",
+] as const;
+
+/** Every column but the transcript, which only its own route reads. */
+export const CALL_COLUMNS = [
+  ...NEW_CALL_COLUMNS,
+  // Filled in as the call goes on.
   "started_at",
   "ended_at",
   "duration_seconds",
@@ -61,8 +69,6 @@ export const CALL_COLUMNS = [
   "successful",
   "outcome",
   "recording_url",
-  "task_id",
-  "created_at",
 ] as const;
 
 const columnLists = new Map<string, string>();
@@ -114,23 +120,7 @@ export function transcriptView(r: { id: string; livemode: boolean; transcript: T
   return { callId: r.id, livemode: r.livemode, segments: r.transcript };
 }
 
-export type NewCall = Pick<
-  CallRow,
-  | "id"
-  | "organization_id"
-  | "livemode"
-  | "status"
-  | "agent_id"
-  | "to_number"
-  | "contact_id"
-  | "campaign_id"
-  | "direction"
-  | "variables"
-  | "simulated_duration_seconds"
-  | "language"
-  | "task_id"
-  | "created_at"
->;
+export type NewCall = Pick<CallRow, (typeof NEW_CALL_COLUMNS)[number]>;
 
 export async function insertCall(sql: Sql, c: NewCall): Promise<CallRow> {
   const [row] = await sql<CallRow[]>`${insertCallsFrom(
@@ -142,23 +132,6 @@ export async function insertCall(sql: Sql, c: NewCall): Promise<CallRow> {
   )}`;
   return row!;
 }
-
-const NEW_CALL_COLUMNS = [
-  "id",
-  "organization_id",
-  "livemode",
-  "status",
-  "agent_id",
-  "to_number",
-  "contact_id",
-  "campaign_id",
-  "direction",
-  "variables",
-  "simulated_duration_seconds",
-  "language",
-  "task_id",
-  "created_at",
-] as const satisfies readonly (keyof NewCall)[];
 
 /**
  * The body of a `with` entry (or a statement) inserting calls from `rows`, a select with the columns
