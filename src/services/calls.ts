@@ -179,7 +179,7 @@ interface SimulatedCallInput {
 /**
  * `createSimulatedCall` with the agent's language known: the call and its timer in one statement.
  */
-export async function insertSimulatedCall(
+async function insertSimulatedCall(
   tx: Sql,
   deps: CallDeps,
   input: SimulatedCallInput & { agentLanguage: string },

@@ -14,6 +14,18 @@ beforeAll(async () => {
 }, SETUP_TIMEOUT_MS);
 afterAll(() => ctx.close());
 
+/** A second agent of `orgId` and a key of `mode` restricted to it. */
+async function keyRestrictedToNewAgent(
+  orgId: string,
+  mode: "live" | "test",
+  scopes: Parameters<typeof createSecretKey>[2]["scopes"],
+) {
+  const c = { sql: ctx.deps.sql, clock: ctx.deps.clock };
+  const second = await createAgent(c, orgId, { name: "Second" });
+  const k = await createSecretKey(c, orgId, { mode, scopes, agentIds: [second.id] });
+  return { second, k };
+}
+
 async function rowCount(): Promise<number> {
   const [row] = await ctx.db.sql<{ n: number }[]>`select count(*)::int as n from session_tokens`;
   return row!.n;
@@ -59,13 +71,7 @@ describe("POST /api/v1/web-call-sessions: authentication and permissions", () =>
   });
 
   test("a key restricted to other agents is 403 agent_not_allowed; an allowed agent mints", async () => {
-    const c = { sql: ctx.deps.sql, clock: ctx.deps.clock };
-    const second = await createAgent(c, seed.org.id, { name: "Sales" });
-    const k = await createSecretKey(c, seed.org.id, {
-      mode: "test",
-      scopes: ["webcalls:write"],
-      agentIds: [second.id],
-    });
+    const { second, k } = await keyRestrictedToNewAgent(seed.org.id, "test", ["webcalls:write"]);
     expect(await errorOf(await mint(ctx, k.key, { agentId: seed.agent.id }))).toEqual({
       status: 403,
       code: "agent_not_allowed",
@@ -96,13 +102,7 @@ describe("POST /api/v1/web-call-sessions: authentication and permissions", () =>
   });
 
   test("the agent is checked before the key's agents: with a restricted key an unknown or foreign agent is 404", async () => {
-    const c = { sql: ctx.deps.sql, clock: ctx.deps.clock };
-    const second = await createAgent(c, seed.org.id, { name: "Support" });
-    const k = await createSecretKey(c, seed.org.id, {
-      mode: "live",
-      scopes: ["webcalls:write"],
-      agentIds: [second.id],
-    });
+    const { k } = await keyRestrictedToNewAgent(seed.org.id, "live", ["webcalls:write"]);
     for (const agentId of [`agt_${"1".repeat(26)}`, other.agent.id]) {
       expect(await errorOf(await mint(ctx, k.key, { agentId }))).toEqual({
         status: 404,
@@ -117,9 +117,7 @@ describe("POST /api/v1/web-call-sessions: authentication and permissions", () =>
 
   test("without a paid plan: unknown agent 404 → key's agents 403 agent_not_allowed → 403 plan_required", async () => {
     const s = await seedOrganization(ctx, { paidPlan: false });
-    const c = { sql: ctx.deps.sql, clock: ctx.deps.clock };
-    const second = await createAgent(c, s.org.id, { name: "Support" });
-    const k = await createSecretKey(c, s.org.id, { mode: "live", scopes: ["*"], agentIds: [second.id] });
+    const { second, k } = await keyRestrictedToNewAgent(s.org.id, "live", ["*"]);
     const codes = [];
     for (const agentId of [`agt_${"2".repeat(26)}`, s.agent.id, second.id]) {
       codes.push((await errorOf(await mint(ctx, k.key, { agentId }))).code);
