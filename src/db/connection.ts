@@ -79,13 +79,16 @@ export async function openDatabase(opts: OpenOptions): Promise<Database> {
   }
   const embedded = await openEmbedded(opts.dataDir, opts.log);
   // PGlite is a single session: exactly one connection, or transactions leak into each other.
-  const sql = postgres({
+  // `socket` is postgres.js's documented custom-socket option (absent from its type declarations):
+  // it accepts any object with the socket methods the driver uses, see db/pgliteWire.ts.
+  const options = {
     ...driverOptions,
-    path: embedded.socketPath,
+    socket: () => embedded.connect(),
     username: "postgres",
     database: "postgres",
     max: 1,
-  });
+  };
+  const sql = postgres(options as postgres.Options<Record<string, never>>);
   try {
     await sql`select 1`;
   } catch (err) {

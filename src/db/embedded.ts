@@ -1,12 +1,11 @@
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { chmodSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
-import { PGLiteSocketServer } from "@electric-sql/pglite-socket";
 import type { Logger } from "../log.ts";
 import { type PgliteFiles, pgliteFiles } from "../runtime/pglite.ts";
 import { lockDataDir } from "./dataDirLock.ts";
 import { loadTemplate, unpackTemplate } from "./pgdataTemplate.ts";
+import { PgliteWire } from "./pgliteWire.ts";
 
 /**
  * The embedded PostgreSQL (PGlite), stored in DATA_DIR:
@@ -14,13 +13,10 @@ import { loadTemplate, unpackTemplate } from "./pgdataTemplate.ts";
  *   DATA_DIR/voice-service.lock   the pid of the one process using the folder (see dataDirLock.ts)
  *   DATA_DIR/pgdata/              the PostgreSQL data directory; it only ever exists complete
  *   DATA_DIR/pgdata.init-<pid>/   a first start in progress, renamed to pgdata/ when complete
- *   DATA_DIR/run/.s.PGSQL.5432    the private socket postgres.js connects to
  *
- * Transport: a Unix socket in a 0700 folder rather than a loopback TCP port. PGlite has no
- * authentication, so a port would let any local user read and write the database; the socket's
- * folder admits only our user. Both PGLiteSocketServer (`path`) and postgres.js (`path`) support
- * it under Bun. A socket path is limited to ~104 bytes, so a very deep DATA_DIR falls back to a
- * private 0700 folder under the system temp folder.
+ * Transport: none outside the process. postgres.js talks to PGlite through an in-process wire
+ * (pgliteWire.ts): PGlite has no authentication, and with no port or socket nothing else on the
+ * machine can reach the database.
  *
  * Durability: PGlite runs PostgreSQL with fsync off and writes through the filesystem without
  * flushing. A committed transaction is in the operating system's page cache when the query
@@ -28,14 +24,11 @@ import { loadTemplate, unpackTemplate } from "./pgdataTemplate.ts";
  * at the next start; it does not survive a power cut or kernel crash before the kernel writes it.
  */
 export interface Embedded {
-  /** Path of the Unix socket in front of PGlite, for postgres.js's `path` option. */
-  socketPath: string;
+  /** A new connection for postgres.js's `socket` option. PGlite is one session: use one at a time. */
+  connect(): PgliteWire;
   close(): Promise<void>;
 }
 
-/** postgres.js looks for this name, like libpq, when given a socket folder. */
-const SOCKET_NAME = ".s.PGSQL.5432";
-const MAX_SOCKET_PATH = 103;
 /**
  * PostgreSQL's default of 128MB lives inside PGlite's WebAssembly memory, which is zeroed at every
  * start: ~100 ms of start-up and ~130 MB of resident memory. Pages missing from a smaller pool are
@@ -69,18 +62,10 @@ export async function openEmbedded(
       startParams: [...PGlite.defaultStartParams, "-c", `shared_buffers=${SHARED_BUFFERS}`],
     });
     cleanups.push(() => db.close());
-
-    const socketDir = privateSocketDir(root);
-    cleanups.push(socketDir.cleanup);
-    const socketPath = join(socketDir.path, SOCKET_NAME);
-    // A socket left by a killed process would make listen() fail; we hold the lock, so it is stale.
-    rmSync(socketPath, { force: true });
-    // One connection: PGlite is a single session, a second client would share its transaction.
-    const server = new PGLiteSocketServer({ db, path: socketPath, maxConnections: 1 });
-    await server.start();
-    cleanups.push(() => server.stop());
-    log.debug("embedded database ready", { dataDir, socketPath, engine: files.enginePath });
-    return { socketPath, close: closeAll };
+    // A run/ folder holding the Unix socket of earlier versions: nothing listens there any more.
+    rmSync(join(root, "run"), { recursive: true, force: true });
+    log.debug("embedded database ready", { dataDir, engine: files.enginePath });
+    return { connect: () => new PgliteWire(db), close: closeAll };
   } catch (err) {
     await closeAll().catch(() => {});
     throw err;
@@ -123,15 +108,4 @@ async function ensureDataDirectory(root: string, displayName: string, files: Pgl
   renameSync(staging, pgdata);
   log.info("created the embedded database", { dataDir: displayName });
   return pgdata;
-}
-
-function privateSocketDir(root: string): { path: string; cleanup: () => void } {
-  const inDataDir = join(root, "run");
-  if (Buffer.byteLength(join(inDataDir, SOCKET_NAME)) <= MAX_SOCKET_PATH) {
-    mkdirSync(inDataDir, { recursive: true, mode: 0o700 });
-    chmodSync(inDataDir, 0o700);
-    return { path: inDataDir, cleanup: () => {} };
-  }
-  const fallback = mkdtempSync(join(tmpdir(), "voice-service-"));
-  return { path: fallback, cleanup: () => rmSync(fallback, { recursive: true, force: true }) };
 }

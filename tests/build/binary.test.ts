@@ -53,7 +53,7 @@ describe("single executable", () => {
     // PGlite's engine is read from the executable's own file system, not from node_modules.
     expect(p.output()).toContain(`"engine":"/$bunfs/`);
     expect(p.output()).not.toContain("initialising the embedded database template");
-    expect(readdirSync(join(folder, "data")).sort()).toEqual(["pgdata", "run"]);
+    expect(readdirSync(join(folder, "data")).sort()).toEqual(["pgdata"]);
     expect(readdirSync(folder).sort()).toEqual(["data", "voice-service"]);
   }, 30_000);
 

@@ -11,8 +11,10 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import postgres from "postgres";
 import { openDatabase } from "../../src/db/connection.ts";
 import { DataDirInUseError } from "../../src/db/dataDirLock.ts";
+import { openEmbedded } from "../../src/db/embedded.ts";
 import { migrate } from "../../src/db/migrate.ts";
 import { silentLogger } from "../../src/log.ts";
 import { spawnService, stopService } from "./serviceProcess.ts";
@@ -164,7 +166,7 @@ describe("embedded database: first start", () => {
     await migrate(db.sql);
     expect([...(await db.sql`select count(*)::int as n from organizations`)]).toEqual([{ n: 0 }]);
     await db.close();
-    expect(readdirSync(dataDir).sort()).toEqual(["pgdata", "run"]);
+    expect(readdirSync(dataDir).sort()).toEqual(["pgdata"]);
   }
 
   test("a first start killed while it writes the data directory is repaired by the next start", async () => {
@@ -207,7 +209,7 @@ describe("embedded database: first start", () => {
     const db = await open(dataDir);
     await migrate(db.sql);
     await db.close();
-    expect(readdirSync(dataDir).sort()).toEqual(["pgdata", "run"]);
+    expect(readdirSync(dataDir).sort()).toEqual(["pgdata"]);
   });
 
   test("a leftover initialisation folder never costs an existing database", async () => {
@@ -243,13 +245,14 @@ describe("embedded database: first start", () => {
 });
 
 describe("embedded database: transport", () => {
-  test("postgres.js reaches PGlite through a Unix socket in a 0700 folder of DATA_DIR", async () => {
+  test("postgres.js reaches PGlite inside the process: no socket or port, one session", async () => {
     const dataDir = join(tempDir(), "data");
+    // The run/ folder of the earlier Unix-socket transport is removed at start.
+    mkdirSync(join(dataDir, "run"), { recursive: true });
+    writeFileSync(join(dataDir, "run", ".s.PGSQL.5432"), "");
     const db = await open(dataDir);
     try {
-      const run = join(dataDir, "run");
-      expect(statSync(run).mode & 0o777).toBe(0o700);
-      expect(statSync(join(run, ".s.PGSQL.5432")).isSocket()).toBe(true);
+      expect(readdirSync(dataDir).sort()).toEqual(["pgdata", "voice-service.lock"]);
       expect(statSync(join(dataDir, "pgdata")).mode & 0o777).toBe(0o700);
       // One session: a transaction and the queries after it run on the same connection.
       await db.sql.begin(async (tx) => {
@@ -262,14 +265,64 @@ describe("embedded database: transport", () => {
     }
   });
 
-  test("a DATA_DIR too deep for a socket path uses a private temporary folder instead", async () => {
-    const dataDir = join(tempDir(), "d".repeat(60), "e".repeat(60), "data");
-    const db = await open(dataDir);
+  test("statements sent together are answered in order; an error fails only its statement", async () => {
+    const db = await open(join(tempDir(), "data"));
     try {
-      expect([...(await db.sql`select 1 as one`)]).toEqual([{ one: 1 }]);
-      expect(existsSync(join(dataDir, "run"))).toBe(false);
+      // 200 statements queued in one turn of the event loop reach PGlite as a few batches.
+      const results = await Promise.allSettled(
+        Array.from({ length: 200 }, (_, i) =>
+          i === 57 ? db.sql`select 1 / ${0}::int as n` : db.sql`select ${i}::int as n`,
+        ),
+      );
+      expect(results[57]!.status).toBe("rejected");
+      expect(String((results[57] as PromiseRejectedResult).reason)).toContain("division by zero");
+      const values = results.map((r) => (r.status === "fulfilled" ? r.value[0]!.n : "error"));
+      expect(values).toEqual(Array.from({ length: 200 }, (_, i) => (i === 57 ? "error" : i)));
     } finally {
       await db.close();
+    }
+  });
+
+  test("large statements and answers cross the wire whole (several megabytes each way)", async () => {
+    const db = await open(join(tempDir(), "data"));
+    try {
+      const big = "ab".repeat(1_500_000);
+      const [echo] = await db.sql<{ s: string; n: number }[]>`select ${big}::text as s, length(${big}) as n`;
+      expect(echo!.n).toBe(3_000_000);
+      expect(echo!.s === big).toBe(true);
+      const rows = await db.sql<{ i: number }[]>`select generate_series(1, 100000) as i`;
+      expect(rows.length).toBe(100_000);
+      expect(rows.at(-1)!.i).toBe(100_000);
+    } finally {
+      await db.close();
+    }
+  });
+
+  test("a connection that ends inside a transaction leaves no transaction behind", async () => {
+    const embedded = await openEmbedded(join(tempDir(), "data"), silentLogger);
+    const connect = (sessionName: string) =>
+      postgres({
+        socket: () => embedded.connect(),
+        max: 1,
+        onnotice: () => {},
+        connection: {
+          application_name: sessionName,
+        },
+      } as postgres.Options<Record<string, never>>);
+    try {
+      const first = connect("first");
+      await first`create table kept (n int)`;
+      await first`begin`;
+      await first`insert into kept values (1)`;
+      await first.end();
+      // The same PGlite session, a new connection: the insert was rolled back, not left pending.
+      const second = connect("second");
+      expect([...(await second`select count(*)::int as n from kept`)]).toEqual([{ n: 0 }]);
+      await second`insert into kept values (2)`;
+      expect([...(await second`select count(*)::int as n from kept`)]).toEqual([{ n: 1 }]);
+      await second.end();
+    } finally {
+      await embedded.close();
     }
   });
 });
