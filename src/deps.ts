@@ -3,6 +3,7 @@ import type { Sql } from "postgres";
 import type { SecretKeyAuth } from "./auth/secretKey.ts";
 import type { Clock } from "./clock.ts";
 import type { Env } from "./env.ts";
+import type { WebCallRateLimit } from "./http/webCallGate.ts";
 import type { Logger } from "./log.ts";
 import type { TimerScheduler } from "./timers/scheduler.ts";
 
@@ -22,6 +23,8 @@ export interface AppEnv {
   Variables: {
     requestId: string;
     auth: SecretKeyAuth;
+    /** The request's rate-limit hit on `POST /api/v1/web-calls`, counted once (http/webCallGate.ts). */
+    webCallRateLimit: WebCallRateLimit;
   };
 }
 

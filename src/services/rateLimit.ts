@@ -1,4 +1,4 @@
-import type { Sql } from "postgres";
+import type { PendingQuery, Sql } from "postgres";
 import type { Clock } from "../clock.ts";
 
 /**
@@ -31,13 +31,35 @@ export async function hitRateLimit(
   address: string,
   rule: RateLimitRule = WEB_CALL_RATE_LIMIT,
 ): Promise<RateLimitDecision> {
+  const hit = rateLimitHit(sql, clock, address, rule);
+  const [row] = await sql<RateLimitRow[]>`${hit.sql}`;
+  return hit.decide(row!);
+}
+
+/** What the hit's statement returns: the address's hits in the window and whether this one passed. */
+export interface RateLimitRow {
+  hits: Date[];
+  last_allowed: boolean;
+}
+
+export interface RateLimitHit {
+  /** The statement that records the hit and returns a `RateLimitRow`; usable as a `with` entry. */
+  sql: PendingQuery<RateLimitRow[]>;
+  decide(row: RateLimitRow): RateLimitDecision;
+}
+
+/**
+ * A hit as a statement, for callers that run it inside a statement of their own (one commit for the
+ * hit and what it guards, see services/webCalls.ts); `hitRateLimit` runs it alone.
+ */
+export function rateLimitHit(sql: Sql, clock: Clock, address: string, rule: RateLimitRule): RateLimitHit {
   const now = clock.now();
   const windowMs = rule.windowSeconds * 1000;
   const windowStart = new Date(now.getTime() - windowMs);
   // One statement: the upsert locks the address's row and works on its latest version (`w`, not a
   // snapshot), keeps the hits still in the window, and appends this one only when fewer than `limit`
   // remain. Concurrent requests (any process) queue on the row lock, so exactly `limit` pass.
-  const [row] = await sql<{ hits: Date[]; last_allowed: boolean }[]>`
+  const statement = sql<RateLimitRow[]>`
     insert into rate_limit_windows as w (bucket, address, hits, last_allowed)
     values (${rule.bucket}, ${address}, array[${now}::timestamptz], ${rule.limit >= 1})
     on conflict (bucket, address) do update set
@@ -48,13 +70,17 @@ export async function hitRateLimit(
       end,
       last_allowed = (select count(*) from unnest(w.hits) h where h > ${windowStart}) < ${rule.limit}
     returning w.hits, w.last_allowed`;
-  void pruneRateLimitWindows(sql, clock, rule);
-  if (row!.last_allowed) return { allowed: true, retryAfterSeconds: 0 };
-  const hits = row!.hits;
-  const freeing = new Date(hits[hits.length - rule.limit]!).getTime();
   return {
-    allowed: false,
-    retryAfterSeconds: Math.max(1, Math.ceil((freeing + windowMs - now.getTime()) / 1000)),
+    sql: statement,
+    decide(row) {
+      void pruneRateLimitWindows(sql, clock, rule);
+      if (row.last_allowed) return { allowed: true, retryAfterSeconds: 0 };
+      const freeing = new Date(row.hits[row.hits.length - rule.limit]!).getTime();
+      return {
+        allowed: false,
+        retryAfterSeconds: Math.max(1, Math.ceil((freeing + windowMs - now.getTime()) / 1000)),
+      };
+    },
   };
 }
 

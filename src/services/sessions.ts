@@ -391,7 +391,7 @@ export function claimSql(
   sql: Db,
   hash: Uint8Array,
   now: Date,
-  opts: { callId?: string; livemode?: boolean },
+  opts: { callId?: string; livemode?: boolean; onlyIf?: Fragment },
 ): Fragment {
   const mode =
     opts.livemode === undefined
@@ -405,6 +405,7 @@ export function claimSql(
     where t.token_hash = ${hash} and t.spent_at is null and t.expires_at > ${now}
       and k.id = t.secret_key_id and k.revoked_at is null
       and a.id = t.agent_id and a.organization_id = t.organization_id and ${mode}
+      and ${opts.onlyIf ?? sql`true`}
     returning t.token_hash, t.organization_id, t.livemode, t.secret_key_id, t.agent_id, t.variables,
       t.expires_at, a.active as agent_active, a.language as agent_language,
       coalesce(t.language, a.language) as language`;

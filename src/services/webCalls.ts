@@ -6,6 +6,7 @@ import { type CallRow, type CallStatus, callView, insertCall, moveCall } from ".
 import { pipelinedTransaction } from "../db/connection.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
+import type { WebCallRateLimit } from "../http/webCallGate.ts";
 import { newId } from "../ids.ts";
 import { type LiveKit, LiveKitError, liveKitAgentName, type WebCallRoom } from "../livekit/client.ts";
 import type { FiredTimer, HandlerContext, TimerHandler } from "../timers/runner.ts";
@@ -13,6 +14,7 @@ import { type InsertedTimerRow, schedulerOf } from "../timers/scheduler.ts";
 import { simulatedCallEntries } from "./calls.ts";
 import { recordEvent } from "./events.ts";
 import { reserveMinutes, settleReservation } from "./minutes.ts";
+import type { RateLimitRow } from "./rateLimit.ts";
 import {
   assertAgentAvailable,
   assertPaidPlan,
@@ -129,11 +131,12 @@ export async function startWithSessionToken(
   deps: WebCallDeps,
   liveKit: LiveKit | null,
   token: unknown,
+  rateLimit: WebCallRateLimit,
 ): Promise<StartedWebCall> {
   const hash = await presentedHash(token);
   if (!hash) throw invalidSessionToken();
   const callId = newId("call", deps.clock);
-  const simulated = await startSimulatedWebCall(deps, hash, callId);
+  const simulated = await startSimulatedWebCall(deps, hash, callId, rateLimit);
   if (simulated !== "live") return simulated;
 
   const { session, prepared } = await withRedeemedSessionToken(
@@ -161,29 +164,42 @@ export async function startWithSessionToken(
 }
 
 /**
- * A test token in one statement, so one round trip and one commit: the claim (a test token whose agent
- * is active), the simulated call it starts and the call's first timer. When the claim takes nothing,
- * the same statement reads what the token is: "live" sends it on to the live path; a valid test token
- * whose agent is inactive is 503; anything else is 401, including a token that reads valid but that a
- * parallel request spent first (the claim waited for that request's commit and then matched nothing).
+ * A test token in one statement, so one round trip and one commit: the request's rate-limit hit, then,
+ * when it passed, the claim (a test token whose agent is active), the simulated call it starts and the
+ * call's first timer. When the claim takes nothing, the same statement reads what the token is: "live"
+ * sends it on to the live path (the hit is counted: that path does not count it again); a valid test
+ * token whose agent is inactive is 503; anything else is 401, including a token that reads valid but
+ * that a parallel request spent first (the claim waited for that request's commit and matched nothing).
  */
 async function startSimulatedWebCall(
   deps: WebCallDeps,
   hash: Uint8Array,
   callId: string,
+  rateLimit: WebCallRateLimit,
 ): Promise<SimulatedWebCall | "live"> {
   const { sql } = deps;
   const now = deps.clock.now();
+  const allowed = sql`(select last_allowed from rate_limit)`;
   const claimed = sql`
     select organization_id, agent_id, variables, language from claim`;
   const [row] = await sql<
-    { timers: InsertedTimerRow[] | null; livemode: boolean | null; agent_active: boolean | null }[]
+    (RateLimitRow & {
+      timers: InsertedTimerRow[] | null;
+      livemode: boolean | null;
+      agent_active: boolean | null;
+    })[]
   >`
-    with claim as (${claimSql(sql, hash, now, { callId, livemode: false })}),
+    with rate_limit as (${rateLimit.inStatement()}),
+      claim as (${claimSql(sql, hash, now, { callId, livemode: false, onlyIf: allowed })}),
       ${simulatedCallEntries(sql, deps, { id: callId, direction: "web", to: null }, claimed)},
-      valid as (select * from (${validTokenSql(sql, hash, now)}) v where not exists (select from claim))
-    select (select json_agg(created_timer) from created_timer) as timers, valid.livemode, valid.agent_active
-    from (select 1) one left join valid on true`;
+      valid as (
+        select * from (${validTokenSql(sql, hash, now)}) v where ${allowed} and not exists (select from claim)
+      )
+    select (select json_agg(created_timer) from created_timer) as timers, valid.livemode, valid.agent_active,
+      rate_limit.hits, rate_limit.last_allowed
+    from rate_limit left join valid on true`;
+  // Throws 429 when the hit was refused; then nothing else was done (every entry waits on `allowed`).
+  rateLimit.counted(row!);
   // `valid` is read only when the claim took nothing (its condition on `claim` gates the scan).
   if (row!.timers) {
     schedulerOf(deps).scheduled(row!.timers);

@@ -32,6 +32,8 @@ function throwawayApp(deps: Deps) {
   app.post("/api/v1/web-calls", async (c) => {
     const body = (await c.req.json()) as { fail?: ErrorCode };
     if (body.fail) throw new ApiError(body.fail, "refused");
+    // As the real route does: the hit is counted before anything with an effect.
+    await c.get("webCallRateLimit").settle();
     return c.json({ started: true }, 201);
   });
   registerListAgents(app, deps);
@@ -164,6 +166,15 @@ describe("rate limit on /api/v1/web-calls", () => {
     expect((await limited.json()).error.code).toBe("rate_limited");
     expect(limited.headers.get("retry-after")).toBe("510");
     expect(limited.headers.get("access-control-allow-origin")).toBe(ORIGIN);
+    // Answers the route gives without counting (malformed, refused) are replaced by the 429 too.
+    for (const opts of [{ body: "{oops" }, { body: JSON.stringify({ fail: "invalid_session_token" }) }]) {
+      const res = await post(app, peer, { origin: ORIGIN, ...opts });
+      expect(res.status).toBe(429);
+      expect((await res.json()).error.code).toBe("rate_limited");
+      expect(res.headers.get("retry-after")).toBe("510");
+      expect(res.headers.get("access-control-allow-origin")).toBe(ORIGIN);
+      expect(res.headers.get("x-request-id")).toMatch(/^req_/);
+    }
   });
 
   test("preflights do not count", async () => {

@@ -2,8 +2,10 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sha256 } from "../../src/auth/keys.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { ApiError } from "../../src/errors.ts";
+import { WebCallRateLimit } from "../../src/http/webCallGate.ts";
 import { newId } from "../../src/ids.ts";
 import { reserveMinutes, usedMinutes } from "../../src/services/minutes.ts";
+import { hitRateLimit, rateLimitHit, WEB_CALL_RATE_LIMIT } from "../../src/services/rateLimit.ts";
 import {
   assertAgentAvailable,
   assertPaidPlan,
@@ -239,7 +241,16 @@ describe("withRedeemedSessionToken: the session form up to the start of the call
 
 describe("a test token: the claim checks its agent", () => {
   const c = () => ({ sql: ctx.deps.sql, clock });
-  const start = (token: string) => startWithSessionToken(ctx.deps, null, token);
+  let addressSeq = 0;
+  let lastAddress = "";
+  const hitFrom = (address: string) =>
+    new WebCallRateLimit(rateLimitHit(ctx.deps.sql, clock, address, WEB_CALL_RATE_LIMIT));
+  /** The rate-limit hit the route's gate makes per request, here from an address of its own. */
+  const freshHit = () => {
+    lastAddress = `2001:db8::${(++addressSeq).toString(16)}`;
+    return hitFrom(lastAddress);
+  };
+  const start = (token: string) => startWithSessionToken(ctx.deps, null, token, freshHit());
   const spentCount = async (orgId: string) => {
     const [row] = await ctx.db.sql<{ n: number }[]>`
       select count(*)::int as n from session_tokens where organization_id = ${orgId} and spent_at is not null`;
@@ -316,22 +327,40 @@ describe("a test token: the claim checks its agent", () => {
       .catch((e) => e.session);
     expect(claimed?.agent).toEqual({ active: false, language: "en" });
     expect(await findSessionToken(ctx.db.sql, token, clock)).not.toBeNull();
-    expect(codeOf(await startWithSessionToken(ctx.deps, null, token).catch((e) => e))).toBe(
+    expect(codeOf(await startWithSessionToken(ctx.deps, null, token, freshHit()).catch((e) => e))).toBe(
       "agent_unavailable",
     );
     expect(await findSessionToken(ctx.db.sql, token, clock)).not.toBeNull();
   });
 
-  test("the spend, the call and its timer are written by one transaction", async () => {
+  test("the rate-limit hit, the spend, the call and its timer are written by one transaction", async () => {
     const token = await mintToken(seed.testKey);
     const { callId } = await start(token);
     const hash = await sha256(token);
-    const [row] = await ctx.db.sql<{ token: string; call: string; timer: string }[]>`
+    const [row] = await ctx.db.sql<{ token: string; call: string; timer: string; hit: string }[]>`
       select (select xmin::text from session_tokens where token_hash = ${hash}) as token,
              (select xmin::text from calls where id = ${callId}) as call,
-             (select xmin::text from timers where payload->>'callId' = ${callId}) as timer`;
+             (select xmin::text from timers where payload->>'callId' = ${callId}) as timer,
+             (select xmin::text from rate_limit_windows where address = ${lastAddress}) as hit`;
     expect(row!.call).toBe(row!.token);
     expect(row!.timer).toBe(row!.token);
+    expect(row!.hit).toBe(row!.token);
+  });
+
+  test("a refused rate-limit hit: 429 with Retry-After, nothing claimed or written, the token still valid", async () => {
+    const token = await mintToken(seed.testKey);
+    const address = "2001:db8::ffff";
+    for (let i = 0; i < WEB_CALL_RATE_LIMIT.limit; i++) await hitRateLimit(ctx.deps.sql, clock, address);
+    const callCount = async () =>
+      (await ctx.db.sql<{ n: number }[]>`select count(*)::int as n from calls`)[0]!.n;
+    const before = await callCount();
+    const refused = await startWithSessionToken(ctx.deps, null, token, hitFrom(address)).catch((e) => e);
+    expect(codeOf(refused)).toBe("rate_limited");
+    expect((refused as ApiError).headers).toEqual({ "Retry-After": "600" });
+    expect(await findSessionToken(ctx.db.sql, token, clock)).not.toBeNull();
+    expect(await callCount()).toBe(before);
+    // The same token from another address starts its call.
+    expect(await start(token)).toMatchObject({ simulated: true, livemode: false });
   });
 
   test("a failure of the timer's insert rolls the call back and leaves the token valid", async () => {

@@ -123,14 +123,18 @@ export function registerStartWebCall(app: App, deps: Deps, liveKit: LiveKit | nu
         "Send either publishableKey and captchaToken, or sessionToken alone.",
       );
     }
+    // The request's rate-limit hit: counted by the statement that redeems the token, or here before
+    // the publishable form does anything (http/webCallGate.ts).
+    const rateLimit = c.get("webCallRateLimit");
     if (hasSession) {
-      return c.json(await startWithSessionToken(deps, liveKit, body.sessionToken), 201);
+      return c.json(await startWithSessionToken(deps, liveKit, body.sessionToken, rateLimit), 201);
     }
     if (body.publishableKey === undefined) {
       throw new ApiError("invalid_request", "publishableKey is required with captchaToken.", {
         param: "publishableKey",
       });
     }
+    await rateLimit.settle();
     const started = await startWithPublishableKey(deps, liveKit, {
       publishableKey: body.publishableKey,
       captchaToken: body.captchaToken,
