@@ -36,7 +36,7 @@ export async function resolveSecretKey(sql: Sql, header: string | undefined): Pr
   if (!presented) return null;
   const kind = keyKind(presented);
   if (kind !== "live" && kind !== "test") return null;
-  const hash = await sha256(presented);
+  const hash = sha256(presented);
   const cache = keyCacheFor(sql);
   const hashHex = toHex(hash);
   const cached = cache.get(hashHex);

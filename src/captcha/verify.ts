@@ -106,7 +106,7 @@ function originHost(origin: string | undefined): string | null {
 /** Records an accepted token; false when it had already been accepted (even by another process). */
 async function rememberAccepted(deps: CaptchaDeps, token: string): Promise<boolean> {
   const now = deps.clock.now();
-  const hash = await sha256(token);
+  const hash = sha256(token);
   await deps.sql`delete from captcha_tokens_used where accepted_at <= ${new Date(now.getTime() - REMEMBER_MS)}`;
   const inserted = await deps.sql`
     insert into captcha_tokens_used (token_hash, accepted_at) values (${hash}, ${now})

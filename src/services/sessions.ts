@@ -111,7 +111,7 @@ async function deriveSessionToken(
 }
 
 /** SHA-256 of a canonical JSON of the request, to tell a replay from a different request with the same key. */
-async function requestFingerprint(agentId: string, variables: FlatVariables): Promise<Uint8Array> {
+function requestFingerprint(agentId: string, variables: FlatVariables): Uint8Array {
   const sorted = Object.fromEntries(
     Object.keys(variables)
       .sort()
@@ -192,11 +192,11 @@ export async function mintSessionToken(
 
   const idempotencyKey = input.idempotencyKey;
   const secret = await serverSecret(sql, "session_tokens");
-  const fingerprint = await requestFingerprint(agent.id, variables);
+  const fingerprint = requestFingerprint(agent.id, variables);
   const salt = toHex(crypto.getRandomValues(new Uint8Array(16)));
   const scope = { organizationId: auth.organizationId, livemode: auth.livemode, idempotencyKey };
   const fresh = await deriveSessionToken(secret, { ...scope, salt });
-  const freshHash = await sha256(fresh);
+  const freshHash = sha256(fresh);
 
   const result = await pipelinedTransaction(sql, async (tx) => {
     const now = clock.now();
@@ -317,7 +317,7 @@ function record(row: TokenRow): SessionTokenRecord {
 }
 
 /** The hash to look a presented token up by, or null when it is not even shaped like a session token. */
-export async function presentedHash(token: unknown): Promise<Uint8Array | null> {
+export function presentedHash(token: unknown): Uint8Array | null {
   if (typeof token !== "string" || keyKind(token) !== "sessionToken") return null;
   return sha256(token);
 }
@@ -331,7 +331,7 @@ export async function findSessionToken(
   token: unknown,
   clock: Clock,
 ): Promise<SessionTokenRecord | null> {
-  const hash = await presentedHash(token);
+  const hash = presentedHash(token);
   if (!hash) return null;
   const [row] = await sql<TokenRow[]>`
     select t.token_hash, t.organization_id, t.livemode, t.secret_key_id, t.agent_id, t.variables, t.expires_at
@@ -367,7 +367,7 @@ export async function redeemSessionToken(
   clock: Clock,
   opts: { callId?: string } = {},
 ): Promise<ClaimedSessionToken | null> {
-  const hash = await presentedHash(token);
+  const hash = presentedHash(token);
   return hash ? claimSessionToken(tx, hash, clock.now(), opts) : null;
 }
 
@@ -461,7 +461,7 @@ export async function withRedeemedSessionToken<T>(
   prepare: (tx: Sql, session: ClaimedSessionToken) => Promise<T>,
   opts: { callId?: string; livemode?: boolean } = {},
 ): Promise<{ session: ClaimedSessionToken; prepared: T }> {
-  const hash = await presentedHash(token);
+  const hash = presentedHash(token);
   if (!hash) throw invalidSessionToken();
   return pipelinedTransaction(sql, async (tx) => {
     const now = clock.now();

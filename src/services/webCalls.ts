@@ -58,7 +58,7 @@ async function findPublishableKey(sql: Sql, value: unknown): Promise<Publishable
   if (typeof value !== "string" || keyKind(value) !== "publishable") throw invalidKey();
   const [row] = await sql<PublishableKeyRow[]>`
     select id, organization_id, agent_id, allowed_origins from publishable_keys
-    where key_hash = ${await sha256(value)} and revoked_at is null`;
+    where key_hash = ${sha256(value)} and revoked_at is null`;
   if (!row) throw invalidKey();
   return row;
 }
@@ -133,7 +133,7 @@ export async function startWithSessionToken(
   token: unknown,
   rateLimit: WebCallRateLimit,
 ): Promise<StartedWebCall> {
-  const hash = await presentedHash(token);
+  const hash = presentedHash(token);
   if (!hash) throw invalidSessionToken();
   const callId = newId("call", deps.clock);
   const simulated = await startSimulatedWebCall(deps, hash, callId, rateLimit);

@@ -75,7 +75,7 @@ describe("POST /api/v1/web-call-sessions", () => {
         spent_at: Date | null;
         as_text: string;
       }[]
-    >`select t.*, t::text as as_text from session_tokens t where token_hash = ${await sha256(token)}`;
+    >`select t.*, t::text as as_text from session_tokens t where token_hash = ${sha256(token)}`;
     expect(rows).toHaveLength(1);
     const row = rows[0]!;
     expect(row.organization_id).toBe(seed.org.id);

@@ -213,7 +213,7 @@ describe("verifyCaptcha against a siteverify server", () => {
     // Any later acceptance sweeps out what is older than the memory.
     expect((await verifyCaptcha(deps(), { ...input, token: fresh() })).ok).toBe(true);
     const [row] = await ctx.db.sql<{ n: number }[]>`
-      select count(*)::int as n from captcha_tokens_used where token_hash = ${await sha256(token)}`;
+      select count(*)::int as n from captcha_tokens_used where token_hash = ${sha256(token)}`;
     expect(row!.n).toBe(0);
     const [all] = await ctx.db.sql<{ n: number }[]>`select count(*)::int as n from captcha_tokens_used`;
     expect(all!.n).toBe(1);

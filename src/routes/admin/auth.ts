@@ -19,7 +19,7 @@ export function requireAdminToken(deps: Pick<Deps, "env">): MiddlewareHandler<Ap
     if (!expected) throw new ApiError("not_found", `No route ${c.req.method} ${c.req.path}.`);
     const match = /^Bearer +(\S+)$/i.exec(c.req.header("authorization")?.trim() ?? "");
     const presented = match?.[1];
-    if (!presented || !timingSafeEqual(await sha256(presented), await expected)) {
+    if (!presented || !timingSafeEqual(sha256(presented), expected)) {
       throw new ApiError("invalid_key", "Provide the admin token as `Authorization: Bearer <ADMIN_TOKEN>`.");
     }
     await next();
