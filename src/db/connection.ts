@@ -87,6 +87,9 @@ export async function openDatabase(opts: OpenOptions): Promise<Database> {
     username: "postgres",
     database: "postgres",
     max: 1,
+    // The driver retires connections after 30–60 minutes by default; an in-process one gains nothing
+    // from it, and each new one prepares every statement again in the one session.
+    max_lifetime: null,
   };
   const sql = postgres(options as postgres.Options<Record<string, never>>);
   try {

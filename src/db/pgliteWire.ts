@@ -12,7 +12,11 @@ import type { PGlite } from "@electric-sql/pglite";
  * queue is drained goes to PGlite in one call, and nothing outside the process can reach the database:
  * there is no socket or port at all.
  *
- * One wire per PGlite: it is a single session, the driver gets exactly one connection.
+ * PGlite is one session, so one wire at a time owns it (from its startup message to its close); a
+ * second startup meanwhile is refused rather than interleaved with the first. When the owner closes,
+ * the session is reset for the next one: an open transaction rolled back, the prepared statements
+ * (named per connection by the driver) dropped. Session-level advisory locks are kept on purpose:
+ * the timer runner's liveness lock must survive a reconnect.
  */
 export class PgliteWire extends EventEmitter {
   /** Read by postgres.js before it sends its Terminate message. */
@@ -24,11 +28,13 @@ export class PgliteWire extends EventEmitter {
   #draining = false;
   /** The startup message has no type byte and must reach PGlite alone. */
   #started = false;
+  #output: Buffer[] = [];
+  /** Resolves once this wire no longer owns the session (after its close has reset it). */
+  #released: Promise<void> = Promise.resolve();
   #onData = (bytes: Uint8Array) => {
     // A view into PGlite's memory, reused by the next call: copy it out.
     if (bytes.length > 0 && this.readyState === "open") this.#output.push(Buffer.from(bytes));
   };
-  #output: Buffer[] = [];
 
   constructor(db: PGlite) {
     super();
@@ -55,22 +61,48 @@ export class PgliteWire extends EventEmitter {
   end(chunk?: Uint8Array): void {
     // The driver's last words are a Terminate message, which a single session has no use for.
     void chunk;
-    this.destroy();
+    this.#close();
   }
 
   destroy(): void {
+    this.#close();
+  }
+
+  /**
+   * Closes once: resets the session if this wire owned it, then tells the driver (`error` only if it
+   * still listens: an `error` event nobody listens to would throw).
+   */
+  #close(err?: unknown): void {
     if (this.readyState === "closed") return;
     this.readyState = "closed";
     this.#input = [];
-    // The session outlives the connection: a transaction left open would hold the next connection's
-    // statements (the driver only closes idle connections, so this is for the unexpected).
-    const rollback = this.#db.isInTransaction() ? this.#db.exec("rollback") : Promise.resolve();
-    void rollback.catch(() => {}).then(() => this.emit("close", false));
+    this.#output = [];
+    const owned = owners.get(this.#db) === this;
+    this.#released = (owned ? this.#resetSession() : Promise.resolve()).then(() => {
+      if (owned) owners.delete(this.#db);
+    });
+    void this.#released.then(() => {
+      if (err !== undefined && this.listenerCount("error") > 0) this.emit("error", err);
+      this.emit("close", err !== undefined);
+    });
+  }
+
+  async #resetSession(): Promise<void> {
+    try {
+      if (this.#db.isInTransaction()) await this.#db.exec("rollback");
+      await this.#db.exec("deallocate all");
+    } catch {
+      // PGlite closed or failed: there is no session left to reset.
+    }
   }
 
   /** Gives PGlite every complete message written so far, one call per batch, until none is left. */
   async #drain(): Promise<void> {
     try {
+      // A new connection's startup waits for the previous owner's reset if that is still running
+      // (the driver may start its next connection before our close event, e.g. after `sql.end()`).
+      const owner = owners.get(this.#db);
+      if (!this.#started && owner && owner !== this && owner.readyState === "closed") await owner.#released;
       while (this.readyState === "open") {
         const batch = this.#takeCompleteMessages();
         if (!batch) break;
@@ -84,15 +116,9 @@ export class PgliteWire extends EventEmitter {
         }
       }
     } catch (err) {
-      // PGlite itself failed (a SQL error comes back as an ErrorResponse instead): the session is
-      // unusable. The driver sees an error and a closed connection.
-      this.readyState = "closed";
-      this.#input = [];
-      this.#output = [];
-      queueMicrotask(() => {
-        this.emit("error", err);
-        this.emit("close", true);
-      });
+      // A malformed message, a second session, or PGlite itself failing (a SQL error comes back as an
+      // ErrorResponse instead): the driver sees an error and a closed connection.
+      this.#close(err);
     } finally {
       this.#draining = false;
     }
@@ -107,21 +133,36 @@ export class PgliteWire extends EventEmitter {
     const all = this.#input.length === 1 ? this.#input[0]! : Buffer.concat(this.#input, this.#inputLength);
     let end = 0;
     if (!this.#started) {
-      // Startup: Int32 length (itself included), then the protocol version and parameters.
-      if (all.length < 4 || all.length < all.readInt32BE(0)) return this.#keep(all, 0);
+      // Startup: Int32 length (itself included), Int32 protocol version or request code, parameters.
+      if (all.length < 8 || all.length < all.readInt32BE(0)) return this.#keep(all, 0);
       end = all.readInt32BE(0);
+      this.#claimSession(all.readInt32BE(4));
       this.#started = true;
     } else {
       // Every later message: a type byte, then an Int32 length that counts itself but not the type.
       while (end + 5 <= all.length) {
-        const next = end + 1 + all.readInt32BE(end + 1);
-        if (next > all.length) break;
-        end = next;
+        const length = all.readInt32BE(end + 1);
+        if (length < 4) throw new Error(`Malformed message to the embedded database (length ${length}).`);
+        if (end + 1 + length > all.length) break;
+        end += 1 + length;
       }
       if (end === 0) return this.#keep(all, 0);
     }
     this.#keep(all, end);
     return all.subarray(0, end);
+  }
+
+  /** Takes the session for a startup message; refuses cancel/SSL/GSS requests and a second session. */
+  #claimSession(code: number): void {
+    if (code !== PROTOCOL_3_0) {
+      // 80877102 cancel, 80877103 SSL, 80877104 GSS encryption: none applies to an in-process session.
+      throw new Error(`The embedded database does not take request ${code} (only protocol 3.0).`);
+    }
+    const owner = owners.get(this.#db);
+    if (owner && owner !== this) {
+      throw new Error("The embedded database is one session: it takes one connection at a time.");
+    }
+    owners.set(this.#db, this);
   }
 
   #keep(all: Buffer, from: number): null {
@@ -131,3 +172,7 @@ export class PgliteWire extends EventEmitter {
     return null;
   }
 }
+
+const PROTOCOL_3_0 = 196608;
+/** The wire that owns each PGlite session now. */
+const owners = new WeakMap<PGlite, PgliteWire>();

@@ -298,6 +298,87 @@ describe("embedded database: transport", () => {
     }
   });
 
+  test("one connection at a time: a second is refused, not interleaved; the next one after a close starts clean", async () => {
+    const embedded = await openEmbedded(join(tempDir(), "data"), silentLogger);
+    const connect = () =>
+      postgres({ socket: () => embedded.connect(), max: 1, onnotice: () => {} } as postgres.Options<
+        Record<string, never>
+      >);
+    try {
+      const first = connect();
+      await first`create table t (n int)`;
+      await first`insert into t values (${1})`;
+      const prepared = (await first<{ name: string }[]>`select name from pg_prepared_statements`).map(
+        (r) => r.name,
+      );
+      expect(prepared.length).toBeGreaterThanOrEqual(3);
+      await first`begin`;
+      const second = connect();
+      const refused = await second`select 1 as one`.catch((e: Error) => e);
+      expect(String(refused)).toContain("one connection at a time");
+      await second.end();
+      // The first is untouched, its transaction still open.
+      await first`insert into t values (${2})`;
+      await first`commit`;
+      await first.end();
+      // After the close: none of the first connection's prepared statements is left in the session.
+      const third = connect();
+      const left = (await third<{ name: string }[]>`select name from pg_prepared_statements`).map(
+        (r) => r.name,
+      );
+      expect(left.filter((name) => prepared.includes(name))).toEqual([]);
+      expect([...(await third`select count(*)::int as n from t`)]).toEqual([{ n: 2 }]);
+      await third.end();
+    } finally {
+      await embedded.close();
+    }
+  });
+
+  test("a cancel request or a malformed message closes that wire with an error and leaves the session alone", async () => {
+    const embedded = await openEmbedded(join(tempDir(), "data"), silentLogger);
+    const sql = postgres({ socket: () => embedded.connect(), max: 1, onnotice: () => {} } as postgres.Options<
+      Record<string, never>
+    >);
+    const closing = (wire: ReturnType<typeof embedded.connect>) =>
+      new Promise<{ hadError: boolean; error?: string }>((resolve) => {
+        let error: string | undefined;
+        wire.on("error", (e: Error) => {
+          error = e.message;
+        });
+        wire.on("close", (hadError: boolean) => resolve({ hadError, error }));
+      });
+    try {
+      await sql`select 1`;
+      const cancel = embedded.connect();
+      const cancelled = closing(cancel);
+      const request = Buffer.alloc(16);
+      request.writeInt32BE(16, 0);
+      request.writeInt32BE(80877102, 4);
+      cancel.write(request);
+      expect(await cancelled).toEqual({ hadError: true, error: expect.stringContaining("80877102") });
+
+      await sql.end();
+      const raw = embedded.connect();
+      const broken = closing(raw);
+      const startup = Buffer.from("\0\0\0\0\0\x03\0\0user\0postgres\0database\0postgres\0\0", "latin1");
+      startup.writeInt32BE(startup.length, 0);
+      raw.on("data", () => {});
+      raw.write(startup);
+      raw.write(Buffer.from([0x51, 0xff, 0xff, 0xff, 0xff]));
+      expect(await broken).toEqual({ hadError: true, error: expect.stringContaining("Malformed") });
+
+      const again = postgres({
+        socket: () => embedded.connect(),
+        max: 1,
+        onnotice: () => {},
+      } as postgres.Options<Record<string, never>>);
+      expect([...(await again`select 2 as two`)]).toEqual([{ two: 2 }]);
+      await again.end();
+    } finally {
+      await embedded.close();
+    }
+  });
+
   test("a connection that ends inside a transaction leaves no transaction behind", async () => {
     const embedded = await openEmbedded(join(tempDir(), "data"), silentLogger);
     const connect = (sessionName: string) =>
