@@ -57,8 +57,10 @@ export function rateLimitHit(sql: Sql, clock: Clock, address: string, rule: Rate
   const windowMs = rule.windowSeconds * 1000;
   const windowStart = new Date(now.getTime() - windowMs);
   // One statement: the upsert locks the address's row and works on its latest version (`w`, not a
-  // snapshot), keeps the hits still in the window, and appends this one only when fewer than `limit`
-  // remain. Concurrent requests (any process) queue on the row lock, so exactly `limit` pass.
+  // snapshot), keeps the hits still in the window, and adds this one only when fewer than `limit`
+  // remain. Concurrent requests (any process) queue on the row lock, so exactly `limit` pass. A hit
+  // is stamped when its request arrives but may be counted later (after the body is read), so the
+  // hits are sorted again rather than appended: the newest stays last, which the pruning relies on.
   const statement = sql<RateLimitRow[]>`
     insert into rate_limit_windows as w (bucket, address, hits, last_allowed)
     values (${rule.bucket}, ${address}, array[${now}::timestamptz], ${rule.limit >= 1})
@@ -66,7 +68,7 @@ export function rateLimitHit(sql: Sql, clock: Clock, address: string, rule: Rate
       hits = case
         when (select count(*) from unnest(w.hits) h where h > ${windowStart}) >= ${rule.limit}
           then array(select h from unnest(w.hits) h where h > ${windowStart} order by h)
-        else array(select h from unnest(w.hits) h where h > ${windowStart} order by h) || ${now}::timestamptz
+        else array(select h from unnest(w.hits || ${now}::timestamptz) h where h > ${windowStart} order by h)
       end,
       last_allowed = (select count(*) from unnest(w.hits) h where h > ${windowStart}) < ${rule.limit}
     returning w.hits, w.last_allowed`;

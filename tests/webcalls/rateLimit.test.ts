@@ -2,7 +2,12 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import postgres from "postgres";
 import { ManualClock } from "../../src/clock.ts";
 import { driverOptions } from "../../src/db/connection.ts";
-import { hitRateLimit, type RateLimitRule, WEB_CALL_RATE_LIMIT } from "../../src/services/rateLimit.ts";
+import {
+  hitRateLimit,
+  type RateLimitRule,
+  rateLimitHit,
+  WEB_CALL_RATE_LIMIT,
+} from "../../src/services/rateLimit.ts";
 import { createTestContext, type TestContext } from "../helpers/app.ts";
 import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
 
@@ -47,6 +52,19 @@ describe("hitRateLimit: 6 per rolling 10 minutes per address", () => {
     expect((await hit("198.51.100.2", c)).allowed).toBe(true);
     // The second oldest (11:01) leaves at 11:11, one minute later.
     expect(await hit("198.51.100.2", c)).toEqual({ allowed: false, retryAfterSeconds: 60 });
+  });
+
+  test("a hit counted after a later one (a slow request) keeps the hits in time order", async () => {
+    const c = new ManualClock("2026-11-21T12:30:00.000Z");
+    const slow = rateLimitHit(ctx.db.sql, c, "198.51.100.30", WEB_CALL_RATE_LIMIT);
+    c.advance(5_000);
+    await hit("198.51.100.30", c);
+    const [row] = await slow.sql;
+    expect(slow.decide(row!)).toEqual({ allowed: true, retryAfterSeconds: 0 });
+    expect(row!.hits.map((h) => new Date(h).toISOString())).toEqual([
+      "2026-11-21T12:30:00.000Z",
+      "2026-11-21T12:30:05.000Z",
+    ]);
   });
 
   test("addresses are counted apart", async () => {
