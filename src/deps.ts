@@ -3,8 +3,8 @@ import type { Sql } from "postgres";
 import type { SecretKeyAuth } from "./auth/secretKey.ts";
 import type { Clock } from "./clock.ts";
 import type { Env } from "./env.ts";
-import type { WebCallRateLimit } from "./http/webCallGate.ts";
 import type { Logger } from "./log.ts";
+import type { WebCallRateLimit } from "./services/rateLimit.ts";
 import type { TimerScheduler } from "./timers/scheduler.ts";
 
 /** Everything the app needs from outside. createApp(deps) has no side effects of its own. */

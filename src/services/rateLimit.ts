@@ -1,5 +1,6 @@
 import type { PendingQuery, Sql } from "postgres";
 import type { Clock } from "../clock.ts";
+import { ApiError } from "../errors.ts";
 
 /**
  * Rolling-window rate limits per client address, held in the database so that every process serving
@@ -32,7 +33,7 @@ export async function hitRateLimit(
   rule: RateLimitRule = WEB_CALL_RATE_LIMIT,
 ): Promise<RateLimitDecision> {
   const hit = rateLimitHit(sql, clock, address, rule);
-  const [row] = await sql<RateLimitRow[]>`${hit.sql}`;
+  const [row] = await hit.sql;
   return hit.decide(row!);
 }
 
@@ -100,4 +101,47 @@ async function pruneRateLimitWindows(sql: Sql, clock: Clock, rule: RateLimitRule
   } catch {
     // Housekeeping only: the per-address delete above keeps every decision right regardless.
   }
+}
+
+/**
+ * One request's hit on the web-call limit, counted exactly once: by `settle()` alone, or inside a
+ * statement of the caller's (`inStatement()` as a `with` entry, then `counted()` with its row), so the
+ * hit and the work it guards commit together. See http/webCallGate.ts for who counts when.
+ */
+export class WebCallRateLimit {
+  #hit: RateLimitHit;
+  #counted = false;
+
+  constructor(hit: RateLimitHit) {
+    this.#hit = hit;
+  }
+
+  get isCounted(): boolean {
+    return this.#counted;
+  }
+
+  /** Counts the hit alone unless it already was; throws 429 `rate_limited` when refused. */
+  async settle(): Promise<void> {
+    if (this.#counted) return;
+    const [row] = await this.#hit.sql;
+    this.counted(row!);
+  }
+
+  /** The hit's statement, for a `with` entry of a statement that then reports its row to `counted`. */
+  inStatement(): RateLimitHit["sql"] {
+    return this.#hit.sql;
+  }
+
+  /** Records that the hit was counted (its statement committed); throws 429 when it was refused. */
+  counted(row: RateLimitRow): void {
+    this.#counted = true;
+    const decision = this.#hit.decide(row);
+    if (!decision.allowed) throw rateLimited(decision.retryAfterSeconds);
+  }
+}
+
+function rateLimited(retryAfterSeconds: number): ApiError {
+  return new ApiError("rate_limited", "Too many web calls from this address. Try again later.", {
+    headers: { "Retry-After": String(retryAfterSeconds) },
+  });
 }

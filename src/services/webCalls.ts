@@ -6,7 +6,6 @@ import { type CallRow, type CallStatus, callView, insertCall, moveCall } from ".
 import { pipelinedTransaction } from "../db/connection.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
-import type { WebCallRateLimit } from "../http/webCallGate.ts";
 import { newId } from "../ids.ts";
 import { type LiveKit, LiveKitError, liveKitAgentName, type WebCallRoom } from "../livekit/client.ts";
 import type { FiredTimer, HandlerContext, TimerHandler } from "../timers/runner.ts";
@@ -14,7 +13,7 @@ import { type InsertedTimerRow, schedulerOf } from "../timers/scheduler.ts";
 import { simulatedCallEntries } from "./calls.ts";
 import { recordEvent } from "./events.ts";
 import { reserveMinutes, settleReservation } from "./minutes.ts";
-import type { RateLimitRow } from "./rateLimit.ts";
+import type { RateLimitRow, WebCallRateLimit } from "./rateLimit.ts";
 import {
   assertAgentAvailable,
   assertPaidPlan,

@@ -2,10 +2,14 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sha256 } from "../../src/auth/keys.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { ApiError } from "../../src/errors.ts";
-import { WebCallRateLimit } from "../../src/http/webCallGate.ts";
 import { newId } from "../../src/ids.ts";
 import { reserveMinutes, usedMinutes } from "../../src/services/minutes.ts";
-import { hitRateLimit, rateLimitHit, WEB_CALL_RATE_LIMIT } from "../../src/services/rateLimit.ts";
+import {
+  hitRateLimit,
+  rateLimitHit,
+  WEB_CALL_RATE_LIMIT,
+  WebCallRateLimit,
+} from "../../src/services/rateLimit.ts";
 import {
   assertAgentAvailable,
   assertPaidPlan,
