@@ -9,6 +9,7 @@ import m0006 from "../../sql/0006_key_changes.sql" with { type: "text" };
 import m0007 from "../../sql/0007_rate_limit_windows.sql" with { type: "text" };
 import m0008 from "../../sql/0008_campaigns.sql" with { type: "text" };
 import m0009 from "../../sql/0009_session_token_language.sql" with { type: "text" };
+import m0010 from "../../sql/0010_documents.sql" with { type: "text" };
 
 export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0001_init", sql: m0001 },
@@ -20,4 +21,5 @@ export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0007_rate_limit_windows", sql: m0007 },
   { name: "0008_campaigns", sql: m0008 },
   { name: "0009_session_token_language", sql: m0009 },
+  { name: "0010_documents", sql: m0010 },
 ];

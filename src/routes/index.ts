@@ -10,6 +10,7 @@ import { campaignRoutes } from "./campaigns/index.ts";
 import { contactRoutes } from "./contacts/index.ts";
 import { registerDemo } from "./demo.ts";
 import { registerListEvents } from "./events/list.ts";
+import { registerCreateDocument } from "./knowledge-bases/createDocument.ts";
 import { registerDeleteTask } from "./tasks/delete.ts";
 import { registerListTasks } from "./tasks/list.ts";
 import { registerCreateWebCallSession } from "./web-call-sessions/create.ts";
@@ -29,6 +30,7 @@ export const routes: ((app: App, deps: Deps) => void)[] = [
   registerListTasks,
   registerDeleteTask,
   ...contactRoutes,
+  registerCreateDocument,
   registerListEvents,
   ...webhookEndpointRoutes,
   registerCreateWebCallSession,

@@ -1,0 +1,60 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { secretKeyAuth } from "../../auth/secretKey.ts";
+import type { App, Deps } from "../../deps.ts";
+import { errorResponses } from "../../errors.ts";
+import { addDocument, CHUNK_MAX_CHARS, DocumentInputSchema } from "../../services/documents.ts";
+
+const KnowledgeBaseIdParams = z.object({
+  id: z.string().openapi({ param: { name: "id", in: "path" }, example: "kb_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
+});
+
+const DocumentReadySchema = z
+  .object({
+    documentId: z.string().openapi({ example: "doc_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
+    chunkCount: z.number().int().openapi({ example: 3 }),
+    livemode: z.boolean(),
+    simulated: z.literal(true).optional().openapi({
+      description:
+        "Only with a test key: the document id and chunk count are fictitious, nothing was stored.",
+    }),
+  })
+  .openapi("DocumentReady");
+
+export function registerCreateDocument(app: App, deps: Deps) {
+  const route = createRoute({
+    method: "post",
+    path: "/api/v1/knowledge-bases/{id}/documents",
+    tags: ["Knowledge bases"],
+    summary: "Add a document to a knowledge base",
+    description:
+      "Adds a plain-text document to a knowledge base of the organization and emits " +
+      "`knowledge.document_ready` with `{documentId, knowledgeBaseId, chunkCount, livemode}`. The text is " +
+      `split into chunks of at most ${CHUNK_MAX_CHARS.toLocaleString("en")} characters along paragraphs, ` +
+      "sentences and words. With a test key the request is validated the same way, nothing is stored, " +
+      "the answer carries `simulated: true` and a fictitious `documentId` (the document does not exist " +
+      "afterwards) and the event has `livemode` false. No paid plan is needed. The body may be up to 1 MiB.",
+    ...secretKeyAuth(deps.sql, "knowledge:write"),
+    request: {
+      params: KnowledgeBaseIdParams,
+      body: { required: true, content: { "application/json": { schema: DocumentInputSchema } } },
+    },
+    responses: {
+      201: {
+        description: "The document is ready (live), or would be (test key).",
+        content: { "application/json": { schema: DocumentReadySchema } },
+      },
+      ...errorResponses(
+        "invalid_request",
+        "invalid_key",
+        "missing_scope",
+        "not_found",
+        "payload_too_large",
+        "unsupported_media_type",
+      ),
+    },
+  });
+  app.openapi(route, async (c) => {
+    const ready = await addDocument(deps, c.get("auth"), c.req.valid("param").id, c.req.valid("json"));
+    return c.json(ready, 201);
+  });
+}

@@ -1,0 +1,203 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { CHUNK_MAX_CHARS, chunkText } from "../../src/services/documents.ts";
+import { createSecretKey } from "../../src/services/tenancy.ts";
+import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
+import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
+
+/** POST /api/v1/knowledge-bases/{id}/documents: both modes, every refusal, and the chunking. */
+
+let ctx: TestContext;
+let seed: Awaited<ReturnType<typeof seedOrganization>>;
+let other: Awaited<ReturnType<typeof seedOrganization>>;
+
+beforeAll(async () => {
+  ctx = await createTestContext();
+  seed = await seedOrganization(ctx, { paidPlan: false });
+  other = await seedOrganization(ctx);
+}, SETUP_TIMEOUT_MS);
+afterAll(() => ctx.close());
+
+const upload = (key: string, json: unknown, kb = seed.kb.id) =>
+  ctx.request(`/api/v1/knowledge-bases/${kb}/documents`, { method: "POST", key, json });
+
+const counts = async () => {
+  const [row] = await ctx.db.sql<{ documents: number; chunks: number }[]>`
+    select (select count(*)::int from documents) as documents, (select count(*)::int from document_chunks) as chunks`;
+  return row!;
+};
+
+async function readyEvents(key: string) {
+  const res = await ctx.request("/api/v1/events?type=knowledge.document_ready&limit=100", { key });
+  expect(res.status).toBe(200);
+  return (await res.json()).data as { id: string; livemode: boolean; data: Record<string, unknown> }[];
+}
+
+const TEXT = [
+  "We are open Monday to Friday, 9:00 to 18:00.",
+  "On Saturdays we open from 10:00 to 13:00. We are closed on Sundays and public holidays.",
+  "Parking is free for customers, behind the shop.",
+].join("\n\n");
+
+describe("with a test key", () => {
+  test("201 with a fictitious document, nothing stored, knowledge.document_ready with livemode false", async () => {
+    const before = await counts();
+    const res = await upload(seed.testKey, { title: "Opening hours", text: TEXT });
+    expect(res.status).toBe(201);
+    const body = await res.json();
+    expect(body).toEqual({
+      documentId: expect.stringMatching(/^doc_[0-9A-Z]{26}$/),
+      chunkCount: 1,
+      livemode: false,
+      simulated: true,
+    });
+    expect(await counts()).toEqual(before);
+    const [event] = (await readyEvents(seed.testKey)).filter((e) => e.data.documentId === body.documentId);
+    expect(event).toMatchObject({
+      livemode: false,
+      data: { documentId: body.documentId, knowledgeBaseId: seed.kb.id, chunkCount: 1, livemode: false },
+    });
+    // The live side of the organization does not see it.
+    expect((await readyEvents(seed.liveKey)).some((e) => e.data.documentId === body.documentId)).toBe(false);
+  });
+
+  test("the chunk count is the one a live upload of the same text gets", async () => {
+    const text = Array.from(
+      { length: 30 },
+      (_, i) => `Paragraph ${i}. ${"Some words here. ".repeat(10)}`,
+    ).join("\n\n");
+    const test = await (await upload(seed.testKey, { title: "Long", text })).json();
+    const live = await (await upload(seed.liveKey, { title: "Long", text })).json();
+    expect(test.chunkCount).toBe(live.chunkCount);
+    expect(test.chunkCount).toBe(chunkText(text).length);
+    expect(test.chunkCount).toBeGreaterThan(3);
+  });
+});
+
+describe("with a live key", () => {
+  test("201, the document and its chunks are stored, and the event carries livemode true; no plan needed", async () => {
+    const res = await upload(seed.liveKey, { title: "  Opening hours  ", text: TEXT });
+    expect(res.status).toBe(201);
+    const body = await res.json();
+    expect(body).toEqual({ documentId: expect.stringMatching(/^doc_/), chunkCount: 1, livemode: true });
+    const [doc] = await ctx.db.sql`
+      select organization_id, knowledge_base_id, title, chunk_count from documents where id = ${body.documentId}`;
+    expect({ ...doc }).toEqual({
+      organization_id: seed.org.id,
+      knowledge_base_id: seed.kb.id,
+      title: "Opening hours",
+      chunk_count: 1,
+    });
+    const chunks = await ctx.db.sql<{ position: number; content: string }[]>`
+      select position, content from document_chunks where document_id = ${body.documentId} order by position`;
+    expect(chunks.map((c) => ({ ...c }))).toEqual([{ position: 0, content: TEXT }]);
+    const [event] = (await readyEvents(seed.liveKey)).filter((e) => e.data.documentId === body.documentId);
+    expect(event).toMatchObject({
+      livemode: true,
+      data: { documentId: body.documentId, knowledgeBaseId: seed.kb.id, chunkCount: 1, livemode: true },
+    });
+  });
+
+  test("a text close to 1 MiB is accepted and stored whole, in chunks of at most 1,000 characters", async () => {
+    const sentence = "The agent reads this sentence when a caller asks about it. ";
+    const text = sentence.repeat(Math.floor((1024 * 1024 - 200) / sentence.length));
+    const res = await upload(seed.liveKey, { title: "Big", text });
+    expect(res.status).toBe(201);
+    const { documentId, chunkCount } = await res.json();
+    const chunks = await ctx.db.sql<{ content: string }[]>`
+      select content from document_chunks where document_id = ${documentId} order by position`;
+    expect(chunks.length).toBe(chunkCount);
+    expect(Math.max(...chunks.map((c) => c.content.length))).toBeLessThanOrEqual(CHUNK_MAX_CHARS);
+    expect(chunks.map((c) => c.content).join(" ")).toBe(text.trim());
+  });
+});
+
+describe("refusals", () => {
+  test("an unknown, malformed or other organization's knowledge base is 404 not_found in both modes, nothing written", async () => {
+    const before = await counts();
+    for (const key of [seed.liveKey, seed.testKey]) {
+      for (const kb of [other.kb.id, "kb_01JD8Y3M6W9Q2T4V5X7Z8A9B0C", "nope", seed.agent.id]) {
+        const res = await upload(key, { title: "T", text: "x" }, kb);
+        expect(res.status).toBe(404);
+        expect((await res.json()).error.code).toBe("not_found");
+      }
+    }
+    expect(await counts()).toEqual(before);
+  });
+
+  test("title and text are required non-empty strings; unknown fields refused: 400 invalid_request with param", async () => {
+    const cases: [unknown, string][] = [
+      [{ text: "x" }, "title"],
+      [{ title: "", text: "x" }, "title"],
+      [{ title: "   ", text: "x" }, "title"],
+      [{ title: "t".repeat(201), text: "x" }, "title"],
+      [{ title: 3, text: "x" }, "title"],
+      [{ title: "T" }, "text"],
+      [{ title: "T", text: "  \n\n " }, "text"],
+      [{ title: "T", text: ["x"] }, "text"],
+      [{ title: "T", text: "x", url: "https://example.com" }, "url"],
+    ];
+    const before = await counts();
+    for (const key of [seed.liveKey, seed.testKey]) {
+      for (const [json, param] of cases) {
+        const res = await upload(key, json);
+        const body = await res.json();
+        expect({ status: res.status, code: body.error?.code, param: body.error?.param }).toEqual({
+          status: 400,
+          code: "invalid_request",
+          param,
+        });
+      }
+    }
+    expect(await counts()).toEqual(before);
+  });
+
+  test("a body over 1 MiB is 413 payload_too_large; not JSON is 415", async () => {
+    const res = await upload(seed.liveKey, { title: "T", text: "x".repeat(1024 * 1024) });
+    expect(res.status).toBe(413);
+    expect((await res.json()).error.code).toBe("payload_too_large");
+    const raw = await ctx.request(`/api/v1/knowledge-bases/${seed.kb.id}/documents`, {
+      method: "POST",
+      key: seed.liveKey,
+      body: "title=T",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+    });
+    expect(raw.status).toBe(415);
+  });
+
+  test("a key without knowledge:write is 403 missing_scope; no key is 401", async () => {
+    const limited = await createSecretKey({ sql: ctx.deps.sql, clock: ctx.deps.clock }, seed.org.id, {
+      mode: "live",
+      scopes: ["contacts:write"],
+    });
+    const res = await upload(limited.key, { title: "T", text: "x" });
+    expect(res.status).toBe(403);
+    expect((await res.json()).error.code).toBe("missing_scope");
+    const anonymous = await ctx.request(`/api/v1/knowledge-bases/${seed.kb.id}/documents`, {
+      method: "POST",
+      json: { title: "T", text: "x" },
+    });
+    expect(anonymous.status).toBe(401);
+  });
+});
+
+describe("chunkText", () => {
+  test("keeps paragraphs together while they fit, then sentences, then words; nothing lost", () => {
+    expect(chunkText("  one\n\ntwo  \n \n three ", 100)).toEqual(["one\n\ntwo\n\nthree"]);
+    expect(chunkText("aaaa bbbb\n\ncccc dddd", 10)).toEqual(["aaaa bbbb", "cccc dddd"]);
+    expect(chunkText("First one. Second one! Third?", 12)).toEqual(["First one.", "Second one!", "Third?"]);
+    expect(chunkText("alpha beta gamma delta", 11)).toEqual(["alpha beta", "gamma delta"]);
+    expect(chunkText("x".repeat(25), 10)).toEqual(["x".repeat(10), "x".repeat(10), "x".repeat(5)]);
+    expect(chunkText(" \n\n ")).toEqual([]);
+  });
+
+  test("every chunk is within the limit and the words come back in order", () => {
+    const words = Array.from(
+      { length: 5000 },
+      (_, i) => `w${i}${i % 17 === 0 ? "." : ""}${i % 101 === 0 ? "\n\n" : ""}`,
+    );
+    const text = words.join(" ");
+    const chunks = chunkText(text, 300);
+    expect(chunks.every((c) => c.length > 0 && c.length <= 300)).toBe(true);
+    expect(chunks.join(" ").split(/\s+/)).toEqual(text.split(/\s+/).filter(Boolean));
+  });
+});
