@@ -10,6 +10,7 @@ import m0007 from "../../sql/0007_rate_limit_windows.sql" with { type: "text" };
 import m0008 from "../../sql/0008_campaigns.sql" with { type: "text" };
 import m0009 from "../../sql/0009_session_token_language.sql" with { type: "text" };
 import m0010 from "../../sql/0010_documents.sql" with { type: "text" };
+import m0011 from "../../sql/0011_webhook_deliveries.sql" with { type: "text" };
 
 export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0001_init", sql: m0001 },
@@ -22,4 +23,5 @@ export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0008_campaigns", sql: m0008 },
   { name: "0009_session_token_language", sql: m0009 },
   { name: "0010_documents", sql: m0010 },
+  { name: "0011_webhook_deliveries", sql: m0011 },
 ];

@@ -5,6 +5,7 @@ import { SIMULATION_TIMER, simulationSteps, TASK_TIMER } from "../services/calls
 import { campaignSteps } from "../services/campaigns.ts";
 import { runTask } from "../services/tasks.ts";
 import { WEB_CALL_MAX_DURATION_TIMER, webCallMaxDuration } from "../services/webCalls.ts";
+import { deliverWebhook, WEBHOOK_TIMER, WebhookSender } from "../services/webhookDelivery.ts";
 import type { TimerRunner } from "./runner.ts";
 
 /** Every timer kind of the service and its handler. Add a line per kind. */
@@ -13,5 +14,6 @@ export function registerTimerHandlers(runner: TimerRunner, deps: Deps): TimerRun
     .registerBatch(SIMULATION_TIMER, simulationSteps(deps), { databaseOnly: true })
     .registerBatch(CAMPAIGN_TIMER, campaignSteps(deps), { databaseOnly: true })
     .register(TASK_TIMER, runTask(deps))
-    .register(WEB_CALL_MAX_DURATION_TIMER, webCallMaxDuration(deps, createLiveKit(deps.env)));
+    .register(WEB_CALL_MAX_DURATION_TIMER, webCallMaxDuration(deps, createLiveKit(deps.env)))
+    .register(WEBHOOK_TIMER, deliverWebhook(deps, new WebhookSender(deps)));
 }

@@ -1,0 +1,234 @@
+import { createHmac } from "node:crypto";
+import type { Sql } from "postgres";
+import { pipelinedTransaction } from "../db/connection.ts";
+import type { Deps } from "../deps.ts";
+import type { HandlerContext, TimerHandler } from "../timers/runner.ts";
+import { schedulerOf } from "../timers/scheduler.ts";
+import { webhookUrlProblem } from "./webhookUrls.ts";
+
+/**
+ * Delivering events to webhook endpoints (CONTRACT.md §6): the event's JSON, signed per Standard
+ * Webhooks, POSTed to every endpoint of the organization that subscribes to its type, in both modes
+ * (receivers filter on `livemode`). At least once: a failure (an answer other than 2xx, or none within
+ * 15 s) is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h after it, on the real clock.
+ *
+ * How: a trigger (sql/0011) creates a delivery row and the timer of its first attempt with each event.
+ * The timer's handler counts the attempt and writes a safety-net timer for the next one, then hands
+ * the request to the sender, so no firing slot of the timer runner waits on a slow receiver. When the
+ * outcome is known the sender records it (fenced on the attempt number) and replaces the safety net:
+ * by nothing after a success, by the scheduled retry after a failure. If the process stops in
+ * between, the safety net makes the next attempt: a receiver may see an event twice, never zero times.
+ */
+
+export const WEBHOOK_TIMER = "webhook.deliver";
+/** Delays after the 1st … 7th failure; after the 8th attempt fails the delivery is given up. */
+export const RETRY_DELAYS_MS = [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000];
+export const MAX_ATTEMPTS = RETRY_DELAYS_MS.length + 1;
+export const ATTEMPT_TIMEOUT_MS = 15_000;
+/** How long after an attempt starts its safety net fires, beyond the retry delay (the outcome's write). */
+const SAFETY_MARGIN_MS = 30_000;
+
+export interface WebhookEvent {
+  id: string;
+  type: string;
+  livemode: boolean;
+  createdAt: string;
+  data: unknown;
+}
+
+/** Standard Webhooks: HMAC-SHA256 of `id.timestamp.body` under the secret's base64 bytes. */
+export function signWebhook(secret: string, id: string, timestamp: number, body: string): string {
+  const key = Buffer.from(secret.replace(/^whsec_/, ""), "base64");
+  return `v1,${createHmac("sha256", key).update(`${id}.${timestamp}.${body}`).digest("base64")}`;
+}
+
+interface Attempt {
+  deliveryId: number;
+  attempt: number;
+  endpointId: string;
+  url: string;
+  secret: string;
+  event: WebhookEvent;
+  safetyNetId: string;
+}
+
+type Outcome = { ok: true; status: number } | { ok: false; status: number | null; error: string };
+
+type SenderDeps = Pick<Deps, "sql" | "clock" | "log" | "env" | "timers">;
+
+/** Sends attempts with bounded concurrency, outside any transaction, and records their outcomes. */
+export class WebhookSender {
+  readonly #deps: SenderDeps;
+  readonly #timeoutMs: number;
+  readonly #concurrency: number;
+  readonly #queue: Attempt[] = [];
+  readonly #running = new Set<Promise<void>>();
+
+  constructor(deps: SenderDeps, opts: { timeoutMs?: number; concurrency?: number } = {}) {
+    this.#deps = deps;
+    this.#timeoutMs = opts.timeoutMs ?? ATTEMPT_TIMEOUT_MS;
+    this.#concurrency = opts.concurrency ?? 8;
+  }
+
+  enqueue(attempt: Attempt): void {
+    this.#queue.push(attempt);
+    this.#pump();
+  }
+
+  /** Resolves when every attempt handed over so far has been sent and recorded. */
+  async idle(): Promise<void> {
+    while (this.#running.size > 0) await Promise.allSettled([...this.#running]);
+  }
+
+  #pump(): void {
+    while (this.#running.size < this.#concurrency && this.#queue.length > 0) {
+      const attempt = this.#queue.shift()!;
+      const run = this.#send(attempt)
+        .then((outcome) => recordOutcome(this.#deps, attempt, outcome))
+        .catch((err) =>
+          // The safety net still makes the next attempt.
+          this.#deps.log.error("webhook delivery outcome not recorded", {
+            deliveryId: attempt.deliveryId,
+            error: (err as Error).message,
+          }),
+        )
+        .finally(() => {
+          this.#running.delete(run);
+          this.#pump();
+        });
+      this.#running.add(run);
+    }
+  }
+
+  async #send(a: Attempt): Promise<Outcome> {
+    const problem = webhookUrlProblem(a.url, this.#deps.env.WEBHOOK_ALLOW_PRIVATE_URLS);
+    if (problem) return { ok: false, status: null, error: `url ${problem}` };
+    const body = JSON.stringify(a.event);
+    const timestamp = Math.floor(this.#deps.clock.now().getTime() / 1000);
+    try {
+      const res = await fetch(a.url, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          "user-agent": "voice-service-webhooks/1",
+          "webhook-id": a.event.id,
+          "webhook-timestamp": String(timestamp),
+          "webhook-signature": signWebhook(a.secret, a.event.id, timestamp, body),
+        },
+        body,
+        // A redirect is an answer other than 2xx: following it could lead anywhere.
+        redirect: "manual",
+        signal: AbortSignal.timeout(this.#timeoutMs),
+      });
+      await res.body?.cancel().catch(() => {});
+      if (res.status >= 200 && res.status < 300) return { ok: true, status: res.status };
+      return { ok: false, status: res.status, error: `answered ${res.status}` };
+    } catch (err) {
+      const timedOut = (err as Error).name === "TimeoutError";
+      return {
+        ok: false,
+        status: null,
+        error: timedOut ? `no answer within ${this.#timeoutMs} ms` : "request failed",
+      };
+    }
+  }
+}
+
+/**
+ * Writes an attempt's outcome, unless a later attempt already took over (the attempt number fences
+ * it), and replaces the attempt's safety net with what comes next.
+ */
+export async function recordOutcome(deps: SenderDeps, a: Attempt, outcome: Outcome): Promise<void> {
+  const scheduler = schedulerOf(deps);
+  const finished = outcome.ok || a.attempt >= MAX_ATTEMPTS;
+  const status = outcome.ok ? "delivered" : finished ? "failed" : "pending";
+  await pipelinedTransaction(deps.sql, async (tx) => {
+    // The attempt's own transaction may not have committed yet (the request goes out as soon as the
+    // handler hands it over). An update fenced on `attempts` would then judge the row by its version
+    // before that commit and skip it; locking the row first waits for that transaction and reads what
+    // it committed (or the version before, if it rolled back: then the attempt never counted).
+    const [current] = await tx<{ attempts: number; status: string }[]>`
+      select attempts, status from webhook_deliveries where id = ${a.deliveryId} for update`;
+    if (current?.attempts !== a.attempt || current.status !== "pending") return;
+    await tx`
+      update webhook_deliveries
+      set status = ${status}, last_status = ${outcome.status}, last_error = ${outcome.ok ? null : outcome.error},
+        finished_at = ${finished ? deps.clock.now() : null}
+      where id = ${a.deliveryId}`;
+    await scheduler.cancel(tx, a.safetyNetId);
+    if (!finished) {
+      await scheduler.schedule(tx, {
+        kind: WEBHOOK_TIMER,
+        delayMs: RETRY_DELAYS_MS[a.attempt - 1]!,
+        payload: { deliveryId: a.deliveryId },
+      });
+    }
+  });
+  if (!outcome.ok) {
+    deps.log.warn("webhook delivery failed", {
+      deliveryId: a.deliveryId,
+      endpointId: a.endpointId,
+      eventId: a.event.id,
+      attempt: a.attempt,
+      error: outcome.error,
+      ...(finished ? { givenUp: true } : { retryInMs: RETRY_DELAYS_MS[a.attempt - 1] }),
+    });
+  }
+}
+
+interface DeliveryRow {
+  attempts: number;
+  endpoint_id: string;
+  url: string;
+  secret: string;
+  event_id: string;
+  type: string;
+  livemode: boolean;
+  data: unknown;
+  created_at: Date;
+}
+
+/** The handler of `webhook.deliver` timers: counts the attempt and hands it to the sender. */
+export function deliverWebhook(deps: Pick<Deps, "log">, sender: WebhookSender): TimerHandler {
+  return async ({ tx, timer, schedule }: HandlerContext) => {
+    const deliveryId = Number(timer.payload.deliveryId);
+    const [d] = await (tx as Sql)<DeliveryRow[]>`
+      update webhook_deliveries d set attempts = d.attempts + 1
+      from events ev, webhook_endpoints e
+      where d.id = ${deliveryId} and d.status = 'pending' and d.attempts < ${MAX_ATTEMPTS}
+        and ev.id = d.event_id and e.id = d.endpoint_id
+      returning d.attempts, d.endpoint_id, e.url, e.secret, ev.id as event_id, ev.type, ev.livemode, ev.data,
+        ev.created_at`;
+    if (!d) {
+      // The endpoint was deleted (dropped), or the last attempt's outcome was never written (failed).
+      await tx`
+        update webhook_deliveries
+        set status = case when exists (select from webhook_endpoints where id = endpoint_id) then 'failed'
+          else 'dropped' end,
+          finished_at = now()
+        where id = ${deliveryId} and status = 'pending'`;
+      return;
+    }
+    const net = await schedule({
+      kind: WEBHOOK_TIMER,
+      delayMs: ATTEMPT_TIMEOUT_MS + SAFETY_MARGIN_MS + (RETRY_DELAYS_MS[d.attempts - 1] ?? 0),
+      payload: { deliveryId },
+    });
+    sender.enqueue({
+      deliveryId,
+      attempt: d.attempts,
+      endpointId: d.endpoint_id,
+      url: d.url,
+      secret: d.secret,
+      safetyNetId: net.id,
+      event: {
+        id: d.event_id,
+        type: d.type,
+        livemode: d.livemode,
+        createdAt: d.created_at.toISOString(),
+        data: d.data,
+      },
+    });
+    deps.log.debug("webhook attempt handed over", { deliveryId, attempt: d.attempts });
+  };
+}

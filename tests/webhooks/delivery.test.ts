@@ -1,0 +1,310 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createHmac } from "node:crypto";
+import type { Server } from "bun";
+import type { Sql } from "postgres";
+import { recordEvent } from "../../src/services/events.ts";
+import { deliverWebhook, MAX_ATTEMPTS, WebhookSender } from "../../src/services/webhookDelivery.ts";
+import type { FiredTimer, HandlerContext } from "../../src/timers/runner.ts";
+import { databaseScheduler } from "../../src/timers/scheduler.ts";
+import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
+import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
+
+/**
+ * Webhook delivery (CONTRACT.md §6) to a local receiver: Standard Webhooks signature, body, event-type
+ * subscriptions, retry after a failure, timeout, giving up, and endpoints deleted meanwhile.
+ */
+
+interface Received {
+  path: string;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/** A receiver answering each path from a script of statuses (then 200), or never (`hang`). */
+function startReceiver() {
+  const received: Received[] = [];
+  const scripts = new Map<string, number[]>();
+  const server: Server<undefined> = Bun.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    async fetch(req) {
+      const path = new URL(req.url).pathname;
+      received.push({ path, headers: Object.fromEntries(req.headers), body: await req.text() });
+      if (path === "/hang") return new Promise<Response>(() => {});
+      const status = scripts.get(path)?.shift() ?? 200;
+      return new Response(null, { status, headers: status === 302 ? { location: "/elsewhere" } : {} });
+    },
+  });
+  return {
+    url: (path: string) => `http://127.0.0.1:${server.port}${path}`,
+    received,
+    at: (path: string) => received.filter((r) => r.path === path),
+    script: (path: string, statuses: number[]) => scripts.set(path, statuses),
+    stop: () => server.stop(true),
+  };
+}
+
+async function until<T>(what: string, check: () => Promise<T | undefined> | T | undefined, ms = 10_000) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await Bun.sleep(25);
+  }
+}
+
+/** The Standard Webhooks signature, computed here independently of the service. */
+function expectedSignature(secret: string, id: string, timestamp: string, body: string) {
+  const key = Buffer.from(secret.slice("whsec_".length), "base64");
+  return `v1,${createHmac("sha256", key).update(`${id}.${timestamp}.${body}`).digest("base64")}`;
+}
+
+let receiver: ReturnType<typeof startReceiver>;
+beforeAll(() => {
+  receiver = startReceiver();
+});
+afterAll(() => receiver.stop());
+
+async function createEndpoint(ctx: TestContext, key: string, url: string, events?: string[]) {
+  const res = await ctx.request("/api/v1/webhook-endpoints", {
+    method: "POST",
+    key,
+    json: events ? { url, events } : { url },
+  });
+  expect(res.status).toBe(201);
+  return (await res.json()) as { id: string; secret: string };
+}
+
+async function deliveryOf(ctx: TestContext, eventId: string, endpointId: string) {
+  const [row] = await ctx.db.sql<
+    { id: string; status: string; attempts: number; last_status: number | null; last_error: string | null }[]
+  >`select id::text, status, attempts, last_status, last_error from webhook_deliveries
+    where event_id = ${eventId} and endpoint_id = ${endpointId}`;
+  return row;
+}
+
+const webhookTimers = async (ctx: TestContext, deliveryId: string) => [
+  ...(await ctx.db.sql<{ due_in_ms: number }[]>`
+    select (extract(epoch from due_at - now()) * 1000)::int as due_in_ms from timers
+    where kind = 'webhook.deliver' and payload->>'deliveryId' = ${deliveryId}`),
+];
+
+describe("with the timer runner", () => {
+  let ctx: TestContext;
+  let seed: Awaited<ReturnType<typeof seedOrganization>>;
+  beforeAll(async () => {
+    ctx = await createTestContext({ timers: true, env: { WEBHOOK_ALLOW_PRIVATE_URLS: "true" } });
+    seed = await seedOrganization(ctx);
+  }, SETUP_TIMEOUT_MS);
+  afterAll(() => ctx.close());
+
+  async function createContact(key: string) {
+    const res = await ctx.request("/api/v1/contacts", {
+      method: "POST",
+      key,
+      json: { phone: "+33612345678" },
+    });
+    expect(res.status).toBe(201);
+    const events = await (await ctx.request("/api/v1/events?type=contact.created&limit=1", { key })).json();
+    return events.data[0] as {
+      id: string;
+      type: string;
+      livemode: boolean;
+      createdAt: string;
+      data: unknown;
+    };
+  }
+
+  test("an event reaches its subscribed endpoint signed per Standard Webhooks, in both modes; others get nothing", async () => {
+    const subscribed = await createEndpoint(ctx, seed.liveKey, receiver.url("/contacts"), [
+      "contact.created",
+    ]);
+    const elsewhere = await createEndpoint(ctx, seed.liveKey, receiver.url("/calls"), ["call.started"]);
+    for (const key of [seed.testKey, seed.liveKey]) {
+      const event = await createContact(key);
+      const got = await until("the delivery", () =>
+        receiver.at("/contacts").find((r) => r.headers["webhook-id"] === event.id),
+      );
+      expect(JSON.parse(got.body)).toEqual(event);
+      expect(event.livemode).toBe(key === seed.liveKey);
+      const timestamp = got.headers["webhook-timestamp"]!;
+      expect(Math.abs(Number(timestamp) - Date.now() / 1000)).toBeLessThan(10);
+      expect(got.headers["webhook-signature"]).toBe(
+        expectedSignature(subscribed.secret, event.id, timestamp, got.body),
+      );
+      expect(got.headers["content-type"]).toBe("application/json");
+      const delivery = await until("the recorded outcome", async () => {
+        const d = await deliveryOf(ctx, event.id, subscribed.id);
+        return d?.status === "delivered" ? d : undefined;
+      });
+      expect(delivery).toMatchObject({ attempts: 1, last_status: 200, last_error: null });
+      expect(await webhookTimers(ctx, delivery.id)).toEqual([]);
+      expect(await deliveryOf(ctx, event.id, elsewhere.id)).toBeUndefined();
+    }
+    expect(receiver.at("/calls")).toEqual([]);
+    expect(ctx.logs.join("\n")).not.toContain(subscribed.secret.slice("whsec_".length));
+  });
+
+  test("a failed attempt (500) is retried 5 s later, and the retry's success ends the delivery", async () => {
+    receiver.script("/flaky", [500]);
+    const endpoint = await createEndpoint(ctx, seed.liveKey, receiver.url("/flaky"), ["contact.created"]);
+    const event = await createContact(seed.liveKey);
+    const failed = await until("the failed first attempt", async () => {
+      const d = await deliveryOf(ctx, event.id, endpoint.id);
+      return d?.last_status === 500 ? d : undefined;
+    });
+    expect(failed).toMatchObject({ status: "pending", attempts: 1, last_error: "answered 500" });
+    const [retry] = await webhookTimers(ctx, failed.id);
+    expect(retry!.due_in_ms).toBeGreaterThan(3_500);
+    expect(retry!.due_in_ms).toBeLessThanOrEqual(5_000);
+    const delivered = await until(
+      "the retry",
+      async () => {
+        const d = await deliveryOf(ctx, event.id, endpoint.id);
+        return d?.status === "delivered" ? d : undefined;
+      },
+      9_000,
+    );
+    expect(delivered).toMatchObject({ attempts: 2, last_status: 200, last_error: null });
+    expect(receiver.at("/flaky").length).toBe(2);
+    expect(await webhookTimers(ctx, failed.id)).toEqual([]);
+  }, 15_000);
+
+  test("an endpoint deleted before the attempt: the delivery is dropped, nothing is sent", async () => {
+    const endpoint = await createEndpoint(ctx, seed.liveKey, receiver.url("/deleted"));
+    let eventId = "";
+    await ctx.db.sql.begin(async (tx) => {
+      eventId = await recordEvent(tx, ctx.deps.clock, {
+        organizationId: seed.org.id,
+        type: "contact.created",
+        livemode: true,
+        data: { id: "ct_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" },
+      });
+      await tx`delete from webhook_endpoints where id = ${endpoint.id}`;
+    });
+    await until("the drop", async () => {
+      const d = await deliveryOf(ctx, eventId, endpoint.id);
+      return d?.status === "dropped" ? d : undefined;
+    });
+    expect(receiver.at("/deleted")).toEqual([]);
+  });
+});
+
+describe("one attempt at a time (no runner: the handler is called by the test)", () => {
+  let ctx: TestContext;
+  let seed: Awaited<ReturnType<typeof seedOrganization>>;
+  beforeAll(async () => {
+    ctx = await createTestContext({ env: { WEBHOOK_ALLOW_PRIVATE_URLS: "true" } });
+    seed = await seedOrganization(ctx);
+  }, SETUP_TIMEOUT_MS);
+  afterAll(() => ctx.close());
+
+  /** Writes an event for one new endpoint at `path`; returns the delivery the trigger created. */
+  async function pendingDelivery(path: string) {
+    const endpoint = await createEndpoint(ctx, seed.liveKey, receiver.url(path));
+    const eventId = await recordEvent(ctx.db.sql, ctx.deps.clock, {
+      organizationId: seed.org.id,
+      type: "contact.deleted",
+      livemode: true,
+      data: { id: "ct_01JD8Y3M6W9Q2T4V5X7Z8A9B0C", deleted: true },
+    });
+    const delivery = (await deliveryOf(ctx, eventId, endpoint.id))!;
+    // The trigger wrote the first attempt's timer, due now; this test fires it by hand.
+    expect((await webhookTimers(ctx, delivery.id)).length).toBe(1);
+    await ctx.db
+      .sql`delete from timers where kind = 'webhook.deliver' and payload->>'deliveryId' = ${delivery.id}`;
+    return { eventId, endpoint, delivery };
+  }
+
+  /** Fires the delivery's timer by hand; `holdMs` keeps its transaction open after the handler returned. */
+  async function attempt(deliveryId: string, sender: WebhookSender, holdMs = 0) {
+    const handler = deliverWebhook(ctx.deps, sender);
+    await ctx.db.sql.begin(async (transaction) => {
+      const tx = transaction as unknown as Sql;
+      const context: HandlerContext = {
+        tx,
+        timer: {
+          id: "0",
+          kind: "webhook.deliver",
+          payload: { deliveryId: Number(deliveryId) },
+          dueAt: new Date(),
+          attempts: 0,
+        } as FiredTimer,
+        schedule: (t) => databaseScheduler.schedule(tx, t),
+      };
+      await handler(context);
+      if (holdMs) await Bun.sleep(holdMs);
+    });
+    await sender.idle();
+  }
+
+  test("no answer within the timeout is a failure: recorded, retried 5 s later, the safety net replaced", async () => {
+    const { eventId, endpoint, delivery } = await pendingDelivery("/hang");
+    const sender = new WebhookSender(ctx.deps, { timeoutMs: 300 });
+    const started = Date.now();
+    await attempt(delivery.id, sender);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+    expect(await deliveryOf(ctx, eventId, endpoint.id)).toMatchObject({
+      status: "pending",
+      attempts: 1,
+      last_status: null,
+      last_error: "no answer within 300 ms",
+    });
+    const timers = await webhookTimers(ctx, delivery.id);
+    expect(timers.length).toBe(1);
+    expect(timers[0]!.due_in_ms).toBeGreaterThan(4_000);
+    expect(timers[0]!.due_in_ms).toBeLessThanOrEqual(5_000);
+  });
+
+  test(`a redirect is a failure and is not followed; after attempt ${MAX_ATTEMPTS} the delivery is given up`, async () => {
+    receiver.script("/moved", [302, 302]);
+    const { eventId, endpoint, delivery } = await pendingDelivery("/moved");
+    const sender = new WebhookSender(ctx.deps);
+    await attempt(delivery.id, sender);
+    expect(await deliveryOf(ctx, eventId, endpoint.id)).toMatchObject({
+      status: "pending",
+      attempts: 1,
+      last_status: 302,
+    });
+    expect(receiver.at("/elsewhere")).toEqual([]);
+    // Six more failures happened meanwhile; the eighth and last attempt fails too.
+    await ctx.db.sql`update webhook_deliveries set attempts = ${MAX_ATTEMPTS - 1} where id = ${delivery.id}`;
+    await ctx.db
+      .sql`delete from timers where kind = 'webhook.deliver' and payload->>'deliveryId' = ${delivery.id}`;
+    await attempt(delivery.id, sender);
+    expect(await deliveryOf(ctx, eventId, endpoint.id)).toMatchObject({
+      status: "failed",
+      attempts: MAX_ATTEMPTS,
+      last_status: 302,
+    });
+    expect(await webhookTimers(ctx, delivery.id)).toEqual([]);
+    expect(receiver.at("/moved").length).toBe(2);
+  });
+
+  test("an answer that comes before the attempt's transaction commits is recorded once it has", async () => {
+    const { eventId, endpoint, delivery } = await pendingDelivery("/quick");
+    const sender = new WebhookSender(ctx.deps);
+    // The receiver answers within milliseconds; the attempt's transaction commits 300 ms later.
+    await attempt(delivery.id, sender, 300);
+    expect(receiver.at("/quick").length).toBe(1);
+    expect(await deliveryOf(ctx, eventId, endpoint.id)).toMatchObject({
+      status: "delivered",
+      attempts: 1,
+      last_status: 200,
+    });
+    expect(await webhookTimers(ctx, delivery.id)).toEqual([]);
+  });
+
+  test("an outcome written after a later attempt took over changes nothing (the attempt number fences it)", async () => {
+    const { eventId, endpoint, delivery } = await pendingDelivery("/late");
+    const sender = new WebhookSender(ctx.deps);
+    await attempt(delivery.id, sender);
+    expect(await deliveryOf(ctx, eventId, endpoint.id)).toMatchObject({ status: "delivered", attempts: 1 });
+    // The safety net of a lost outcome firing after all: the delivery is finished, no request goes out.
+    const before = receiver.at("/late").length;
+    await attempt(delivery.id, sender);
+    expect(receiver.at("/late").length).toBe(before);
+    expect(await deliveryOf(ctx, eventId, endpoint.id)).toMatchObject({ status: "delivered", attempts: 1 });
+  });
+});
