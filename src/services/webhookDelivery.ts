@@ -1,10 +1,11 @@
 import { createHmac } from "node:crypto";
+import { lookup } from "node:dns/promises";
 import type { Sql } from "postgres";
 import { pipelinedTransaction } from "../db/connection.ts";
 import type { Deps } from "../deps.ts";
 import type { HandlerContext, TimerHandler } from "../timers/runner.ts";
 import { schedulerOf } from "../timers/scheduler.ts";
-import { webhookUrlProblem } from "./webhookUrls.ts";
+import { isPrivateHost, webhookUrlProblem } from "./webhookUrls.ts";
 
 /**
  * Delivering events to webhook endpoints (CONTRACT.md §6): the event's JSON, signed per Standard
@@ -13,8 +14,9 @@ import { webhookUrlProblem } from "./webhookUrls.ts";
  * 15 s) is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h after it, on the real clock.
  *
  * How: a trigger (sql/0011) creates a delivery row and the timer of its first attempt with each event.
- * The timer's handler counts the attempt and writes a safety-net timer for the next one, then hands
- * the request to the sender, so no firing slot of the timer runner waits on a slow receiver. When the
+ * The timer's handler counts the attempt and writes a safety-net timer for the next one; once that
+ * commits, it hands the request to the sender, so no firing slot of the timer runner waits on a slow
+ * receiver and a rolled-back attempt sends nothing. When the
  * outcome is known the sender records it (fenced on the attempt number) and replaces the safety net:
  * by nothing after a success, by the scheduled retry after a failure. If the process stops in
  * between, the safety net makes the next attempt: a receiver may see an event twice, never zero times.
@@ -55,22 +57,40 @@ interface Attempt {
 type Outcome = { ok: true; status: number } | { ok: false; status: number | null; error: string };
 
 type SenderDeps = Pick<Deps, "sql" | "clock" | "log" | "env" | "timers">;
+/** Addresses of a host name (injectable for tests). */
+export type Resolve = (hostname: string) => Promise<string[]>;
+const resolveWithDns: Resolve = async (hostname) =>
+  (await lookup(hostname, { all: true, verbatim: true })).map((a) => a.address);
 
 /** Sends attempts with bounded concurrency, outside any transaction, and records their outcomes. */
 export class WebhookSender {
   readonly #deps: SenderDeps;
   readonly #timeoutMs: number;
   readonly #concurrency: number;
+  readonly #maxQueued: number;
+  readonly #resolve: Resolve;
   readonly #queue: Attempt[] = [];
   readonly #running = new Set<Promise<void>>();
 
-  constructor(deps: SenderDeps, opts: { timeoutMs?: number; concurrency?: number } = {}) {
+  constructor(
+    deps: SenderDeps,
+    opts: { timeoutMs?: number; concurrency?: number; maxQueued?: number; resolve?: Resolve } = {},
+  ) {
     this.#deps = deps;
     this.#timeoutMs = opts.timeoutMs ?? ATTEMPT_TIMEOUT_MS;
     this.#concurrency = opts.concurrency ?? 8;
+    this.#maxQueued = opts.maxQueued ?? 10_000;
+    this.#resolve = opts.resolve ?? resolveWithDns;
   }
 
   enqueue(attempt: Attempt): void {
+    if (this.#queue.length >= this.#maxQueued) {
+      // Memory stays bounded; the attempt's safety net makes it again later.
+      this.#deps.log.warn("webhook sender queue full; the attempt waits for its safety net", {
+        deliveryId: attempt.deliveryId,
+      });
+      return;
+    }
     this.#queue.push(attempt);
     this.#pump();
   }
@@ -83,8 +103,7 @@ export class WebhookSender {
   #pump(): void {
     while (this.#running.size < this.#concurrency && this.#queue.length > 0) {
       const attempt = this.#queue.shift()!;
-      const run = this.#send(attempt)
-        .then((outcome) => recordOutcome(this.#deps, attempt, outcome))
+      const run = this.#sendIfCurrent(attempt)
         .catch((err) =>
           // The safety net still makes the next attempt.
           this.#deps.log.error("webhook delivery outcome not recorded", {
@@ -100,9 +119,31 @@ export class WebhookSender {
     }
   }
 
+  /** Skips an attempt that waited in the queue while a later one took over or the delivery ended. */
+  async #sendIfCurrent(a: Attempt): Promise<void> {
+    const [current] = await this.#deps.sql<{ attempts: number; status: string }[]>`
+      select attempts, status from webhook_deliveries where id = ${a.deliveryId}`;
+    if (current?.attempts !== a.attempt || current.status !== "pending") return;
+    await recordOutcome(this.#deps, a, await this.#send(a));
+  }
+
   async #send(a: Attempt): Promise<Outcome> {
-    const problem = webhookUrlProblem(a.url, this.#deps.env.WEBHOOK_ALLOW_PRIVATE_URLS);
+    const allowPrivate = this.#deps.env.WEBHOOK_ALLOW_PRIVATE_URLS;
+    const problem = webhookUrlProblem(a.url, allowPrivate);
     if (problem) return { ok: false, status: null, error: `url ${problem}` };
+    if (!allowPrivate) {
+      // The URL was checked as text; a public name may still resolve to a private address.
+      const host = new URL(a.url).hostname;
+      let addresses: string[];
+      try {
+        addresses = await this.#resolve(host.replace(/^\[|\]$/g, ""));
+      } catch {
+        return { ok: false, status: null, error: "host name not found" };
+      }
+      if (addresses.some((address) => isPrivateHost(address.includes(":") ? `[${address}]` : address))) {
+        return { ok: false, status: null, error: "url resolves to a loopback, private or reserved address" };
+      }
+    }
     const body = JSON.stringify(a.event);
     const timestamp = Math.floor(this.#deps.clock.now().getTime() / 1000);
     try {
@@ -143,10 +184,11 @@ export async function recordOutcome(deps: SenderDeps, a: Attempt, outcome: Outco
   const finished = outcome.ok || a.attempt >= MAX_ATTEMPTS;
   const status = outcome.ok ? "delivered" : finished ? "failed" : "pending";
   await pipelinedTransaction(deps.sql, async (tx) => {
-    // The attempt's own transaction may not have committed yet (the request goes out as soon as the
-    // handler hands it over). An update fenced on `attempts` would then judge the row by its version
-    // before that commit and skip it; locking the row first waits for that transaction and reads what
-    // it committed (or the version before, if it rolled back: then the attempt never counted).
+    // Locks in the order a firing safety net takes them (its timer row, then the delivery row), so the
+    // two never wait on each other. If this attempt is stale, its net has fired already: a no-op.
+    await scheduler.cancel(tx, a.safetyNetId);
+    // Locked and read before writing: an update fenced on `attempts` would judge a row changed by a
+    // transaction still running by its older version; the lock waits for that transaction instead.
     const [current] = await tx<{ attempts: number; status: string }[]>`
       select attempts, status from webhook_deliveries where id = ${a.deliveryId} for update`;
     if (current?.attempts !== a.attempt || current.status !== "pending") return;
@@ -155,7 +197,6 @@ export async function recordOutcome(deps: SenderDeps, a: Attempt, outcome: Outco
       set status = ${status}, last_status = ${outcome.status}, last_error = ${outcome.ok ? null : outcome.error},
         finished_at = ${finished ? deps.clock.now() : null}
       where id = ${a.deliveryId}`;
-    await scheduler.cancel(tx, a.safetyNetId);
     if (!finished) {
       await scheduler.schedule(tx, {
         kind: WEBHOOK_TIMER,
@@ -190,7 +231,7 @@ interface DeliveryRow {
 
 /** The handler of `webhook.deliver` timers: counts the attempt and hands it to the sender. */
 export function deliverWebhook(deps: Pick<Deps, "log">, sender: WebhookSender): TimerHandler {
-  return async ({ tx, timer, schedule }: HandlerContext) => {
+  return async ({ tx, timer, schedule, afterCommit }: HandlerContext) => {
     const deliveryId = Number(timer.payload.deliveryId);
     const [d] = await (tx as Sql)<DeliveryRow[]>`
       update webhook_deliveries d set attempts = d.attempts + 1
@@ -214,7 +255,7 @@ export function deliverWebhook(deps: Pick<Deps, "log">, sender: WebhookSender): 
       delayMs: ATTEMPT_TIMEOUT_MS + SAFETY_MARGIN_MS + (RETRY_DELAYS_MS[d.attempts - 1] ?? 0),
       payload: { deliveryId },
     });
-    sender.enqueue({
+    const attempt: Attempt = {
       deliveryId,
       attempt: d.attempts,
       endpointId: d.endpoint_id,
@@ -228,7 +269,9 @@ export function deliverWebhook(deps: Pick<Deps, "log">, sender: WebhookSender): 
         createdAt: d.created_at.toISOString(),
         data: d.data,
       },
-    });
-    deps.log.debug("webhook attempt handed over", { deliveryId, attempt: d.attempts });
+    };
+    // Only a counted attempt is sent: after a rollback the timer fires again and counts it then.
+    afterCommit(() => sender.enqueue(attempt));
+    deps.log.debug("webhook attempt counted", { deliveryId, attempt: d.attempts });
   };
 }

@@ -39,6 +39,11 @@ export interface HandlerContext {
   timer: FiredTimer;
   /** Schedules a follow-up timer in the same transaction. */
   schedule(timer: NewTimer): Promise<{ id: string; dueAt: Date }>;
+  /**
+   * Runs `fn` once the firing transaction has committed, never if it rolls back: for work outside
+   * the database (a request to another service) that must follow only a change that really happened.
+   */
+  afterCommit(fn: () => void): void;
 }
 
 /**
@@ -60,6 +65,8 @@ export interface BatchContext {
    */
   followUps(rows: Fragment): Fragment;
   scheduled(rows: readonly InsertedTimerRow[]): void;
+  /** As in HandlerContext: runs `fn` after the firing transaction commits, never after a rollback. */
+  afterCommit(fn: () => void): void;
 }
 
 /**
@@ -198,9 +205,11 @@ export class TimerRunner implements TimerScheduler {
 
   /** Registers the handler of a kind, called once per timer. One handler per kind. */
   register(kind: string, handler: TimerHandler): this {
-    return this.registerBatch(kind, async ({ tx, timers, schedule }) => {
+    return this.registerBatch(kind, async ({ tx, timers, schedule, afterCommit }) => {
       const results = await Promise.allSettled(
-        timers.map((timer) => handler({ tx, timer, schedule: async (t) => (await schedule([t]))[0]! })),
+        timers.map((timer) =>
+          handler({ tx, timer, schedule: async (t) => (await schedule([t]))[0]!, afterCommit }),
+        ),
       );
       const failed = results.find((r) => r.status === "rejected");
       if (failed) throw (failed as PromiseRejectedResult).reason;
@@ -507,6 +516,7 @@ export class TimerRunner implements TimerScheduler {
    */
   async #fire(batch: Entry[], mayRunAhead = true): Promise<void> {
     let followUps: HeldTimer[] = [];
+    const committed: (() => void)[] = [];
     const begun = performance.now();
     const ahead =
       mayRunAhead &&
@@ -523,7 +533,7 @@ export class TimerRunner implements TimerScheduler {
           batch.map((e) => e.held),
         );
         if (ahead) {
-          const [owned] = await settledAll([taking, this.#runHandlers(tx, batch, followUps)]);
+          const [owned] = await settledAll([taking, this.#runHandlers(tx, batch, followUps, committed)]);
           if (owned.size < batch.length) throw new PartlyOwned();
           ran = batch;
           return;
@@ -532,7 +542,7 @@ export class TimerRunner implements TimerScheduler {
         const mine = (e: Entry) => owned.has(e.held.id) && this.#held.get(e.held.id) === e;
         ran = batch.filter(mine);
         missing = batch.filter((e) => !mine(e));
-        await this.#runHandlers(tx, ran, followUps);
+        await this.#runHandlers(tx, ran, followUps, committed);
       });
     } catch (err) {
       if (err instanceof PartlyOwned) return this.#fire(batch, false);
@@ -555,20 +565,40 @@ export class TimerRunner implements TimerScheduler {
     for (const e of missing) this.#notOwned(e, now);
     const at = performance.now();
     for (const t of followUps) this.#arm(t, at, false);
+    for (const fn of committed) {
+      try {
+        fn();
+      } catch (err) {
+        this.#log.error("timer runner: work after a commit failed", { error: (err as Error).message });
+      }
+    }
   }
 
   /** Runs the handlers of a batch's kinds side by side in `tx`; throws the first failure. */
-  async #runHandlers(tx: Sql, entries: Entry[], followUps: HeldTimer[]): Promise<void> {
+  async #runHandlers(
+    tx: Sql,
+    entries: Entry[],
+    followUps: HeldTimer[],
+    committed: (() => void)[],
+  ): Promise<void> {
     const byKind = new Map<string, Entry[]>();
     for (const e of entries) {
       const list = byKind.get(e.held.kind);
       if (list) list.push(e);
       else byKind.set(e.held.kind, [e]);
     }
-    await settledAll([...byKind].map(([kind, list]) => this.#runHandler(tx, kind, list, followUps)));
+    await settledAll(
+      [...byKind].map(([kind, list]) => this.#runHandler(tx, kind, list, followUps, committed)),
+    );
   }
 
-  async #runHandler(tx: Sql, kind: string, entries: Entry[], followUps: HeldTimer[]): Promise<void> {
+  async #runHandler(
+    tx: Sql,
+    kind: string,
+    entries: Entry[],
+    followUps: HeldTimer[],
+    committed: (() => void)[],
+  ): Promise<void> {
     const handler = this.#handlers.get(kind);
     if (!handler) throw new Error(`no handler registered for timer kind "${kind}"`);
     const lease = { runner: this.#runner, horizonMs: this.#opts.horizonMs, leaseMs: this.#opts.leaseMs };
@@ -590,6 +620,9 @@ export class TimerRunner implements TimerScheduler {
       followUps: (rows) => insertTimersFrom(tx, rows, lease),
       scheduled: (rows) => {
         for (const r of heldTimers(rows)) if (r.leased) followUps.push(r);
+      },
+      afterCommit: (fn) => {
+        committed.push(fn);
       },
     });
   }

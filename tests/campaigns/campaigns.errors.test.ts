@@ -288,6 +288,7 @@ describe("the engine's retries (not reachable with simulated calls, which always
             },
           ],
           schedule: async () => [],
+          afterCommit: () => {},
           followUps: () => {
             throw new Error("not used by campaign steps");
           },

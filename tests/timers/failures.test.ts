@@ -25,6 +25,28 @@ function start(r: TimerRunner) {
   return r.start();
 }
 
+describe("work after the commit", () => {
+  test("afterCommit runs once the firing committed, never for an attempt that rolled back", async () => {
+    const ran: string[] = [];
+    let failNext = true;
+    const r = testRunner(db);
+    r.register("test.after", async ({ tx, timer, afterCommit }) => {
+      await tx`insert into test_fires (timer_id, name, runner) values (${timer.id}::bigint, 'after', 0)`;
+      afterCommit(() => ran.push(`attempt ${timer.attempts + 1}`));
+      if (failNext) {
+        failNext = false;
+        throw new Error("rolled back after afterCommit was asked for");
+      }
+    });
+    await start(r);
+    await r.schedule(db.sql, { kind: "test.after", delayMs: 0 });
+    await waitFor(async () => (await fireCounts(db.sql)).get("after") === 1, 5000);
+    await waitFor(() => ran.length > 0, 2000);
+    // The first attempt rolled back: its insert and its after-commit work are gone; the retry ran both.
+    expect(ran).toEqual(["attempt 2"]);
+  });
+});
+
 describe("failing handlers", () => {
   test("a failing handler is retried with backoff, its error recorded, and fires once when it succeeds", async () => {
     const logs: string[] = [];

@@ -217,25 +217,38 @@ describe("one attempt at a time (no runner: the handler is called by the test)",
     return { eventId, endpoint, delivery };
   }
 
-  /** Fires the delivery's timer by hand; `holdMs` keeps its transaction open after the handler returned. */
-  async function attempt(deliveryId: string, sender: WebhookSender, holdMs = 0) {
+  class RolledBack extends Error {}
+
+  /**
+   * Fires the delivery's timer by hand, as the runner does: the handler in a transaction, its
+   * after-commit work once that committed (never when `rollback` makes it roll back).
+   */
+  async function attempt(deliveryId: string, sender: WebhookSender, opts: { rollback?: boolean } = {}) {
     const handler = deliverWebhook(ctx.deps, sender);
-    await ctx.db.sql.begin(async (transaction) => {
-      const tx = transaction as unknown as Sql;
-      const context: HandlerContext = {
-        tx,
-        timer: {
-          id: "0",
-          kind: "webhook.deliver",
-          payload: { deliveryId: Number(deliveryId) },
-          dueAt: new Date(),
-          attempts: 0,
-        } as FiredTimer,
-        schedule: (t) => databaseScheduler.schedule(tx, t),
-      };
-      await handler(context);
-      if (holdMs) await Bun.sleep(holdMs);
-    });
+    const committed: (() => void)[] = [];
+    await ctx.db.sql
+      .begin(async (transaction) => {
+        const tx = transaction as unknown as Sql;
+        const context: HandlerContext = {
+          tx,
+          timer: {
+            id: "0",
+            kind: "webhook.deliver",
+            payload: { deliveryId: Number(deliveryId) },
+            dueAt: new Date(),
+            attempts: 0,
+          } as FiredTimer,
+          schedule: (t) => databaseScheduler.schedule(tx, t),
+          afterCommit: (fn) => committed.push(fn),
+        };
+        await handler(context);
+        if (opts.rollback) throw new RolledBack();
+      })
+      .catch((err) => {
+        if (!(err instanceof RolledBack)) throw err;
+        committed.length = 0;
+      });
+    for (const fn of committed) fn();
     await sender.idle();
   }
 
@@ -282,18 +295,67 @@ describe("one attempt at a time (no runner: the handler is called by the test)",
     expect(receiver.at("/moved").length).toBe(2);
   });
 
-  test("an answer that comes before the attempt's transaction commits is recorded once it has", async () => {
-    const { eventId, endpoint, delivery } = await pendingDelivery("/quick");
+  test("an attempt whose transaction rolls back sends nothing; the next one is attempt 1 again", async () => {
+    const { eventId, endpoint, delivery } = await pendingDelivery("/rolled-back");
     const sender = new WebhookSender(ctx.deps);
-    // The receiver answers within milliseconds; the attempt's transaction commits 300 ms later.
-    await attempt(delivery.id, sender, 300);
-    expect(receiver.at("/quick").length).toBe(1);
-    expect(await deliveryOf(ctx, eventId, endpoint.id)).toMatchObject({
-      status: "delivered",
-      attempts: 1,
-      last_status: 200,
-    });
+    await attempt(delivery.id, sender, { rollback: true });
+    expect(receiver.at("/rolled-back")).toEqual([]);
+    expect(await deliveryOf(ctx, eventId, endpoint.id)).toMatchObject({ status: "pending", attempts: 0 });
+    await attempt(delivery.id, sender);
+    expect(receiver.at("/rolled-back").length).toBe(1);
+    expect(await deliveryOf(ctx, eventId, endpoint.id)).toMatchObject({ status: "delivered", attempts: 1 });
     expect(await webhookTimers(ctx, delivery.id)).toEqual([]);
+  });
+
+  test("an attempt whose delivery moved on before its turn to be sent (it waited in the queue) is not sent", async () => {
+    const { eventId, endpoint, delivery } = await pendingDelivery("/stale");
+    const sender = new WebhookSender(ctx.deps);
+    const handler = deliverWebhook(ctx.deps, sender);
+    const committed: (() => void)[] = [];
+    await ctx.db.sql.begin(async (transaction) => {
+      const tx = transaction as unknown as Sql;
+      await handler({
+        tx,
+        timer: {
+          id: "0",
+          kind: "webhook.deliver",
+          payload: { deliveryId: Number(delivery.id) },
+          dueAt: new Date(),
+          attempts: 0,
+        },
+        schedule: (t) => databaseScheduler.schedule(tx, t),
+        afterCommit: (fn) => committed.push(fn),
+      });
+    });
+    // Meanwhile its safety net fired and a later attempt counted itself.
+    await ctx.db.sql`update webhook_deliveries set attempts = 2 where id = ${delivery.id}`;
+    for (const fn of committed) fn();
+    await sender.idle();
+    expect(receiver.at("/stale")).toEqual([]);
+    expect(await deliveryOf(ctx, eventId, endpoint.id)).toMatchObject({ status: "pending", attempts: 2 });
+  });
+
+  test("a public-looking name that resolves to a private address is refused without a request", async () => {
+    const { eventId, endpoint, delivery } = await pendingDelivery("/resolved");
+    await ctx.db
+      .sql`update webhook_endpoints set url = 'https://hooks.example.com/x' where id = ${endpoint.id}`;
+    const resolved: string[] = [];
+    const sender = new WebhookSender(
+      { ...ctx.deps, env: { ...ctx.deps.env, WEBHOOK_ALLOW_PRIVATE_URLS: false } },
+      {
+        resolve: async (host) => {
+          resolved.push(host);
+          return ["93.184.216.34", "10.0.0.7"];
+        },
+      },
+    );
+    await attempt(delivery.id, sender);
+    expect(resolved).toEqual(["hooks.example.com"]);
+    expect(await deliveryOf(ctx, eventId, endpoint.id)).toMatchObject({
+      status: "pending",
+      attempts: 1,
+      last_error: "url resolves to a loopback, private or reserved address",
+    });
   });
 
   test("an outcome written after a later attempt took over changes nothing (the attempt number fences it)", async () => {
