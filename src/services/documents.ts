@@ -52,6 +52,7 @@ export async function addDocument(
   input: DocumentInput,
 ): Promise<DocumentReady> {
   const { sql, clock } = deps;
+  if (!isId(knowledgeBaseId, "kb")) throw noSuchKnowledgeBase();
   const chunks = chunkText(input.text);
   const documentId = newId("doc", clock);
   const ready = { documentId, knowledgeBaseId, chunkCount: chunks.length, livemode: auth.livemode };
@@ -61,7 +62,6 @@ export async function addDocument(
     livemode: auth.livemode,
     data: ready,
   };
-  if (!isId(knowledgeBaseId, "kb")) throw noSuchKnowledgeBase();
 
   if (!auth.livemode) {
     const [kb] = await sql`
@@ -142,8 +142,24 @@ function splitToFit(paragraph: string, max: number): string[] {
       continue;
     }
     for (const word of sentence.split(" ")) {
-      for (let i = 0; i < word.length; i += max) pieces.push(word.slice(i, i + max));
+      if (word.length <= max) pieces.push(word);
+      else pieces.push(...cutWord(word, max));
     }
   }
+  return pieces;
+}
+
+/** A word longer than `max` UTF-16 units, in pieces that never split a character's surrogate pair. */
+function cutWord(word: string, max: number): string[] {
+  const pieces: string[] = [];
+  let piece = "";
+  for (const char of word) {
+    if (piece.length + char.length > max) {
+      pieces.push(piece);
+      piece = "";
+    }
+    piece += char;
+  }
+  if (piece) pieces.push(piece);
   return pieces;
 }

@@ -114,6 +114,18 @@ describe.each(withBody.map((o) => [o.label, o] as const))("%s", (_label, o) => {
     await expectCode(await send(o, body, json), 400, "invalid_request");
   });
 
+  test("a NUL character (\\u0000) in any string or key is 400 invalid_request naming where", async () => {
+    for (const [body, param] of [
+      ['{"padding":{"deep":["x\\u0000y"]}}', "padding.deep.0"],
+      ['{"pad\\u0000ding":1}', "pad\u0000ding"],
+    ] as const) {
+      const res = await send(o, body, json);
+      const text = await res.clone().text();
+      await expectCode(res, 400, "invalid_request");
+      expect(JSON.parse(text).error.param).toBe(param);
+    }
+  });
+
   test("bytes that are not UTF-8 are 400 invalid_request", async () => {
     const bytes = new Uint8Array([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xff, 0xfe, 0x22, 0x7d]);
     await expectCode(await send(o, bytes, json), 400, "invalid_request");

@@ -151,6 +151,27 @@ describe("refusals", () => {
     expect(await counts()).toEqual(before);
   });
 
+  test("a NUL character in the title or the text is 400 with its param in both modes, nothing written", async () => {
+    const before = await counts();
+    for (const key of [seed.liveKey, seed.testKey]) {
+      for (const [json, param] of [
+        [{ title: "T\u0000", text: "x" }, "title"],
+        [{ title: "T", text: "a\u0000b" }, "text"],
+      ] as const) {
+        const res = await upload(key, json);
+        const body = await res.json();
+        expect({ status: res.status, code: body.error?.code, param: body.error?.param }).toEqual({
+          status: 400,
+          code: "invalid_request",
+          param,
+        });
+      }
+    }
+    // An escaped backslash followed by "u0000" is ordinary text.
+    expect((await upload(seed.testKey, { title: "T", text: "C:\\u0000 is a path" })).status).toBe(201);
+    expect(await counts()).toEqual(before);
+  });
+
   test("a body over 1 MiB is 413 payload_too_large; not JSON is 415", async () => {
     const res = await upload(seed.liveKey, { title: "T", text: "x".repeat(1024 * 1024) });
     expect(res.status).toBe(413);
@@ -188,6 +209,23 @@ describe("chunkText", () => {
     expect(chunkText("alpha beta gamma delta", 11)).toEqual(["alpha beta", "gamma delta"]);
     expect(chunkText("x".repeat(25), 10)).toEqual(["x".repeat(10), "x".repeat(10), "x".repeat(5)]);
     expect(chunkText(" \n\n ")).toEqual([]);
+  });
+
+  test("a long word of characters outside the BMP is cut between characters, never inside one", () => {
+    const word = `a${"😀".repeat(600)}`;
+    const chunks = chunkText(word, 1000);
+    expect(chunks.length).toBe(2);
+    // encodeURIComponent throws on a lone surrogate, i.e. half a character.
+    const wellFormed = (t: string) => {
+      try {
+        encodeURIComponent(t);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    expect(chunks.every((c) => c.length <= 1000 && wellFormed(c))).toBe(true);
+    expect(chunks.join("")).toBe(word);
   });
 
   test("every chunk is within the limit and the words come back in order", () => {
