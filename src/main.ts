@@ -8,6 +8,7 @@ import { parseEnv } from "./env.ts";
 import { createLogger, silentLogger } from "./log.ts";
 import { type RunningServer, serve } from "./runtime/bun.ts";
 import { prepareDemo, reachableUrl } from "./services/demo.ts";
+import { WebhookSender } from "./services/webhookDelivery.ts";
 import { registerTimerHandlers } from "./timers/handlers.ts";
 import { TimerRunner } from "./timers/runner.ts";
 import { VERSION } from "./version.ts";
@@ -76,6 +77,7 @@ async function main(argv: string[]) {
   let db: Database | null = null;
   let timerDb: Database | null = null;
   let timers: TimerRunner | null = null;
+  let webhooks: WebhookSender | null = null;
   const shutdown = async (signal: string) => {
     if (stopping) return;
     stopping = true;
@@ -83,6 +85,9 @@ async function main(argv: string[]) {
     const force = setTimeout(() => process.exit(1), 9_000);
     await server?.stop();
     await timers?.stop();
+    // Webhook requests under way get a few seconds to finish and have their outcome recorded; any
+    // still running after that are repeated later by their safety-net timers.
+    if (webhooks && !(await webhooks.drain(5_000))) log.warn("webhook requests still under way at shutdown");
     await timerDb?.close();
     await db?.close();
     clearTimeout(force);
@@ -110,7 +115,8 @@ async function main(argv: string[]) {
     concurrency: TIMER_CONCURRENCY,
   });
   const deps = { sql: db.sql, clock: systemClock, log, env, timers };
-  registerTimerHandlers(timers, deps);
+  webhooks = new WebhookSender(deps);
+  registerTimerHandlers(timers, deps, webhooks);
   await timers.start();
   const app = createApp(deps);
   server = serve(app.fetch, { port: env.PORT, hostname: env.HOST });

@@ -100,6 +100,23 @@ export class WebhookSender {
     while (this.#running.size > 0) await Promise.allSettled([...this.#running]);
   }
 
+  /**
+   * For shutdown: waits at most `ms` for the requests under way (the queue is dropped: those attempts
+   * are counted, and their safety nets make them again later). True when nothing was left running.
+   */
+  async drain(ms: number): Promise<boolean> {
+    this.#queue.length = 0;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const done = await Promise.race([
+      this.idle().then(() => true),
+      new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(false), ms);
+      }),
+    ]);
+    clearTimeout(timer);
+    return done;
+  }
+
   #pump(): void {
     while (this.#running.size < this.#concurrency && this.#queue.length > 0) {
       const attempt = this.#queue.shift()!;

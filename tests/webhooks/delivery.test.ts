@@ -358,6 +358,44 @@ describe("one attempt at a time (no runner: the handler is called by the test)",
     });
   });
 
+  test("shutdown waits a bounded time: a quick request is recorded, a hanging one is left to its safety net", async () => {
+    const quick = await pendingDelivery("/drain-quick");
+    const hanging = await pendingDelivery("/hang");
+    const sender = new WebhookSender(ctx.deps, { timeoutMs: 5_000 });
+    const handler = deliverWebhook(ctx.deps, sender);
+    for (const { delivery } of [quick, hanging]) {
+      const committed: (() => void)[] = [];
+      await ctx.db.sql.begin(async (transaction) => {
+        const tx = transaction as unknown as Sql;
+        await handler({
+          tx,
+          timer: {
+            id: "0",
+            kind: "webhook.deliver",
+            payload: { deliveryId: Number(delivery.id) },
+            dueAt: new Date(),
+            attempts: 0,
+          },
+          schedule: (t) => databaseScheduler.schedule(tx, t),
+          afterCommit: (fn) => committed.push(fn),
+        });
+      });
+      for (const fn of committed) fn();
+    }
+    const started = Date.now();
+    expect(await sender.drain(500)).toBe(false);
+    expect(Date.now() - started).toBeLessThan(1_500);
+    expect(await deliveryOf(ctx, quick.eventId, quick.endpoint.id)).toMatchObject({ status: "delivered" });
+    // The hanging attempt is counted and its safety net is in place.
+    expect(await deliveryOf(ctx, hanging.eventId, hanging.endpoint.id)).toMatchObject({
+      status: "pending",
+      attempts: 1,
+    });
+    expect((await webhookTimers(ctx, hanging.delivery.id)).length).toBe(1);
+    expect(await new WebhookSender(ctx.deps).drain(10)).toBe(true);
+    await sender.idle();
+  }, 15_000);
+
   test("an outcome written after a later attempt took over changes nothing (the attempt number fences it)", async () => {
     const { eventId, endpoint, delivery } = await pendingDelivery("/late");
     const sender = new WebhookSender(ctx.deps);
