@@ -220,10 +220,10 @@ describe("one attempt at a time (no runner: the handler is called by the test)",
   class RolledBack extends Error {}
 
   /**
-   * Fires the delivery's timer by hand, as the runner does: the handler in a transaction, its
-   * after-commit work once that committed (never when `rollback` makes it roll back).
+   * Runs the handler of the delivery's timer as the runner does, in a transaction (rolled back when
+   * `rollback`), and returns the work it asked to run after the commit (none after a rollback).
    */
-  async function attempt(deliveryId: string, sender: WebhookSender, opts: { rollback?: boolean } = {}) {
+  async function count(deliveryId: string, sender: WebhookSender, opts: { rollback?: boolean } = {}) {
     const handler = deliverWebhook(ctx.deps, sender);
     const committed: (() => void)[] = [];
     await ctx.db.sql
@@ -248,7 +248,12 @@ describe("one attempt at a time (no runner: the handler is called by the test)",
         if (!(err instanceof RolledBack)) throw err;
         committed.length = 0;
       });
-    for (const fn of committed) fn();
+    return committed;
+  }
+
+  /** A whole attempt: counted, handed over after the commit, sent and recorded. */
+  async function attempt(deliveryId: string, sender: WebhookSender, opts: { rollback?: boolean } = {}) {
+    for (const fn of await count(deliveryId, sender, opts)) fn();
     await sender.idle();
   }
 
@@ -310,23 +315,7 @@ describe("one attempt at a time (no runner: the handler is called by the test)",
   test("an attempt whose delivery moved on before its turn to be sent (it waited in the queue) is not sent", async () => {
     const { eventId, endpoint, delivery } = await pendingDelivery("/stale");
     const sender = new WebhookSender(ctx.deps);
-    const handler = deliverWebhook(ctx.deps, sender);
-    const committed: (() => void)[] = [];
-    await ctx.db.sql.begin(async (transaction) => {
-      const tx = transaction as unknown as Sql;
-      await handler({
-        tx,
-        timer: {
-          id: "0",
-          kind: "webhook.deliver",
-          payload: { deliveryId: Number(delivery.id) },
-          dueAt: new Date(),
-          attempts: 0,
-        },
-        schedule: (t) => databaseScheduler.schedule(tx, t),
-        afterCommit: (fn) => committed.push(fn),
-      });
-    });
+    const committed = await count(delivery.id, sender);
     // Meanwhile its safety net fired and a later attempt counted itself.
     await ctx.db.sql`update webhook_deliveries set attempts = 2 where id = ${delivery.id}`;
     for (const fn of committed) fn();
@@ -362,25 +351,8 @@ describe("one attempt at a time (no runner: the handler is called by the test)",
     const quick = await pendingDelivery("/drain-quick");
     const hanging = await pendingDelivery("/hang");
     const sender = new WebhookSender(ctx.deps, { timeoutMs: 5_000 });
-    const handler = deliverWebhook(ctx.deps, sender);
     for (const { delivery } of [quick, hanging]) {
-      const committed: (() => void)[] = [];
-      await ctx.db.sql.begin(async (transaction) => {
-        const tx = transaction as unknown as Sql;
-        await handler({
-          tx,
-          timer: {
-            id: "0",
-            kind: "webhook.deliver",
-            payload: { deliveryId: Number(delivery.id) },
-            dueAt: new Date(),
-            attempts: 0,
-          },
-          schedule: (t) => databaseScheduler.schedule(tx, t),
-          afterCommit: (fn) => committed.push(fn),
-        });
-      });
-      for (const fn of committed) fn();
+      for (const fn of await count(delivery.id, sender)) fn();
     }
     const started = Date.now();
     expect(await sender.drain(500)).toBe(false);
