@@ -32,6 +32,16 @@ async function readyEvents(key: string) {
   return (await res.json()).data as { id: string; livemode: boolean; data: Record<string, unknown> }[];
 }
 
+/** 400 `invalid_request` naming `param`. */
+async function expectInvalid(res: Response, param: string) {
+  const body = await res.json();
+  expect({ status: res.status, code: body.error?.code, param: body.error?.param }).toEqual({
+    status: 400,
+    code: "invalid_request",
+    param,
+  });
+}
+
 const TEXT = [
   "We are open Monday to Friday, 9:00 to 18:00.",
   "On Saturdays we open from 10:00 to 13:00. We are closed on Sundays and public holidays.",
@@ -139,13 +149,7 @@ describe("refusals", () => {
     const before = await counts();
     for (const key of [seed.liveKey, seed.testKey]) {
       for (const [json, param] of cases) {
-        const res = await upload(key, json);
-        const body = await res.json();
-        expect({ status: res.status, code: body.error?.code, param: body.error?.param }).toEqual({
-          status: 400,
-          code: "invalid_request",
-          param,
-        });
+        await expectInvalid(await upload(key, json), param);
       }
     }
     expect(await counts()).toEqual(before);
@@ -158,13 +162,7 @@ describe("refusals", () => {
         [{ title: "T\u0000", text: "x" }, "title"],
         [{ title: "T", text: "a\u0000b" }, "text"],
       ] as const) {
-        const res = await upload(key, json);
-        const body = await res.json();
-        expect({ status: res.status, code: body.error?.code, param: body.error?.param }).toEqual({
-          status: 400,
-          code: "invalid_request",
-          param,
-        });
+        await expectInvalid(await upload(key, json), param);
       }
     }
     // An escaped backslash followed by "u0000" is ordinary text.
