@@ -208,19 +208,32 @@ export function simulatedCallEntries(
   source: Fragment,
 ): Fragment {
   const id = input.id ?? newId("call", deps.clock);
-  const call = sql`
-    select ${id} as id, s.organization_id, false as livemode, 'initiated' as status, s.agent_id,
-      ${input.to} as to_number, ${input.contactId ?? null} as contact_id, ${input.campaignId ?? null} as campaign_id,
-      ${input.direction} as direction, s.variables, ${drawDurationSeconds(id)} as simulated_duration_seconds,
-      s.language, null as task_id, ${deps.clock.now()} as created_at
-    from (${source}) s`;
+  return simulatedCallsFrom(
+    sql,
+    deps,
+    sql`
+      select ${id} as id, s.organization_id, false as livemode, 'initiated' as status, s.agent_id,
+        ${input.to} as to_number, ${input.contactId ?? null} as contact_id, ${input.campaignId ?? null} as campaign_id,
+        ${input.direction} as direction, s.variables, ${drawDurationSeconds(id)} as simulated_duration_seconds,
+        s.language, null as task_id, ${deps.clock.now()} as created_at
+      from (${source}) s`,
+  );
+}
+
+/**
+ * The `with` entries that create simulated calls from `calls`, a select of their columns (as
+ * `insertCallsFrom` takes them), and the timer of each one's first step: `created_call` returns the
+ * calls' columns, `created_timer` the timers' (for the scheduler's `scheduled`), each timer's payload
+ * naming its call.
+ */
+export function simulatedCallsFrom(sql: Sql, deps: CallDeps, calls: Fragment): Fragment {
   const timer = sql`
     select ${SIMULATION_TIMER}::text as kind,
       now() + ${SIMULATED_SCHEDULE.ringingAfter * 1000 * deps.env.SIMULATION_TIME_SCALE}::float8 * interval '1 millisecond' as due_at,
-      ${sql.json({ callId: id, to: "ringing" })}::jsonb as payload
+      jsonb_build_object('callId', id, 'to', 'ringing') as payload
     from created_call`;
   return sql`
-    created_call as (${insertCallsFrom(sql, call)}),
+    created_call as (${insertCallsFrom(sql, calls)}),
     created_timer as (${schedulerOf(deps).insertFrom(sql, timer)})`;
 }
 

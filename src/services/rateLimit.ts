@@ -1,4 +1,4 @@
-import type { PendingQuery, Sql } from "postgres";
+import type { Fragment, PendingQuery, Sql } from "postgres";
 import type { Clock } from "../clock.ts";
 import { ApiError } from "../errors.ts";
 
@@ -46,6 +46,9 @@ export interface RateLimitRow {
 export interface RateLimitHit {
   /** The statement that records the hit and returns a `RateLimitRow`; usable as a `with` entry. */
   sql: PendingQuery<RateLimitRow[]>;
+  /** The client address and the moment of the request, for a statement that counts several hits. */
+  address: string;
+  at: Date;
   decide(row: RateLimitRow): RateLimitDecision;
 }
 
@@ -56,25 +59,15 @@ export interface RateLimitHit {
 export function rateLimitHit(sql: Sql, clock: Clock, address: string, rule: RateLimitRule): RateLimitHit {
   const now = clock.now();
   const windowMs = rule.windowSeconds * 1000;
-  const windowStart = new Date(now.getTime() - windowMs);
-  // One statement: the upsert locks the address's row and works on its latest version (`w`, not a
-  // snapshot), keeps the hits still in the window, and adds this one only when fewer than `limit`
-  // remain. Concurrent requests (any process) queue on the row lock, so exactly `limit` pass. A hit
-  // is stamped when its request arrives but may be counted later (after the body is read), so the
-  // hits are sorted again rather than appended: the newest stays last, which the pruning relies on.
-  const statement = sql<RateLimitRow[]>`
-    insert into rate_limit_windows as w (bucket, address, hits, last_allowed)
-    values (${rule.bucket}, ${address}, array[${now}::timestamptz], ${rule.limit >= 1})
-    on conflict (bucket, address) do update set
-      hits = case
-        when (select count(*) from unnest(w.hits) h where h > ${windowStart}) >= ${rule.limit}
-          then array(select h from unnest(w.hits) h where h > ${windowStart} order by h)
-        else array(select h from unnest(w.hits || ${now}::timestamptz) h where h > ${windowStart} order by h)
-      end,
-      last_allowed = (select count(*) from unnest(w.hits) h where h > ${windowStart}) < ${rule.limit}
-    returning w.hits, w.last_allowed`;
+  const statement = rateLimitHitsSql(
+    sql,
+    rule,
+    sql`select ${address}::text as address, ${now}::timestamptz as at`,
+  ) as PendingQuery<RateLimitRow[]>;
   return {
     sql: statement,
+    address,
+    at: now,
     decide(row) {
       void pruneRateLimitWindows(sql, clock, rule);
       if (row.last_allowed) return { allowed: true, retryAfterSeconds: 0 };
@@ -85,6 +78,34 @@ export function rateLimitHit(sql: Sql, clock: Clock, address: string, rule: Rate
       };
     },
   };
+}
+
+/**
+ * The hits of `hits`, a select of `(address text, at timestamptz)` with each address at most once,
+ * as a statement (or `with` entry) returning `(address, hits, last_allowed)` per address.
+ *
+ * The upsert locks each address's row and works on its latest version (`w`, not a snapshot), keeps
+ * the hits still in the window, and adds this one only when fewer than `limit` remain. Concurrent
+ * requests (any process) queue on the row lock, so exactly `limit` pass. Rows are locked in address
+ * order, so two statements of several hits each cannot wait on each other. A hit is stamped when its
+ * request arrives but may be counted later (after the body is read), so the hits are sorted again
+ * rather than appended: the newest stays last, which the pruning relies on.
+ */
+export function rateLimitHitsSql(sql: Sql, rule: RateLimitRule, hits: Fragment): Fragment {
+  const windowMs = rule.windowSeconds * 1000;
+  const windowStart = sql`(excluded.hits[1] - ${windowMs}::float8 * interval '1 millisecond')`;
+  return sql`
+    insert into rate_limit_windows as w (bucket, address, hits, last_allowed)
+    select ${rule.bucket}::text, r.address, array[r.at], ${rule.limit >= 1}::boolean
+    from (${hits}) r order by r.address
+    on conflict (bucket, address) do update set
+      hits = case
+        when (select count(*) from unnest(w.hits) h where h > ${windowStart}) >= ${rule.limit}::integer
+          then array(select h from unnest(w.hits) h where h > ${windowStart} order by h)
+        else array(select h from unnest(w.hits || excluded.hits[1]) h where h > ${windowStart} order by h)
+      end,
+      last_allowed = (select count(*) from unnest(w.hits) h where h > ${windowStart}) < ${rule.limit}::integer
+    returning w.address, w.hits, w.last_allowed`;
 }
 
 const lastPrune = new WeakMap<object, number>();
@@ -130,6 +151,11 @@ export class WebCallRateLimit {
   /** The hit's statement, for a `with` entry of a statement that then reports its row to `counted`. */
   inStatement(): RateLimitHit["sql"] {
     return this.#hit.sql;
+  }
+
+  /** The address and moment of the hit, for a statement that counts several (`rateLimitHitsSql`). */
+  get hit(): { address: string; at: Date } {
+    return { address: this.#hit.address, at: this.#hit.at };
   }
 
   /** Records that the hit was counted (its statement committed); throws 429 when it was refused. */

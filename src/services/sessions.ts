@@ -4,6 +4,7 @@ import type { SecretKeyAuth } from "../auth/secretKey.ts";
 import { agentAllowed, assertAgentAllowed } from "../auth/secretKey.ts";
 import type { Clock } from "../clock.ts";
 import type { AgentRow } from "../db/agents.ts";
+import { Coalescer, onePer, STATEMENT_COALESCING } from "../db/coalesce.ts";
 import { type Db, pipelinedTransaction } from "../db/connection.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
@@ -168,7 +169,7 @@ export async function mintSessionToken(
     const { key, hash } = await generateKey("sessionToken");
     const now = clock.now();
     const expiresAt = new Date(now.getTime() + SESSION_TOKEN_TTL_MS);
-    const inserted = await insertSessionToken(sql, {
+    const inserted = await tokenInserts(sql).run({
       hash,
       auth,
       agentId: input.agentId,
@@ -259,18 +260,17 @@ function planRequired(): ApiError {
   );
 }
 
+interface NewSessionToken {
+  hash: Uint8Array;
+  auth: SecretKeyAuth;
+  agentId: string;
+  variables: FlatVariables;
+  expiresAt: Date;
+  now: Date;
+}
+
 /** Writes a token for an agent of the key's organization; false (nothing written) when there is no such agent. */
-async function insertSessionToken(
-  sql: Db,
-  t: {
-    hash: Uint8Array;
-    auth: SecretKeyAuth;
-    agentId: string;
-    variables: FlatVariables;
-    expiresAt: Date;
-    now: Date;
-  },
-): Promise<boolean> {
+async function insertSessionToken(sql: Db, t: NewSessionToken): Promise<boolean> {
   const inserted = await sql`
     insert into session_tokens
       (token_hash, organization_id, livemode, secret_key_id, agent_id, variables, language, expires_at, created_at)
@@ -279,6 +279,45 @@ async function insertSessionToken(
     from agents a where a.id = ${t.agentId} and a.organization_id = ${t.auth.organizationId}`;
   return inserted.count > 0;
 }
+
+/**
+ * Tokens written several to a statement when mints arrive together (db/coalesce.ts): the same rows
+ * `insertSessionToken` writes, each only if its agent exists, reported per token.
+ */
+async function insertSessionTokens(sql: Sql, tokens: NewSessionToken[]): Promise<boolean[]> {
+  const rows = tokens.map((t) => ({
+    hash: toHex(t.hash),
+    organization_id: t.auth.organizationId,
+    livemode: t.auth.livemode,
+    secret_key_id: t.auth.keyId,
+    agent_id: t.agentId,
+    variables: t.variables,
+    language: languageOfVariables(t.variables),
+    expires_at: t.expiresAt.toISOString(),
+    created_at: t.now.toISOString(),
+  }));
+  const inserted = await sql<{ token_hash: Uint8Array }[]>`
+    insert into session_tokens
+      (token_hash, organization_id, livemode, secret_key_id, agent_id, variables, language, expires_at, created_at)
+    select decode(r.hash, 'hex'), a.organization_id, r.livemode, r.secret_key_id, a.id, r.variables, r.language,
+           r.expires_at, r.created_at
+    from json_to_recordset(${sql.json(rows)}::json) as r(hash text, organization_id text, livemode boolean,
+           secret_key_id text, agent_id text, variables jsonb, language text, expires_at timestamptz,
+           created_at timestamptz)
+      join agents a on a.id = r.agent_id and a.organization_id = r.organization_id
+    returning token_hash`;
+  const written = new Set(inserted.map((row) => toHex(new Uint8Array(row.token_hash))));
+  return rows.map((r) => written.has(r.hash));
+}
+
+const tokenInserts = onePer(
+  (sql: Sql) =>
+    new Coalescer<NewSessionToken, boolean>(
+      (t) => insertSessionToken(sql, t),
+      (ts) => insertSessionTokens(sql, ts),
+      STATEMENT_COALESCING,
+    ),
+);
 
 // ---------------------------------------------------------------------------------------------
 // Redemption
@@ -383,15 +422,18 @@ async function claimSessionToken(
 
 /**
  * The claim as the body of a statement or of a `with` entry, returning a `ClaimRow` (and `language`,
- * the call's: the one the variables asked for at mint, else the agent's). `livemode` narrows it to
- * test or live tokens; a test token is taken only when its agent is active, a live one whatever its
- * agent (checked after the claim, in order with the plan).
+ * the call's: the one the variables asked for at mint, else the agent's; and `call_id`). `livemode`
+ * narrows it to test or live tokens; a test token is taken only when its agent is active, a live one
+ * whatever its agent (checked after the claim, in order with the plan).
+ *
+ * `hash`, `now` and `callId` are values, or SQL over `opts.from`: a statement claiming several
+ * tokens joins its rows there (services/webCalls.ts).
  */
 export function claimSql(
   sql: Db,
-  hash: Uint8Array,
-  now: Date,
-  opts: { callId?: string; livemode?: boolean; onlyIf?: Fragment },
+  hash: Uint8Array | Fragment,
+  now: Date | Fragment,
+  opts: { callId?: string | Fragment; livemode?: boolean; onlyIf?: Fragment; from?: Fragment },
 ): Fragment {
   const mode =
     opts.livemode === undefined
@@ -401,22 +443,22 @@ export function claimSql(
         : sql`not t.livemode and a.active`;
   return sql`
     update session_tokens t set spent_at = ${now}, call_id = ${opts.callId ?? null}
-    from secret_keys k, agents a
+    from secret_keys k, agents a ${opts.from ? sql`, ${opts.from}` : sql``}
     where t.token_hash = ${hash} and t.spent_at is null and t.expires_at > ${now}
       and k.id = t.secret_key_id and k.revoked_at is null
       and a.id = t.agent_id and a.organization_id = t.organization_id and ${mode}
       and ${opts.onlyIf ?? sql`true`}
     returning t.token_hash, t.organization_id, t.livemode, t.secret_key_id, t.agent_id, t.variables,
-      t.expires_at, a.active as agent_active, a.language as agent_language,
+      t.expires_at, t.call_id, a.active as agent_active, a.language as agent_language,
       coalesce(t.language, a.language) as language`;
 }
 
 /**
  * A valid token (known, unspent, unexpired, of a key not revoked) as `(livemode, agent_active)`, read
  * without claiming; no row otherwise. After a claim that took nothing it tells why: a valid test token
- * whose agent is inactive is 503, anything else 401.
+ * whose agent is inactive is 503, anything else 401. `hash` and `now` as in `claimSql`.
  */
-export function validTokenSql(sql: Db, hash: Uint8Array, now: Date): Fragment {
+export function validTokenSql(sql: Db, hash: Uint8Array | Fragment, now: Date | Fragment): Fragment {
   return sql`
     select t.livemode, a.active as agent_active
     from session_tokens t

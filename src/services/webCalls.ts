@@ -1,19 +1,26 @@
 import type { Sql } from "postgres";
-import { keyKind, sha256 } from "../auth/keys.ts";
+import { keyKind, sha256, toHex } from "../auth/keys.ts";
 import { verifyCaptcha } from "../captcha/verify.ts";
 import type { AgentRow } from "../db/agents.ts";
 import { type CallRow, type CallStatus, callView, insertCall, moveCall } from "../db/calls.ts";
+import { Coalescer, onePer, STATEMENT_COALESCING } from "../db/coalesce.ts";
 import { pipelinedTransaction } from "../db/connection.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { newId } from "../ids.ts";
 import { type LiveKit, LiveKitError, liveKitAgentName, type WebCallRoom } from "../livekit/client.ts";
+import { drawDurationSeconds } from "../simulation/content.ts";
 import type { FiredTimer, HandlerContext, TimerHandler } from "../timers/runner.ts";
 import { type InsertedTimerRow, schedulerOf } from "../timers/scheduler.ts";
-import { simulatedCallEntries } from "./calls.ts";
+import { simulatedCallEntries, simulatedCallsFrom } from "./calls.ts";
 import { recordEvent } from "./events.ts";
 import { reserveMinutes, settleReservation } from "./minutes.ts";
-import type { RateLimitRow, WebCallRateLimit } from "./rateLimit.ts";
+import {
+  type RateLimitRow,
+  rateLimitHitsSql,
+  WEB_CALL_RATE_LIMIT,
+  type WebCallRateLimit,
+} from "./rateLimit.ts";
 import {
   assertAgentAvailable,
   assertPaidPlan,
@@ -169,6 +176,8 @@ export async function startWithSessionToken(
  * sends it on to the live path (the hit is counted: that path does not count it again); a valid test
  * token whose agent is inactive is 503; anything else is 401, including a token that reads valid but
  * that a parallel request spent first (the claim waited for that request's commit and matched nothing).
+ *
+ * Under load, redemptions that arrive together share one such statement (`simulatedRedeems`).
  */
 async function startSimulatedWebCall(
   deps: WebCallDeps,
@@ -176,39 +185,114 @@ async function startSimulatedWebCall(
   callId: string,
   rateLimit: WebCallRateLimit,
 ): Promise<SimulatedWebCall | "live"> {
+  const row = await simulatedRedeems(deps).run({ hash, callId, rateLimit, now: deps.clock.now() });
+  // Throws 429 when the hit was refused; then nothing else was done (every entry waits on the hit).
+  rateLimit.counted(row);
+  // `valid` is read only when the claim took nothing (its condition on `claim` gates the scan).
+  if (row.timers) {
+    schedulerOf(deps).scheduled(row.timers);
+    return { simulated: true, livemode: false, callId, maxSeconds: 600 };
+  }
+  if (row.livemode) return "live";
+  throw claimRefusalOf(
+    row.livemode === null ? undefined : { livemode: false, agent_active: row.agent_active! },
+  );
+}
+
+interface SimulatedRedeem {
+  hash: Uint8Array;
+  callId: string;
+  rateLimit: WebCallRateLimit;
+  now: Date;
+}
+
+type SimulatedRedeemRow = RateLimitRow & {
+  timers: InsertedTimerRow[] | null;
+  livemode: boolean | null;
+  agent_active: boolean | null;
+};
+
+/** One redemption's statement (see `startSimulatedWebCall`). */
+async function redeemSimulated(deps: WebCallDeps, r: SimulatedRedeem): Promise<SimulatedRedeemRow> {
   const { sql } = deps;
-  const now = deps.clock.now();
   const allowed = sql`(select last_allowed from rate_limit)`;
   const claimed = sql`
     select organization_id, agent_id, variables, language from claim`;
-  const [row] = await sql<
-    (RateLimitRow & {
-      timers: InsertedTimerRow[] | null;
-      livemode: boolean | null;
-      agent_active: boolean | null;
-    })[]
-  >`
-    with rate_limit as (${rateLimit.inStatement()}),
-      claim as (${claimSql(sql, hash, now, { callId, livemode: false, onlyIf: allowed })}),
-      ${simulatedCallEntries(sql, deps, { id: callId, direction: "web", to: null }, claimed)},
+  const [row] = await sql<SimulatedRedeemRow[]>`
+    with rate_limit as (${r.rateLimit.inStatement()}),
+      claim as (${claimSql(sql, r.hash, r.now, { callId: r.callId, livemode: false, onlyIf: allowed })}),
+      ${simulatedCallEntries(sql, deps, { id: r.callId, direction: "web", to: null }, claimed)},
       valid as (
-        select * from (${validTokenSql(sql, hash, now)}) v where ${allowed} and not exists (select from claim)
+        select * from (${validTokenSql(sql, r.hash, r.now)}) v where ${allowed} and not exists (select from claim)
       )
     select (select json_agg(created_timer) from created_timer) as timers, valid.livemode, valid.agent_active,
       rate_limit.hits, rate_limit.last_allowed
     from rate_limit left join valid on true`;
-  // Throws 429 when the hit was refused; then nothing else was done (every entry waits on `allowed`).
-  rateLimit.counted(row!);
-  // `valid` is read only when the claim took nothing (its condition on `claim` gates the scan).
-  if (row!.timers) {
-    schedulerOf(deps).scheduled(row!.timers);
-    return { simulated: true, livemode: false, callId, maxSeconds: 600 };
-  }
-  if (row!.livemode) return "live";
-  throw claimRefusalOf(
-    row!.livemode === null ? undefined : { livemode: false, agent_active: row!.agent_active! },
-  );
+  return row!;
 }
+
+/**
+ * Several redemptions in one statement, each row of `input` doing what `redeemSimulated` does for its
+ * request: its own hit (addresses are distinct within a statement), its claim gated on that hit, its
+ * call, and what its token is when its claim took nothing. Answers in the order of `rs`.
+ */
+async function redeemSimulatedMany(deps: WebCallDeps, rs: SimulatedRedeem[]): Promise<SimulatedRedeemRow[]> {
+  const { sql } = deps;
+  const input = rs.map((r, i) => ({
+    i,
+    hash: toHex(r.hash),
+    call_id: r.callId,
+    address: r.rateLimit.hit.address,
+    hit_at: r.rateLimit.hit.at.toISOString(),
+    at: r.now.toISOString(),
+    duration: drawDurationSeconds(r.callId),
+  }));
+  const hash = sql`decode(r.hash, 'hex')`;
+  const rows = await sql<(SimulatedRedeemRow & { i: number })[]>`
+    with input as (
+        select * from json_to_recordset(${sql.json(input)}::json) as r(i integer, hash text, call_id text,
+          address text, hit_at timestamptz, at timestamptz, duration integer)
+      ),
+      rate_limit as (${rateLimitHitsSql(sql, WEB_CALL_RATE_LIMIT, sql`select address, hit_at as at from input`)}),
+      allowed as (select r.* from input r join rate_limit l on l.address = r.address where l.last_allowed),
+      claim as (${claimSql(sql, hash, sql`r.at`, { callId: sql`r.call_id`, livemode: false, from: sql`allowed r` })}),
+      ${simulatedCallsFrom(
+        sql,
+        deps,
+        sql`
+          select c.call_id as id, c.organization_id, false as livemode, 'initiated' as status, c.agent_id,
+            null as to_number, null as contact_id, null as campaign_id, 'web' as direction, c.variables,
+            r.duration as simulated_duration_seconds, c.language, null as task_id, r.at as created_at
+          from claim c join input r on r.call_id = c.call_id`,
+      )},
+      valid as (
+        select r.i, v.* from allowed r cross join lateral (${validTokenSql(sql, hash, sql`r.at`)}) v
+        where not exists (select from claim c where c.call_id = r.call_id)
+      )
+    select r.i, l.hits, l.last_allowed, v.livemode, v.agent_active,
+      (select json_agg(t) from created_timer t where t.payload->>'callId' = r.call_id) as timers
+    from input r join rate_limit l on l.address = r.address left join valid v on v.i = r.i
+    order by r.i`;
+  if (rows.length !== rs.length) throw new Error("a batched redemption lost a row");
+  return rows;
+}
+
+/**
+ * Redemptions of test tokens, coalesced (db/coalesce.ts). A statement holds one request per client
+ * address (an upsert touches its row once) and per token (the second redeemer of a token must see the
+ * first one's claim, so it goes in a later statement).
+ */
+const simulatedRedeems = onePer(
+  (deps: WebCallDeps) =>
+    new Coalescer<SimulatedRedeem, SimulatedRedeemRow>(
+      (r) => redeemSimulated(deps, r),
+      (rs) => redeemSimulatedMany(deps, rs),
+      {
+        ...STATEMENT_COALESCING,
+        keys: (r) => [`address ${r.rateLimit.hit.address}`, `token ${toHex(r.hash)}`],
+      },
+    ),
+);
 
 interface PreparedCall {
   callId: string;

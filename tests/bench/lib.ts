@@ -53,7 +53,8 @@ export async function startServer(env: Record<string, string>, timeoutMs = 30_00
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: "warn", HOST: "127.0.0.1", PORT: String(port), ...env },
     stdout: "ignore",
-    stderr: "ignore",
+    // BENCH_STDERR=1: the server's errors and warnings go to this terminal.
+    stderr: process.env.BENCH_STDERR ? "inherit" : "ignore",
   });
   const url = `http://127.0.0.1:${port}`;
   for (;;) {

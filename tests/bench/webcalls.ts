@@ -3,13 +3,17 @@
  * the load generator (a small Bun client: autocannon cannot vary headers per request).
  *
  *   npm run bench:webcalls -- [--db postgres,embedded] [--connections 64] [--warmup 3000]
- *                             [--pairs 10000] [--calls 1500] [--seconds 20]
+ *                             [--pairs 10000] [--calls 1500] [--seconds 20] [--rate 2000]
  *
  * warm-up      the pairs below, not counted: the first thousands of requests run while the JIT
  *              compiles the hot paths (measured: a 4,000-pair run from a cold server reports ~20 %
  *              fewer pairs/s than the same server warm).
  * pairs        mint a test session token (POST /api/v1/web-call-sessions) then redeem it
- *              (POST /api/v1/web-calls): completed pairs per second and latency of a pair (p50, p99).
+ *              (POST /api/v1/web-calls): completed pairs per second and latency of a pair (p50, p99),
+ *              each of the connections starting its next pair when its last one ended (closed loop).
+ * paced        the same pairs offered at a fixed rate (`--rate`, pairs/s; 0 skips it) over the same
+ *              connections: latency at that load, counted from when each pair was due. A closed loop
+ *              cannot show it: with 64 pairs always in flight the mean pair takes 64 / (pairs/s).
  * publishable  POST /api/v1/web-calls with a publishable key, the fake bot check and the fake LiveKit
  *              (real HTTP servers in this process): live calls started per second and latency.
  *
@@ -32,6 +36,7 @@ const WARMUP = Number(arg("warmup", "3000"));
 const PAIRS = Number(arg("pairs", "10000"));
 const CALLS = Number(arg("calls", "1500"));
 const SECONDS = Number(arg("seconds", "20"));
+const RATE = Number(arg("rate", "2000"));
 const ADMIN_TOKEN = "bench-admin-token-0123456789abcdef0123456789";
 const ORIGIN = "https://shop.example.com";
 
@@ -51,8 +56,14 @@ interface PhaseResult {
   statuses: Record<string, number>;
 }
 
-/** Runs `job` with `connections` workers until `count` jobs were started or `seconds` elapsed. */
-async function phase(count: number, job: () => Promise<string>): Promise<PhaseResult> {
+/**
+ * Runs `job` with `connections` workers until `count` jobs were started or `seconds` elapsed. Closed
+ * loop by default: each worker starts its next job when the last one ended. With `ratePerSecond`,
+ * job i is due at i / rate seconds and a worker waits for that moment; its latency is counted from
+ * the moment it was due, not from when a worker was free to start it, so a stall that delays later
+ * jobs counts against all of them (no coordinated omission).
+ */
+async function phase(count: number, job: () => Promise<string>, ratePerSecond = 0): Promise<PhaseResult> {
   const latencies: number[] = [];
   const statuses: Record<string, number> = {};
   let started = 0;
@@ -62,8 +73,13 @@ async function phase(count: number, job: () => Promise<string>): Promise<PhaseRe
   await Promise.all(
     Array.from({ length: CONNECTIONS }, async () => {
       while (started < count && performance.now() < deadline) {
-        started++;
-        const s = performance.now();
+        const index = started++;
+        let s = performance.now();
+        if (ratePerSecond > 0) {
+          const due = t0 + (index * 1000) / ratePerSecond;
+          if (due > s) await Bun.sleep(due - s);
+          s = due;
+        }
         let outcome: string;
         try {
           outcome = await job();
@@ -160,6 +176,13 @@ async function run(kind: string) {
     mintMs = [];
     redeemMs = [];
     const pairs = await phase(PAIRS, pair);
+    const pairMs = { mint: mintMs, redeem: redeemMs };
+    mintMs = [];
+    redeemMs = [];
+    const paced = RATE > 0 ? await phase(PAIRS, pair, RATE) : null;
+    const pacedMs = { mint: mintMs, redeem: redeemMs };
+    mintMs = pairMs.mint;
+    redeemMs = pairMs.redeem;
 
     mintMs.sort((a, b) => a - b);
     redeemMs.sort((a, b) => a - b);
@@ -189,6 +212,18 @@ async function run(kind: string) {
       `${kind.padEnd(9)}   of which mint p50 ${f(percentile(mintMs, 50))} ms p99 ${f(percentile(mintMs, 99))} ms, ` +
         `redeem p50 ${f(percentile(redeemMs, 50))} ms p99 ${f(percentile(redeemMs, 99))} ms`,
     );
+    if (paced) {
+      pacedMs.mint.sort((a, b) => a - b);
+      pacedMs.redeem.sort((a, b) => a - b);
+      console.log(
+        `${kind.padEnd(9)} paced at ${RATE} pairs/s: ${paced.done} pairs, ${f(paced.perSecond)} pairs/s, ` +
+          `p50 ${f(paced.p50)} ms, p99 ${f(paced.p99)} ms, failures ${JSON.stringify(paced.failed ? paced.statuses : {})}`,
+      );
+      console.log(
+        `${kind.padEnd(9)}   of which mint p99 ${f(percentile(pacedMs.mint, 99))} ms, ` +
+          `redeem p99 ${f(percentile(pacedMs.redeem, 99))} ms`,
+      );
+    }
     console.log(
       `${kind.padEnd(9)} publishable: ${calls.done} calls, ${f(calls.perSecond)} calls/s, p50 ${f(calls.p50)} ms, ` +
         `p99 ${f(calls.p99)} ms, failures ${JSON.stringify(calls.failed ? calls.statuses : {})}, ` +

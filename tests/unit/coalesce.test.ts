@@ -1,0 +1,134 @@
+import { describe, expect, test } from "bun:test";
+import { Coalescer } from "../../src/db/coalesce.ts";
+
+/** A statement that answers when the test says so, recording what it was given. */
+function gatedStatements() {
+  const calls: { kind: "one" | "batch"; items: string[]; release(): void; fail(err: Error): void }[] = [];
+  const load = { running: 0, most: 0 };
+  const statement = (kind: "one" | "batch", items: string[]) =>
+    new Promise<string[]>((resolve, reject) => {
+      load.running++;
+      load.most = Math.max(load.most, load.running);
+      calls.push({
+        kind,
+        items,
+        release: () => {
+          load.running--;
+          resolve(items.map((i) => `done ${i}`));
+        },
+        fail: (err) => {
+          load.running--;
+          reject(err);
+        },
+      });
+    });
+  return {
+    calls,
+    load,
+    runOne: (item: string) => statement("one", [item]).then((r) => r[0]!),
+    runBatch: (items: string[]) => statement("batch", items),
+  };
+}
+
+const tick = () => new Promise((r) => setTimeout(r, 0));
+
+describe("Coalescer", () => {
+  test("an item that finds nothing running goes at once, alone", async () => {
+    const s = gatedStatements();
+    const c = new Coalescer(s.runOne, s.runBatch, { maxBatch: 10, maxInFlight: 1 });
+    const answer = c.run("a");
+    expect(s.calls.map((x) => [x.kind, x.items])).toEqual([["one", ["a"]]]);
+    s.calls[0]!.release();
+    expect(await answer).toBe("done a");
+  });
+
+  test("items that arrive while the statements run go together in the next one, each with its answer", async () => {
+    const s = gatedStatements();
+    const c = new Coalescer(s.runOne, s.runBatch, { maxBatch: 10, maxInFlight: 2 });
+    const answers = ["a", "b", "c", "d", "e"].map((i) => c.run(i));
+    // Two statements run (the limit); c, d and e wait.
+    expect(s.calls.map((x) => x.items)).toEqual([["a"], ["b"]]);
+    s.calls[1]!.release();
+    await tick();
+    expect(s.calls.map((x) => [x.kind, x.items])).toEqual([
+      ["one", ["a"]],
+      ["one", ["b"]],
+      ["batch", ["c", "d", "e"]],
+    ]);
+    s.calls[0]!.release();
+    s.calls[2]!.release();
+    expect(await Promise.all(answers)).toEqual(["done a", "done b", "done c", "done d", "done e"]);
+    expect(s.load.most).toBe(2);
+  });
+
+  test("never more than maxInFlight statements, never more than maxBatch items in one", async () => {
+    const s = gatedStatements();
+    const c = new Coalescer(s.runOne, s.runBatch, { maxBatch: 3, maxInFlight: 1 });
+    const answers = Array.from({ length: 8 }, (_, i) => c.run(`i${i}`));
+    for (let round = 0; round < 4; round++) {
+      expect(s.calls.length).toBe(round + 1);
+      s.calls[round]!.release();
+      await tick();
+    }
+    expect(s.calls.map((x) => x.items)).toEqual([["i0"], ["i1", "i2", "i3"], ["i4", "i5", "i6"], ["i7"]]);
+    expect(await Promise.all(answers)).toEqual(Array.from({ length: 8 }, (_, i) => `done i${i}`));
+    expect(s.load.most).toBe(1);
+  });
+
+  test("items sharing a key never share a statement, and a later one never overtakes an earlier one", async () => {
+    const s = gatedStatements();
+    const c = new Coalescer(s.runOne, s.runBatch, {
+      maxBatch: 10,
+      maxInFlight: 1,
+      keys: (item: string) => [item.split(":")[0]!],
+    });
+    const answers = ["x:0", "a:1", "b:1", "a:2", "c:1", "a:3", "b:2"].map((i) => c.run(i));
+    s.calls[0]!.release();
+    await tick();
+    s.calls[1]!.release();
+    await tick();
+    s.calls[2]!.release();
+    await tick();
+    s.calls[3]!.release();
+    await Promise.all(answers);
+    expect(s.calls.map((x) => x.items)).toEqual([["x:0"], ["a:1", "b:1", "c:1"], ["a:2", "b:2"], ["a:3"]]);
+  });
+
+  test("a failed statement of several items runs each alone: the failure stays with its own item", async () => {
+    const s = gatedStatements();
+    const c = new Coalescer(s.runOne, s.runBatch, { maxBatch: 10, maxInFlight: 1 });
+    const answers = ["a", "b", "c", "d"].map((i) => c.run(i).catch((err: Error) => `failed ${err.message}`));
+    s.calls[0]!.release();
+    await tick();
+    expect(s.calls[1]!.items).toEqual(["b", "c", "d"]);
+    s.calls[1]!.fail(new Error("deadlock detected"));
+    await tick();
+    expect(s.calls.slice(2).map((x) => [x.kind, x.items])).toEqual([
+      ["one", ["b"]],
+      ["one", ["c"]],
+      ["one", ["d"]],
+    ]);
+    s.calls[2]!.release();
+    s.calls[3]!.fail(new Error("c is wrong"));
+    s.calls[4]!.release();
+    expect(await Promise.all(answers)).toEqual(["done a", "done b", "failed c is wrong", "done d"]);
+  });
+
+  test("after a failed statement the queue goes on, each item with its own answer", async () => {
+    let batches = 0;
+    const c = new Coalescer(
+      async (item: number) => {
+        if (item === 2) throw new Error("two");
+        return item * 10;
+      },
+      async (items: number[]) => {
+        batches++;
+        throw new Error(`batch of ${items.length}`);
+      },
+      { maxBatch: 10, maxInFlight: 1 },
+    );
+    const answers = await Promise.all([1, 2, 3, 4].map((i) => c.run(i).catch((e: Error) => e.message)));
+    expect(answers).toEqual([10, "two", 30, 40]);
+    expect(batches).toBe(1);
+  });
+});
