@@ -233,7 +233,8 @@ async function run(kind: string) {
     await server.stop();
     await liveKit.close();
     await captcha.close();
-    await pg?.drop();
+    if (process.env.BENCH_KEEP_DB) console.log("kept database", pg?.url);
+    else await pg?.drop();
   }
 }
 
