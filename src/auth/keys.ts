@@ -1,3 +1,4 @@
+import { Buffer } from "node:buffer";
 import { createHash } from "node:crypto";
 
 /** Key material: generation, hashing and constant-time comparison. Only hashes are ever stored. */
@@ -51,9 +52,8 @@ export function sha256(text: string): Uint8Array {
 }
 
 export function toHex(bytes: Uint8Array): string {
-  let out = "";
-  for (const b of bytes) out += b.toString(16).padStart(2, "0");
-  return out;
+  // Native; a character loop was 5 % of the server's profile once hashes went into batched statements.
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("hex");
 }
 
 /** Constant-time equality of two byte arrays (Web Crypto has no timingSafeEqual). */

@@ -47,6 +47,7 @@ export function onePer<K extends object, V>(make: (owner: K) => V): (owner: K) =
 
 interface Waiting<I, O> {
   item: I;
+  keys: readonly string[];
   resolve(value: O): void;
   reject(reason: unknown): void;
 }
@@ -74,7 +75,7 @@ export class Coalescer<I, O> {
 
   run(item: I): Promise<O> {
     return new Promise<O>((resolve, reject) => {
-      this.#waiting.push({ item, resolve, reject });
+      this.#waiting.push({ item, keys: this.#options.keys?.(item) ?? [], resolve, reject });
       this.#pump();
     });
   }
@@ -93,12 +94,12 @@ export class Coalescer<I, O> {
   /** The oldest waiting items that fit in one statement, in arrival order; the others keep waiting. */
   #take(): Waiting<I, O>[] {
     const { maxBatch, keys } = this.#options;
-    if (!keys) return this.#waiting.splice(0, maxBatch);
+    if (!keys || this.#waiting.length <= 1) return this.#waiting.splice(0, maxBatch);
     const taken: Waiting<I, O>[] = [];
     const left: Waiting<I, O>[] = [];
     const used = new Set<string>();
     for (const w of this.#waiting) {
-      const itemKeys = keys(w.item);
+      const itemKeys = w.keys;
       if (taken.length < maxBatch && !itemKeys.some((k) => used.has(k))) {
         taken.push(w);
         for (const k of itemKeys) used.add(k);

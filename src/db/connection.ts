@@ -41,26 +41,34 @@ export async function pipelinedTransaction<T>(sql: Sql, fn: (tx: Sql) => Promise
 }
 
 /**
- * Runs `fn` on a connection of its own on which every statement is planned for its parameters at each
- * execution (`plan_cache_mode = force_custom_plan`) instead of reusing a generic plan. For statements
- * over a set of rows of varying size (db/coalesce.ts): PostgreSQL settles on a generic plan after five
- * executions and keeps it as long as the connection lives, and one made while the tables were small
- * (a hash join over a sequential scan) goes on scanning whole tables once they are not; measured, a
- * redemption statement went from 0.06 ms a row to several. The planning is shared by the rows of the
- * statement. The setting goes out with `fn`'s first statement and is reset before the connection
- * serves anything else.
+ * Runs `fn` on a connection of its own on which the planner uses index lookups and nested loops, not
+ * hash or merge joins over sequential scans. For the statements of several rows (db/coalesce.ts),
+ * each row of which touches a few rows by primary key: PostgreSQL settles on a generic plan after
+ * five executions of a prepared statement and keeps it as long as the connection lives, and one made
+ * while the tables were small (a hash join over a sequential scan of session_tokens) went on scanning
+ * the whole table once it was not (perf: backends in heapgetpage and MultiExecHash; pairs offered at
+ * 2,000/s fell behind by seconds). Planned under these settings, the kept plan is the one that suits
+ * any table size. Forcing a custom plan at each execution (`plan_cache_mode`) was the other way out;
+ * measured, it cost about a sixth of the throughput in planning (BENCHMARKS.md). Every statement of
+ * these kinds runs through here, so each is always planned under the same settings. The settings go
+ * out with `fn`'s first statement and are reset before the connection serves anything else.
  */
-export async function withCustomPlans<T>(sql: Sql, fn: (conn: Sql) => Promise<T>): Promise<T> {
+export async function withIndexLookups<T>(sql: Sql, fn: (conn: Sql) => Promise<T>): Promise<T> {
   const conn = await sql.reserve();
   try {
     const [, value] = await settledAll([
-      conn`set plan_cache_mode = force_custom_plan`.execute(),
+      conn`set enable_hashjoin = off; set enable_mergejoin = off; set enable_seqscan = off`
+        .simple()
+        .execute(),
       fn(conn as unknown as Sql),
     ]);
     return value;
   } finally {
     // Queued on this connection ahead of whatever it runs next; a connection that cannot run it is gone.
-    conn`reset plan_cache_mode`.execute().catch(() => {});
+    conn`reset enable_hashjoin; reset enable_mergejoin; reset enable_seqscan`
+      .simple()
+      .execute()
+      .catch(() => {});
     conn.release();
   }
 }

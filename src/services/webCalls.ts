@@ -4,7 +4,7 @@ import { verifyCaptcha } from "../captcha/verify.ts";
 import type { AgentRow } from "../db/agents.ts";
 import { type CallRow, type CallStatus, callView, insertCall, moveCall } from "../db/calls.ts";
 import { Coalescer, onePer, STATEMENT_COALESCING } from "../db/coalesce.ts";
-import { pipelinedTransaction, withCustomPlans } from "../db/connection.ts";
+import { pipelinedTransaction, withIndexLookups } from "../db/connection.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { newId } from "../ids.ts";
@@ -286,7 +286,7 @@ const simulatedRedeems = onePer(
   (deps: WebCallDeps) =>
     new Coalescer<SimulatedRedeem, SimulatedRedeemRow>(
       (r) => redeemSimulated(deps, r),
-      (rs) => withCustomPlans(deps.sql, (sql) => redeemSimulatedMany({ ...deps, sql }, rs)),
+      (rs) => withIndexLookups(deps.sql, (sql) => redeemSimulatedMany({ ...deps, sql }, rs)),
       {
         ...STATEMENT_COALESCING,
         keys: (r) => [`address ${r.rateLimit.hit.address}`, `token ${toHex(r.hash)}`],

@@ -40,6 +40,9 @@ const RATE = Number(arg("rate", "2000"));
 const ADMIN_TOKEN = "bench-admin-token-0123456789abcdef0123456789";
 const ORIGIN = "https://shop.example.com";
 
+/** Paced phase: how late each pair started (this process busy, or every connection taken). */
+const lateStarts: number[] = [];
+
 let addressSeq = 0;
 /** A distinct client address per request (10.x.y.z), read by the server through TRUST_PROXY. */
 function nextAddress(): string {
@@ -78,6 +81,7 @@ async function phase(count: number, job: () => Promise<string>, ratePerSecond = 
         if (ratePerSecond > 0) {
           const due = t0 + (index * 1000) / ratePerSecond;
           if (due > s) await Bun.sleep(due - s);
+          lateStarts.push(performance.now() - due);
           s = due;
         }
         let outcome: string;
@@ -219,10 +223,13 @@ async function run(kind: string) {
         `${kind.padEnd(9)} paced at ${RATE} pairs/s: ${paced.done} pairs, ${f(paced.perSecond)} pairs/s, ` +
           `p50 ${f(paced.p50)} ms, p99 ${f(paced.p99)} ms, failures ${JSON.stringify(paced.failed ? paced.statuses : {})}`,
       );
+      lateStarts.sort((a, b) => a - b);
       console.log(
         `${kind.padEnd(9)}   of which mint p99 ${f(percentile(pacedMs.mint, 99))} ms, ` +
-          `redeem p99 ${f(percentile(pacedMs.redeem, 99))} ms`,
+          `redeem p99 ${f(percentile(pacedMs.redeem, 99))} ms, late start p50 ${f(percentile(lateStarts, 50))} ms ` +
+          `p99 ${f(percentile(lateStarts, 99))} ms`,
       );
+      lateStarts.length = 0;
     }
     console.log(
       `${kind.padEnd(9)} publishable: ${calls.done} calls, ${f(calls.perSecond)} calls/s, p50 ${f(calls.p50)} ms, ` +
