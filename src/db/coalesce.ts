@@ -8,9 +8,12 @@
  * out together in the next one. An idle server therefore sends each item at once, alone (`runOne`),
  * and a busy one sends batches (`runBatch`) whose size follows the load, with no timer to tune.
  *
- * A batch is one statement, so it commits or fails as a whole. When it fails, each of its items runs
- * again alone: a failure that belongs to one item (or a deadlock between two batches) stays that
- * item's, and every item gets the answer it would have had on its own.
+ * A batch is one statement, so it commits or fails as a whole. When the database refused it (an error
+ * of the statement, after which nothing of it is left), each of its items runs again alone: a failure
+ * that belongs to one item (or a deadlock between two batches) stays that item's, and every item gets
+ * the answer it would have had on its own. Any other failure (the connection lost, perhaps after the
+ * commit; an answer that does not fit) is every item's: running them again could do twice what may
+ * have been done once.
  */
 
 export interface CoalesceOptions<I> {
@@ -19,15 +22,21 @@ export interface CoalesceOptions<I> {
   /** Statements of this coalescer running at once. */
   maxInFlight: number;
   /**
-   * Items that share a key never go in the same statement: the later one waits for the next. For
-   * statements that would touch the same row twice (an upsert cannot) or whose items must see each
-   * other's effects (the second redeemer of a token must find it spent).
+   * Items that share a key never go in the same statement: the later one waits for a later statement
+   * (which may run while the first one does; row locks order them then). For statements that would
+   * touch the same row twice (an upsert cannot) or whose items would otherwise not see each other's
+   * effects (the second redeemer of a token must find it spent).
    */
   keys?: (item: I) => readonly string[];
+  /** Whether the failure of a batch left nothing behind, so that its items may run again alone. */
+  refusedByDatabase: (err: unknown) => boolean;
 }
 
 /** The settings of the request paths' coalescers (measured in BENCHMARKS.md). */
 export const STATEMENT_COALESCING = { maxBatch: 64, maxInFlight: 3 } as const;
+
+/** An answer of a batch that does not have one result per item. */
+export class BatchAnswerError extends Error {}
 
 /**
  * `make(owner)`, made once per owner (a database handle, the app's dependencies) and kept as long as
@@ -115,15 +124,19 @@ export class Coalescer<I, O> {
 
   async #send(batch: Waiting<I, O>[]): Promise<void> {
     if (batch.length > 1) {
-      let results: O[] | undefined;
       try {
-        results = await this.#runBatch(batch.map((w) => w.item));
-      } catch {
-        // The statement changed nothing: each item runs again alone, below.
-      }
-      if (results) {
+        const results = await this.#runBatch(batch.map((w) => w.item));
+        if (results.length !== batch.length) {
+          throw new BatchAnswerError(`${results.length} answers for ${batch.length} items`);
+        }
         for (const [i, w] of batch.entries()) w.resolve(results[i]!);
         return;
+      } catch (err) {
+        if (!this.#options.refusedByDatabase(err)) {
+          for (const w of batch) w.reject(err);
+          return;
+        }
+        // The statement left nothing behind: each item runs again alone, below.
       }
     }
     await Promise.all(

@@ -4,10 +4,10 @@ import { ApiError } from "../errors.ts";
 
 /**
  * Rolling-window rate limits per client address, held in the database so that every process serving
- * the same database enforces one limit together. Requests for one address are serialised by a
- * transaction-scoped advisory lock; within it the hits of the window are counted and, when allowed,
- * the new one is recorded. Refused requests are not recorded, so `Retry-After` is exact: once that
- * many seconds have passed, a request is allowed again.
+ * the same database enforces one limit together. Requests for one address are serialised by the row
+ * lock of one upsert, which counts the hits of the window and, when allowed, records the new one.
+ * Refused requests are not recorded, so `Retry-After` is exact: once that many seconds have passed, a
+ * request is allowed again.
  */
 
 export interface RateLimitRule {
@@ -87,7 +87,9 @@ export function rateLimitHit(sql: Sql, clock: Clock, address: string, rule: Rate
  * The upsert locks each address's row and works on its latest version (`w`, not a snapshot), keeps
  * the hits still in the window, and adds this one only when fewer than `limit` remain. Concurrent
  * requests (any process) queue on the row lock, so exactly `limit` pass. Rows are locked in address
- * order, so two statements of several hits each cannot wait on each other. A hit is stamped when its
+ * order, so two statements of several hits do not wait on each other for these rows (a deadlock
+ * through other rows they lock is refused by the database, and their items run again alone, see
+ * db/coalesce.ts). A hit is stamped when its
  * request arrives but may be counted later (after the body is read), so the hits are sorted again
  * rather than appended: the newest stays last, which the pruning relies on.
  */
@@ -116,11 +118,15 @@ async function pruneRateLimitWindows(sql: Sql, clock: Clock, rule: RateLimitRule
   if (now - (lastPrune.get(sql) ?? 0) < 60_000) return;
   lastPrune.set(sql, now);
   try {
+    // Rows an upsert holds are skipped (they are in use, and waiting on them in no order could
+    // deadlock with a statement counting several hits); a later prune takes them.
     await sql`
-      delete from rate_limit_windows
-      where bucket = ${rule.bucket} and hits[cardinality(hits)] <= ${new Date(now - rule.windowSeconds * 1000)}`;
+      delete from rate_limit_windows where ctid in (
+        select ctid from rate_limit_windows
+        where bucket = ${rule.bucket} and hits[cardinality(hits)] <= ${new Date(now - rule.windowSeconds * 1000)}
+        for update skip locked)`;
   } catch {
-    // Housekeeping only: the per-address delete above keeps every decision right regardless.
+    // Housekeeping only: the window kept in each row keeps every decision right regardless.
   }
 }
 

@@ -5,7 +5,7 @@ import { agentAllowed, assertAgentAllowed } from "../auth/secretKey.ts";
 import type { Clock } from "../clock.ts";
 import type { AgentRow } from "../db/agents.ts";
 import { Coalescer, onePer, STATEMENT_COALESCING } from "../db/coalesce.ts";
-import { type Db, pipelinedTransaction, withIndexLookups } from "../db/connection.ts";
+import { type Db, pipelinedTransaction, refusedByDatabase, withCustomPlans } from "../db/connection.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
 import { type FlatObject, FlatObjectSchema } from "../schemas.ts";
@@ -314,8 +314,8 @@ const tokenInserts = onePer(
   (sql: Sql) =>
     new Coalescer<NewSessionToken, boolean>(
       (t) => insertSessionToken(sql, t),
-      (ts) => withIndexLookups(sql, (conn) => insertSessionTokens(conn, ts)),
-      STATEMENT_COALESCING,
+      (ts) => withCustomPlans(sql, (conn) => insertSessionTokens(conn, ts)),
+      { ...STATEMENT_COALESCING, refusedByDatabase },
     ),
 );
 

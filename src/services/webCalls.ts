@@ -4,7 +4,7 @@ import { verifyCaptcha } from "../captcha/verify.ts";
 import type { AgentRow } from "../db/agents.ts";
 import { type CallRow, type CallStatus, callView, insertCall, moveCall } from "../db/calls.ts";
 import { Coalescer, onePer, STATEMENT_COALESCING } from "../db/coalesce.ts";
-import { pipelinedTransaction, withIndexLookups } from "../db/connection.ts";
+import { pipelinedTransaction, refusedByDatabase, withCustomPlans } from "../db/connection.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { newId } from "../ids.ts";
@@ -273,22 +273,22 @@ async function redeemSimulatedMany(deps: WebCallDeps, rs: SimulatedRedeem[]): Pr
       (select json_agg(t) from created_timer t where t.payload->>'callId' = r.call_id) as timers
     from input r join rate_limit l on l.address = r.address left join valid v on v.i = r.i
     order by r.i`;
-  if (rows.length !== rs.length) throw new Error("a batched redemption lost a row");
   return rows;
 }
 
 /**
  * Redemptions of test tokens, coalesced (db/coalesce.ts). A statement holds one request per client
- * address (an upsert touches its row once) and per token (the second redeemer of a token must see the
- * first one's claim, so it goes in a later statement).
+ * address (an upsert touches its row once) and per token (the second redeemer of a token goes in
+ * another statement, whose claim then waits on the first one's row lock and finds the token spent).
  */
 const simulatedRedeems = onePer(
   (deps: WebCallDeps) =>
     new Coalescer<SimulatedRedeem, SimulatedRedeemRow>(
       (r) => redeemSimulated(deps, r),
-      (rs) => withIndexLookups(deps.sql, (sql) => redeemSimulatedMany({ ...deps, sql }, rs)),
+      (rs) => withCustomPlans(deps.sql, (sql) => redeemSimulatedMany({ ...deps, sql }, rs)),
       {
         ...STATEMENT_COALESCING,
+        refusedByDatabase,
         keys: (r) => [`address ${r.rateLimit.hit.address}`, `token ${toHex(r.hash)}`],
       },
     ),

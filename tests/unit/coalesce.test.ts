@@ -1,5 +1,9 @@
 import { describe, expect, test } from "bun:test";
-import { Coalescer } from "../../src/db/coalesce.ts";
+import { BatchAnswerError, Coalescer } from "../../src/db/coalesce.ts";
+
+/** What the database answers to a statement it refuses; anything else is a lost connection or the like. */
+class Refusal extends Error {}
+const refusedByDatabase = (err: unknown) => err instanceof Refusal;
 
 /** A statement that answers when the test says so, recording what it was given. */
 function gatedStatements() {
@@ -35,7 +39,7 @@ const tick = () => new Promise((r) => setTimeout(r, 0));
 describe("Coalescer", () => {
   test("an item that finds nothing running goes at once, alone", async () => {
     const s = gatedStatements();
-    const c = new Coalescer(s.runOne, s.runBatch, { maxBatch: 10, maxInFlight: 1 });
+    const c = new Coalescer(s.runOne, s.runBatch, { maxBatch: 10, maxInFlight: 1, refusedByDatabase });
     const answer = c.run("a");
     expect(s.calls.map((x) => [x.kind, x.items])).toEqual([["one", ["a"]]]);
     s.calls[0]!.release();
@@ -44,7 +48,7 @@ describe("Coalescer", () => {
 
   test("items that arrive while the statements run go together in the next one, each with its answer", async () => {
     const s = gatedStatements();
-    const c = new Coalescer(s.runOne, s.runBatch, { maxBatch: 10, maxInFlight: 2 });
+    const c = new Coalescer(s.runOne, s.runBatch, { maxBatch: 10, maxInFlight: 2, refusedByDatabase });
     const answers = ["a", "b", "c", "d", "e"].map((i) => c.run(i));
     // Two statements run (the limit); c, d and e wait.
     expect(s.calls.map((x) => x.items)).toEqual([["a"], ["b"]]);
@@ -63,7 +67,7 @@ describe("Coalescer", () => {
 
   test("never more than maxInFlight statements, never more than maxBatch items in one", async () => {
     const s = gatedStatements();
-    const c = new Coalescer(s.runOne, s.runBatch, { maxBatch: 3, maxInFlight: 1 });
+    const c = new Coalescer(s.runOne, s.runBatch, { maxBatch: 3, maxInFlight: 1, refusedByDatabase });
     const answers = Array.from({ length: 8 }, (_, i) => c.run(`i${i}`));
     for (let round = 0; round < 4; round++) {
       expect(s.calls.length).toBe(round + 1);
@@ -80,6 +84,7 @@ describe("Coalescer", () => {
     const c = new Coalescer(s.runOne, s.runBatch, {
       maxBatch: 10,
       maxInFlight: 1,
+      refusedByDatabase,
       keys: (item: string) => [item.split(":")[0]!],
     });
     const answers = ["x:0", "a:1", "b:1", "a:2", "c:1", "a:3", "b:2"].map((i) => c.run(i));
@@ -96,12 +101,12 @@ describe("Coalescer", () => {
 
   test("a failed statement of several items runs each alone: the failure stays with its own item", async () => {
     const s = gatedStatements();
-    const c = new Coalescer(s.runOne, s.runBatch, { maxBatch: 10, maxInFlight: 1 });
+    const c = new Coalescer(s.runOne, s.runBatch, { maxBatch: 10, maxInFlight: 1, refusedByDatabase });
     const answers = ["a", "b", "c", "d"].map((i) => c.run(i).catch((err: Error) => `failed ${err.message}`));
     s.calls[0]!.release();
     await tick();
     expect(s.calls[1]!.items).toEqual(["b", "c", "d"]);
-    s.calls[1]!.fail(new Error("deadlock detected"));
+    s.calls[1]!.fail(new Refusal("deadlock detected"));
     await tick();
     expect(s.calls.slice(2).map((x) => [x.kind, x.items])).toEqual([
       ["one", ["b"]],
@@ -123,12 +128,48 @@ describe("Coalescer", () => {
       },
       async (items: number[]) => {
         batches++;
-        throw new Error(`batch of ${items.length}`);
+        throw new Refusal(`batch of ${items.length}`);
       },
-      { maxBatch: 10, maxInFlight: 1 },
+      { maxBatch: 10, maxInFlight: 1, refusedByDatabase },
     );
     const answers = await Promise.all([1, 2, 3, 4].map((i) => c.run(i).catch((e: Error) => e.message)));
     expect(answers).toEqual([10, "two", 30, 40]);
     expect(batches).toBe(1);
+  });
+
+  test("a failure that is not the database's refusal is every item's: nothing runs again", async () => {
+    const s = gatedStatements();
+    const c = new Coalescer(s.runOne, s.runBatch, { maxBatch: 10, maxInFlight: 1, refusedByDatabase });
+    const answers = ["a", "b", "c"].map((i) => c.run(i).catch((err: Error) => `failed ${err.message}`));
+    s.calls[0]!.release();
+    await tick();
+    // Lost after the commit, perhaps: running b and c again could do their work twice.
+    s.calls[1]!.fail(new Error("connection closed"));
+    expect(await Promise.all(answers)).toEqual([
+      "done a",
+      "failed connection closed",
+      "failed connection closed",
+    ]);
+    expect(s.calls.length).toBe(2);
+  });
+
+  test("an answer without one result per item is every item's failure", async () => {
+    let ones = 0;
+    const c = new Coalescer(
+      async (item: number) => {
+        ones++;
+        await Bun.sleep(1);
+        return item;
+      },
+      async (items: number[]) => items.slice(1),
+      { maxBatch: 10, maxInFlight: 1, refusedByDatabase },
+    );
+    const answers = await Promise.all(
+      [1, 2, 3].map((i) =>
+        c.run(i).catch((e: Error) => (e instanceof BatchAnswerError ? "mismatch" : e.message)),
+      ),
+    );
+    expect(answers).toEqual([1, "mismatch", "mismatch"]);
+    expect(ones).toBe(1);
   });
 });

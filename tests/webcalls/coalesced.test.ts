@@ -98,8 +98,9 @@ describe("test-token redemptions that arrive together", () => {
     const limitedAddress = freshAddress();
     for (let i = 0; i < 6; i++) await hitRateLimit(w.ctx.deps.sql, w.ctx.deps.clock, limitedAddress);
 
+    const addresses = tokens.map(() => freshAddress());
     const requests = [
-      ...tokens.map((sessionToken) => startCall(w.ctx, { sessionToken })),
+      ...tokens.map((sessionToken, i) => startCall(w.ctx, { sessionToken }, { address: addresses[i]! })),
       startCall(w.ctx, { sessionToken: live }),
       startCall(w.ctx, { sessionToken: idleToken }),
       startCall(w.ctx, { sessionToken: spent }),
@@ -140,7 +141,16 @@ describe("test-token redemptions that arrive together", () => {
       expect(call.spent_by).toBe(call.id);
       expect(call.language).toBe("fr");
     }
-    expect(new Set(calls.map((c) => c.variables.n)).size).toBe(N);
+    // Each answer names the call of its own token: request k's call carries the variables minted as k.
+    const byId = new Map(calls.map((c) => [c.id, c.variables.n]));
+    expect(callIds.map((id) => byId.get(id))).toEqual(tokens.map((_, k) => k));
+    // Each request's hit was counted once, the refused one not at all.
+    const windows = await w.ctx.db.sql<{ address: string; n: number }[]>`
+      select address, cardinality(hits)::int as n from rate_limit_windows
+      where address = any(${[...addresses, limitedAddress]})`;
+    const hits = new Map(windows.map((r) => [r.address, r.n]));
+    expect(addresses.map((a) => hits.get(a))).toEqual(addresses.map(() => 1));
+    expect(hits.get(limitedAddress)).toBe(6);
     const timers = await w.ctx.db.sql<{ call_id: string }[]>`
       select payload->>'callId' as call_id from timers where payload->>'callId' = any(${callIds})`;
     expect(timers.map((t) => t.call_id).sort()).toEqual([...callIds].sort());
