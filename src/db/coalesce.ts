@@ -32,8 +32,11 @@ export interface CoalesceOptions<I> {
   refusedByDatabase: (err: unknown) => boolean;
 }
 
-/** The settings of the request paths' coalescers (measured in BENCHMARKS.md). */
-export const STATEMENT_COALESCING = { maxBatch: 64, maxInFlight: 3 } as const;
+/**
+ * The settings of the request paths' coalescers. Two statements in flight per kind gave as many pairs
+ * per second as three and a lower p99; batches of at most 16 gave a quarter fewer (BENCHMARKS.md).
+ */
+export const STATEMENT_COALESCING = { maxBatch: 64, maxInFlight: 2 } as const;
 
 /** An answer of a batch that does not have one result per item. */
 export class BatchAnswerError extends Error {}

@@ -84,8 +84,9 @@ export async function withCustomPlans<T>(sql: Sql, fn: (conn: Sql) => Promise<T>
 }
 
 /**
- * Connections of `withCustomPlans` on PostgreSQL: as many as statements of several rows may run at
- * once (two kinds, db/coalesce.ts); more would only queue on the same two cores.
+ * Connections of `withCustomPlans` on PostgreSQL. Up to four statements of several rows run at once
+ * (two kinds, `STATEMENT_COALESCING.maxInFlight` each) and share them, pipelined; 2, 3 and 4
+ * measured alike on two cores (BENCHMARKS.md).
  */
 const CUSTOM_PLAN_POOL_SIZE = 3;
 
