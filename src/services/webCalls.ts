@@ -172,10 +172,10 @@ export async function startWithSessionToken(
 /**
  * A test token in one statement, so one round trip and one commit: the request's rate-limit hit, then,
  * when it passed, the claim (a test token whose agent is active), the simulated call it starts and the
- * call's first timer. When the claim takes nothing, the same statement reads what the token is: "live"
+ * call's first timer. When the claim took nothing, a read of what the token is then tells why: "live"
  * sends it on to the live path (the hit is counted: that path does not count it again); a valid test
- * token whose agent is inactive is 503; anything else is 401, including a token that reads valid but
- * that a parallel request spent first (the claim waited for that request's commit and matched nothing).
+ * token whose agent is inactive is 503; anything else is 401, including a token that a parallel
+ * request spent first.
  *
  * Under load, redemptions that arrive together share one such statement (`simulatedRedeems`).
  */
@@ -185,18 +185,18 @@ async function startSimulatedWebCall(
   callId: string,
   rateLimit: WebCallRateLimit,
 ): Promise<SimulatedWebCall | "live"> {
-  const row = await simulatedRedeems(deps).run({ hash, callId, rateLimit, now: deps.clock.now() });
+  const now = deps.clock.now();
+  const row = await simulatedRedeems(deps).run({ hash, callId, rateLimit, now });
   // Throws 429 when the hit was refused; then nothing else was done (every entry waits on the hit).
   rateLimit.counted(row);
-  // `valid` is read only when the claim took nothing (its condition on `claim` gates the scan).
   if (row.timers) {
     schedulerOf(deps).scheduled(row.timers);
     return { simulated: true, livemode: false, callId, maxSeconds: 600 };
   }
-  if (row.livemode) return "live";
-  throw claimRefusalOf(
-    row.livemode === null ? undefined : { livemode: false, agent_active: row.agent_active! },
-  );
+  const [valid] = await deps.sql<{ livemode: boolean; agent_active: boolean }[]>`
+    ${validTokenSql(deps.sql, hash, now)}`;
+  if (valid?.livemode) return "live";
+  throw claimRefusalOf(valid);
 }
 
 interface SimulatedRedeem {
@@ -206,11 +206,8 @@ interface SimulatedRedeem {
   now: Date;
 }
 
-type SimulatedRedeemRow = RateLimitRow & {
-  timers: InsertedTimerRow[] | null;
-  livemode: boolean | null;
-  agent_active: boolean | null;
-};
+/** The hit's row, and the first timer of the call when the claim took the token. */
+type SimulatedRedeemRow = RateLimitRow & { timers: InsertedTimerRow[] | null };
 
 /** One redemption's statement (see `startSimulatedWebCall`). */
 async function redeemSimulated(deps: WebCallDeps, r: SimulatedRedeem): Promise<SimulatedRedeemRow> {
@@ -221,20 +218,16 @@ async function redeemSimulated(deps: WebCallDeps, r: SimulatedRedeem): Promise<S
   const [row] = await sql<SimulatedRedeemRow[]>`
     with rate_limit as (${r.rateLimit.inStatement()}),
       claim as (${claimSql(sql, r.hash, r.now, { callId: r.callId, livemode: false, onlyIf: allowed })}),
-      ${simulatedCallEntries(sql, deps, { id: r.callId, direction: "web", to: null }, claimed)},
-      valid as (
-        select * from (${validTokenSql(sql, r.hash, r.now)}) v where ${allowed} and not exists (select from claim)
-      )
-    select (select json_agg(created_timer) from created_timer) as timers, valid.livemode, valid.agent_active,
-      rate_limit.hits, rate_limit.last_allowed
-    from rate_limit left join valid on true`;
+      ${simulatedCallEntries(sql, deps, { id: r.callId, direction: "web", to: null }, claimed)}
+    select (select json_agg(created_timer) from created_timer) as timers, rate_limit.hits, rate_limit.last_allowed
+    from rate_limit`;
   return row!;
 }
 
 /**
  * Several redemptions in one statement, each row of `input` doing what `redeemSimulated` does for its
- * request: its own hit (addresses are distinct within a statement), its claim gated on that hit, its
- * call, and what its token is when its claim took nothing. Answers in the order of `rs`.
+ * request: its own hit (addresses are distinct within a statement), its claim gated on that hit and
+ * its call. Answers in the order of `rs`.
  */
 async function redeemSimulatedMany(deps: WebCallDeps, rs: SimulatedRedeem[]): Promise<SimulatedRedeemRow[]> {
   const { sql } = deps;
@@ -264,14 +257,10 @@ async function redeemSimulatedMany(deps: WebCallDeps, rs: SimulatedRedeem[]): Pr
             null as to_number, null as contact_id, null as campaign_id, 'web' as direction, c.variables,
             r.duration as simulated_duration_seconds, c.language, null as task_id, r.at as created_at
           from claim c join input r on r.call_id = c.call_id`,
-      )},
-      valid as (
-        select r.i, v.* from allowed r cross join lateral (${validTokenSql(sql, hash, sql`r.at`)}) v
-        where not exists (select from claim c where c.call_id = r.call_id)
-      )
-    select r.i, l.hits, l.last_allowed, v.livemode, v.agent_active,
+      )}
+    select r.i, l.hits, l.last_allowed,
       (select json_agg(t) from created_timer t where t.payload->>'callId' = r.call_id) as timers
-    from input r join rate_limit l on l.address = r.address left join valid v on v.i = r.i
+    from input r join rate_limit l on l.address = r.address
     order by r.i`;
   return rows;
 }
