@@ -212,19 +212,20 @@ export function simulatedCallEntries(
     sql,
     deps,
     sql`
-      select ${id} as id, s.organization_id, false as livemode, 'initiated' as status, s.agent_id,
-        ${input.to} as to_number, ${input.contactId ?? null} as contact_id, ${input.campaignId ?? null} as campaign_id,
+      select ${id} as id, s.organization_id, s.agent_id, ${input.to} as to_number,
+        ${input.contactId ?? null} as contact_id, ${input.campaignId ?? null} as campaign_id,
         ${input.direction} as direction, s.variables, ${drawDurationSeconds(id)} as simulated_duration_seconds,
-        s.language, null as task_id, ${deps.clock.now()} as created_at
+        s.language, ${deps.clock.now()} as created_at
       from (${source}) s`,
   );
 }
 
 /**
- * The `with` entries that create simulated calls from `calls`, a select of their columns (as
- * `insertCallsFrom` takes them), and the timer of each one's first step: `created_call` returns the
- * calls' columns, `created_timer` the timers' (for the scheduler's `scheduled`), each timer's payload
- * naming its call.
+ * The `with` entries that create simulated calls, in `initiated`, from `calls`, a select of `(id,
+ * organization_id, agent_id, to_number, contact_id, campaign_id, direction, variables,
+ * simulated_duration_seconds, language, created_at)`, and the timer of each one's first step:
+ * `created_call` returns the calls' columns, `created_timer` the timers' (for the scheduler's
+ * `scheduled`), each timer's payload naming its call.
  */
 export function simulatedCallsFrom(sql: Sql, deps: CallDeps, calls: Fragment): Fragment {
   const timer = sql`
@@ -232,8 +233,13 @@ export function simulatedCallsFrom(sql: Sql, deps: CallDeps, calls: Fragment): F
       now() + ${SIMULATED_SCHEDULE.ringingAfter * 1000 * deps.env.SIMULATION_TIME_SCALE}::float8 * interval '1 millisecond' as due_at,
       jsonb_build_object('callId', id, 'to', 'ringing') as payload
     from created_call`;
+  const rows = sql`
+    select c.id, c.organization_id, false as livemode, 'initiated' as status, c.agent_id, c.to_number,
+      c.contact_id, c.campaign_id, c.direction, c.variables, c.simulated_duration_seconds, c.language,
+      null as task_id, c.created_at
+    from (${calls}) c`;
   return sql`
-    created_call as (${insertCallsFrom(sql, calls)}),
+    created_call as (${insertCallsFrom(sql, rows)}),
     created_timer as (${schedulerOf(deps).insertFrom(sql, timer)})`;
 }
 

@@ -282,7 +282,8 @@ async function insertSessionToken(sql: Db, t: NewSessionToken): Promise<boolean>
 
 /**
  * Tokens written several to a statement when mints arrive together (db/coalesce.ts): the same rows
- * `insertSessionToken` writes, each only if its agent exists, reported per token.
+ * `insertSessionToken` writes, each only if its agent exists, reported per token. A lone mint keeps
+ * its own statement, whose kept plan (the agent looked up by key) is right at any table size.
  */
 async function insertSessionTokens(sql: Sql, tokens: NewSessionToken[]): Promise<boolean[]> {
   const rows = tokens.map((t) => ({
@@ -455,26 +456,31 @@ export function claimSql(
 
 /**
  * A valid token (known, unspent, unexpired, of a key not revoked) as `(livemode, agent_active)`, read
- * without claiming; no row otherwise. After a claim that took nothing it tells why: a valid test token
- * whose agent is inactive is 503, anything else 401. `hash` and `now` as in `claimSql`.
+ * without claiming; undefined otherwise. After a claim that took nothing it tells why: a valid test
+ * token whose agent is inactive is 503, a valid live one goes on to the live path (test tokens, see
+ * services/webCalls.ts), anything else is 401.
  */
-export function validTokenSql(sql: Db, hash: Uint8Array | Fragment, now: Date | Fragment): Fragment {
-  return sql`
+export async function readValidToken(
+  sql: Db,
+  hash: Uint8Array,
+  now: Date,
+): Promise<{ livemode: boolean; agent_active: boolean } | undefined> {
+  const [row] = await sql<{ livemode: boolean; agent_active: boolean }[]>`
     select t.livemode, a.active as agent_active
     from session_tokens t
       join secret_keys k on k.id = t.secret_key_id
       join agents a on a.id = t.agent_id and a.organization_id = t.organization_id
     where t.token_hash = ${hash} and t.spent_at is null and t.expires_at > ${now} and k.revoked_at is null`;
+  return row;
 }
 
-/** The refusal for a claim that took nothing, given what `validTokenSql` read then (or undefined). */
+/** The refusal for a claim that took nothing, given what `readValidToken` read then (or undefined). */
 export function claimRefusalOf(valid: { livemode: boolean; agent_active: boolean } | undefined): ApiError {
   return valid && !valid.livemode && !valid.agent_active ? agentUnavailable() : invalidSessionToken();
 }
 
 async function claimRefusal(tx: Db, hash: Uint8Array, now: Date): Promise<ApiError> {
-  const [row] = await tx<{ livemode: boolean; agent_active: boolean }[]>`${validTokenSql(tx, hash, now)}`;
-  return claimRefusalOf(row);
+  return claimRefusalOf(await readValidToken(tx, hash, now));
 }
 
 export function invalidSessionToken(): ApiError {

@@ -28,7 +28,7 @@ import {
   claimSql,
   invalidSessionToken,
   presentedHash,
-  validTokenSql,
+  readValidToken,
   withRedeemedSessionToken,
 } from "./sessions.ts";
 
@@ -193,8 +193,7 @@ async function startSimulatedWebCall(
     schedulerOf(deps).scheduled(row.timers);
     return { simulated: true, livemode: false, callId, maxSeconds: 600 };
   }
-  const [valid] = await deps.sql<{ livemode: boolean; agent_active: boolean }[]>`
-    ${validTokenSql(deps.sql, hash, now)}`;
+  const valid = await readValidToken(deps.sql, hash, now);
   if (valid?.livemode) return "live";
   throw claimRefusalOf(valid);
 }
@@ -253,9 +252,9 @@ async function redeemSimulatedMany(deps: WebCallDeps, rs: SimulatedRedeem[]): Pr
         sql,
         deps,
         sql`
-          select c.call_id as id, c.organization_id, false as livemode, 'initiated' as status, c.agent_id,
-            null as to_number, null as contact_id, null as campaign_id, 'web' as direction, c.variables,
-            r.duration as simulated_duration_seconds, c.language, null as task_id, r.at as created_at
+          select c.call_id as id, c.organization_id, c.agent_id, null as to_number, null as contact_id,
+            null as campaign_id, 'web' as direction, c.variables, r.duration as simulated_duration_seconds,
+            c.language, r.at as created_at
           from claim c join input r on r.call_id = c.call_id`,
       )}
     select r.i, l.hits, l.last_allowed,
