@@ -20,7 +20,8 @@
  * The per-address rate limit (6 per 10 minutes) would stop a load test from one address, so the
  * server runs with TRUST_PROXY=127.0.0.1/32 and every request carries its own X-Forwarded-For.
  * Each phase stops at its count or its time bound, whichever comes first. Figures only; never fails
- * on speed.
+ * on speed. BENCH_KEEP_DB=1 keeps the PostgreSQL database afterwards (its URL is printed) for
+ * looking at plans and tables; drop it by hand.
  */
 import { startFakeCaptcha } from "../helpers/fakeCaptcha.ts";
 import { startFakeLiveKit } from "../helpers/fakeLivekit.ts";
