@@ -1,3 +1,5 @@
+import type { Logger } from "../log.ts";
+
 /**
  * Many concurrent requests for the same statement as few statements of many rows.
  *
@@ -30,6 +32,8 @@ export interface CoalesceOptions<I> {
   keys?: (item: I) => readonly string[];
   /** Whether the failure of a batch left nothing behind, so that its items may run again alone. */
   refusedByDatabase: (err: unknown) => boolean;
+  /** Told of each refused batch before its items run again alone (a refusal every time would double the work unseen). */
+  onRefused?: (err: unknown, items: number) => void;
 }
 
 /**
@@ -37,6 +41,17 @@ export interface CoalesceOptions<I> {
  * per second as three and a lower p99; batches of at most 16 gave a quarter fewer (BENCHMARKS.md).
  */
 export const STATEMENT_COALESCING = { maxBatch: 64, maxInFlight: 2 } as const;
+
+/** A log line for a refused batch: the database's code and message, never the rows (they hold hashes). */
+export function logRefusedBatch(log: Logger, statement: string): (err: unknown, items: number) => void {
+  return (err, items) =>
+    log.warn("a batched statement was refused; its items run again one by one", {
+      statement,
+      items,
+      code: (err as { code?: unknown }).code,
+      error: err instanceof Error ? err.message : String(err),
+    });
+}
 
 /** An answer of a batch that does not have one result per item. */
 export class BatchAnswerError extends Error {}
@@ -139,6 +154,7 @@ export class Coalescer<I, O> {
           for (const w of batch) w.reject(err);
           return;
         }
+        this.#options.onRefused?.(err, batch.length);
         // The statement left nothing behind: each item runs again alone, below.
       }
     }

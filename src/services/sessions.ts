@@ -4,10 +4,11 @@ import type { SecretKeyAuth } from "../auth/secretKey.ts";
 import { agentAllowed, assertAgentAllowed } from "../auth/secretKey.ts";
 import type { Clock } from "../clock.ts";
 import type { AgentRow } from "../db/agents.ts";
-import { Coalescer, onePer, STATEMENT_COALESCING } from "../db/coalesce.ts";
+import { Coalescer, logRefusedBatch, onePer, STATEMENT_COALESCING } from "../db/coalesce.ts";
 import { type Db, pipelinedTransaction, refusedByDatabase, withCustomPlans } from "../db/connection.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
+import type { Logger } from "../log.ts";
 import { type FlatObject, FlatObjectSchema } from "../schemas.ts";
 import { languageOfVariables } from "../simulation/content.ts";
 
@@ -155,7 +156,7 @@ export interface MintedSessionToken {
  * refused request rolls back, so only successful answers are kept.
  */
 export async function mintSessionToken(
-  deps: { sql: Sql; clock: Clock },
+  deps: { sql: Sql; clock: Clock; log: Logger },
   auth: SecretKeyAuth,
   input: MintInput,
 ): Promise<MintedSessionToken> {
@@ -169,7 +170,7 @@ export async function mintSessionToken(
     const { key, hash } = await generateKey("sessionToken");
     const now = clock.now();
     const expiresAt = new Date(now.getTime() + SESSION_TOKEN_TTL_MS);
-    const inserted = await tokenInserts(sql).run({
+    const inserted = await tokenInserts(deps).run({
       hash,
       auth,
       agentId: input.agentId,
@@ -312,11 +313,15 @@ async function insertSessionTokens(sql: Sql, tokens: NewSessionToken[]): Promise
 }
 
 const tokenInserts = onePer(
-  (sql: Sql) =>
+  ({ sql, log }: { sql: Sql; log: Logger }) =>
     new Coalescer<NewSessionToken, boolean>(
       (t) => insertSessionToken(sql, t),
       (ts) => withCustomPlans(sql, (conn) => insertSessionTokens(conn, ts)),
-      { ...STATEMENT_COALESCING, refusedByDatabase },
+      {
+        ...STATEMENT_COALESCING,
+        refusedByDatabase,
+        onRefused: logRefusedBatch(log, "session token inserts"),
+      },
     ),
 );
 

@@ -3,7 +3,7 @@ import { keyKind, sha256, toHex } from "../auth/keys.ts";
 import { verifyCaptcha } from "../captcha/verify.ts";
 import type { AgentRow } from "../db/agents.ts";
 import { type CallRow, type CallStatus, callView, insertCall, moveCall } from "../db/calls.ts";
-import { Coalescer, onePer, STATEMENT_COALESCING } from "../db/coalesce.ts";
+import { Coalescer, logRefusedBatch, onePer, STATEMENT_COALESCING } from "../db/coalesce.ts";
 import { pipelinedTransaction, refusedByDatabase, withCustomPlans } from "../db/connection.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
@@ -277,6 +277,7 @@ const simulatedRedeems = onePer(
       {
         ...STATEMENT_COALESCING,
         refusedByDatabase,
+        onRefused: logRefusedBatch(deps.log, "test-token redemptions"),
         keys: (r) => [`address ${r.rateLimit.hit.address}`, `token ${toHex(r.hash)}`],
       },
     ),

@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { BatchAnswerError, Coalescer } from "../../src/db/coalesce.ts";
+import { BatchAnswerError, Coalescer, logRefusedBatch } from "../../src/db/coalesce.ts";
+import { createLogger } from "../../src/log.ts";
 
 /** What the database answers to a statement it refuses; anything else is a lost connection or the like. */
 class Refusal extends Error {}
@@ -171,5 +172,29 @@ describe("Coalescer", () => {
     );
     expect(answers).toEqual([1, "mismatch", "mismatch"]);
     expect(ones).toBe(1);
+  });
+
+  test("a refused batch is logged (code and message, not its rows) before its items run again", async () => {
+    const lines: string[] = [];
+    const log = createLogger("debug", (line) => lines.push(line));
+    const refusal = Object.assign(new Refusal("deadlock detected"), { code: "40P01" });
+    const c = new Coalescer(
+      async (item: string) => item,
+      async (_items: string[]): Promise<string[]> => {
+        throw refusal;
+      },
+      { maxBatch: 10, maxInFlight: 1, refusedByDatabase, onRefused: logRefusedBatch(log, "probe rows") },
+    );
+    const answers = await Promise.all(["first", "inf_wcs_secretsecretsecret", "third"].map((i) => c.run(i)));
+    expect(answers).toEqual(["first", "inf_wcs_secretsecretsecret", "third"]);
+    expect(lines.length).toBe(1);
+    const entry = JSON.parse(lines[0]!);
+    expect(entry).toMatchObject({
+      statement: "probe rows",
+      items: 2,
+      code: "40P01",
+      error: "deadlock detected",
+    });
+    expect(lines[0]).not.toContain("inf_wcs_");
   });
 });
