@@ -9,6 +9,8 @@ import type { Logger } from "../log.ts";
  * keeps at most `maxInFlight` statements of its kind running; what arrives meanwhile waits and goes
  * out together in the next one. An idle server therefore sends each item at once, alone (`runOne`),
  * and a busy one sends batches (`runBatch`) whose size follows the load, with no timer to tune.
+ * A batch statement takes its rows from `batch_rows` (sql/0012), which keeps its plan right as the
+ * tables grow.
  *
  * A batch is one statement, so it commits or fails as a whole. When the database refused it (an error
  * of the statement, after which nothing of it is left), each of its items runs again alone: a failure

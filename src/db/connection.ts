@@ -48,48 +48,6 @@ export async function pipelinedTransaction<T>(sql: Sql, fn: (tx: Sql) => Promise
   }
 }
 
-/** Connections of statements over sets of rows, per request pool (PostgreSQL; see `openDatabase`). */
-const customPlanPools = new WeakMap<Sql, Sql>();
-
-/**
- * Runs `fn` with a handle on which every statement is planned for its parameters and the tables as
- * they are, at each execution (`plan_cache_mode = force_custom_plan`). For the statements of several
- * rows (db/coalesce.ts): PostgreSQL settles on a generic plan after five executions of a prepared
- * statement and keeps it until something invalidates it (an ANALYZE), and one made while the tables were small
- * (a hash join over a sequential scan of session_tokens; with hash joins and sequential scans
- * disabled, a nested loop over a full index scan of it) went on reading the whole table once it was
- * not: perf showed the backends in heapgetpage, MultiExecHash, index_fetch_heap, and pairs offered at
- * 2,000/s fell behind by seconds. The planning is shared by the rows of the statement.
- *
- * On PostgreSQL `fn` gets a small pool of its own whose connections start with the setting: taking a
- * connection of the request pool for the purpose (`reserve`) waits until one is idle, which under
- * load, with statements pipelined on every connection, can take seconds. The embedded database has
- * one session: the setting goes out with `fn`'s first statement and is reset before the session
- * serves anything else.
- */
-export async function withCustomPlans<T>(sql: Sql, fn: (conn: Sql) => Promise<T>): Promise<T> {
-  const pool = customPlanPools.get(sql);
-  if (pool) return fn(pool);
-  const conn = await sql.reserve();
-  try {
-    // If the setting fails, fn's statements run with the usual plans: its outcome is the answer.
-    const setting = conn`set plan_cache_mode = force_custom_plan`.execute();
-    setting.catch(() => {});
-    return await fn(conn as unknown as Sql);
-  } finally {
-    // Queued on this connection ahead of whatever it runs next; a connection that cannot run it is gone.
-    conn`reset plan_cache_mode`.execute().catch(() => {});
-    conn.release();
-  }
-}
-
-/**
- * Connections of `withCustomPlans` on PostgreSQL. Up to four statements of several rows run at once
- * (two kinds, `STATEMENT_COALESCING.maxInFlight` each) and share them, pipelined; 2, 3 and 4
- * measured alike on two cores (BENCHMARKS.md).
- */
-const CUSTOM_PLAN_POOL_SIZE = 3;
-
 export interface Database {
   sql: Sql;
   kind: "postgres" | "embedded";
@@ -125,20 +83,7 @@ export async function openDatabase(opts: OpenOptions): Promise<Database> {
   if (opts.url) {
     const sql = postgres(opts.url, { ...driverOptions, max: opts.max ?? REQUEST_POOL_SIZE });
     await sql`select 1`;
-    // Connects on first use only: a process that never batches (the timer runner's pool) opens none.
-    const customPlans = postgres(opts.url, {
-      ...driverOptions,
-      max: CUSTOM_PLAN_POOL_SIZE,
-      connection: { plan_cache_mode: "force_custom_plan" },
-    });
-    customPlanPools.set(sql, customPlans);
-    return {
-      sql,
-      kind: "postgres",
-      close: async () => {
-        await Promise.all([sql.end({ timeout: 5 }), customPlans.end({ timeout: 5 })]);
-      },
-    };
+    return { sql, kind: "postgres", close: () => sql.end({ timeout: 5 }) };
   }
   const embedded = await openEmbedded(opts.dataDir, opts.log);
   // PGlite is a single session: exactly one connection, or transactions leak into each other.

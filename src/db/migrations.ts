@@ -11,6 +11,7 @@ import m0008 from "../../sql/0008_campaigns.sql" with { type: "text" };
 import m0009 from "../../sql/0009_session_token_language.sql" with { type: "text" };
 import m0010 from "../../sql/0010_documents.sql" with { type: "text" };
 import m0011 from "../../sql/0011_webhook_deliveries.sql" with { type: "text" };
+import m0012 from "../../sql/0012_batch_rows.sql" with { type: "text" };
 
 export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0001_init", sql: m0001 },
@@ -24,4 +25,5 @@ export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0009_session_token_language", sql: m0009 },
   { name: "0010_documents", sql: m0010 },
   { name: "0011_webhook_deliveries", sql: m0011 },
+  { name: "0012_batch_rows", sql: m0012 },
 ];

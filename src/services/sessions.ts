@@ -5,7 +5,7 @@ import { agentAllowed, assertAgentAllowed } from "../auth/secretKey.ts";
 import type { Clock } from "../clock.ts";
 import type { AgentRow } from "../db/agents.ts";
 import { Coalescer, logRefusedBatch, onePer, STATEMENT_COALESCING } from "../db/coalesce.ts";
-import { type Db, pipelinedTransaction, refusedByDatabase, withCustomPlans } from "../db/connection.ts";
+import { type Db, pipelinedTransaction, refusedByDatabase } from "../db/connection.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
 import type { Logger } from "../log.ts";
@@ -303,7 +303,8 @@ async function insertSessionTokens(sql: Sql, tokens: NewSessionToken[]): Promise
       (token_hash, organization_id, livemode, secret_key_id, agent_id, variables, language, expires_at, created_at)
     select decode(r.hash, 'hex'), a.organization_id, r.livemode, r.secret_key_id, a.id, r.variables, r.language,
            r.expires_at, r.created_at
-    from json_to_recordset(${sql.json(rows)}::json) as r(hash text, organization_id text, livemode boolean,
+    from batch_rows(${sql.json(rows)}::json) e
+      cross join lateral json_to_record(e) as r(hash text, organization_id text, livemode boolean,
            secret_key_id text, agent_id text, variables jsonb, language text, expires_at timestamptz,
            created_at timestamptz)
       join agents a on a.id = r.agent_id and a.organization_id = r.organization_id
@@ -316,7 +317,7 @@ const tokenInserts = onePer(
   ({ sql, log }: { sql: Sql; log: Logger }) =>
     new Coalescer<NewSessionToken, boolean>(
       (t) => insertSessionToken(sql, t),
-      (ts) => withCustomPlans(sql, (conn) => insertSessionTokens(conn, ts)),
+      (ts) => insertSessionTokens(sql, ts),
       {
         ...STATEMENT_COALESCING,
         refusedByDatabase,

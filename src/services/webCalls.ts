@@ -4,7 +4,7 @@ import { verifyCaptcha } from "../captcha/verify.ts";
 import type { AgentRow } from "../db/agents.ts";
 import { type CallRow, type CallStatus, callView, insertCall, moveCall } from "../db/calls.ts";
 import { Coalescer, logRefusedBatch, onePer, STATEMENT_COALESCING } from "../db/coalesce.ts";
-import { pipelinedTransaction, refusedByDatabase, withCustomPlans } from "../db/connection.ts";
+import { pipelinedTransaction, refusedByDatabase } from "../db/connection.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { newId } from "../ids.ts";
@@ -242,8 +242,9 @@ async function redeemSimulatedMany(deps: WebCallDeps, rs: SimulatedRedeem[]): Pr
   const hash = sql`decode(r.hash, 'hex')`;
   const rows = await sql<(SimulatedRedeemRow & { i: number })[]>`
     with input as (
-        select * from json_to_recordset(${sql.json(input)}::json) as r(i integer, hash text, call_id text,
-          address text, hit_at timestamptz, at timestamptz, duration integer)
+        select r.* from batch_rows(${sql.json(input)}::json) e
+          cross join lateral json_to_record(e) as r(i integer, hash text, call_id text, address text,
+            hit_at timestamptz, at timestamptz, duration integer)
       ),
       rate_limit as (${rateLimitHitsSql(sql, WEB_CALL_RATE_LIMIT, sql`select address, hit_at as at from input`)}),
       allowed as (select r.* from input r join rate_limit l on l.address = r.address where l.last_allowed),
@@ -273,7 +274,7 @@ const simulatedRedeems = onePer(
   (deps: WebCallDeps) =>
     new Coalescer<SimulatedRedeem, SimulatedRedeemRow>(
       (r) => redeemSimulated(deps, r),
-      (rs) => withCustomPlans(deps.sql, (sql) => redeemSimulatedMany({ ...deps, sql }, rs)),
+      (rs) => redeemSimulatedMany(deps, rs),
       {
         ...STATEMENT_COALESCING,
         refusedByDatabase,
