@@ -9,7 +9,7 @@
  */
 import { existsSync, mkdirSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { loadTemplate, templateCacheFile } from "./db/pgdataTemplate.ts";
+import { loadTemplate, templateCacheFile } from "./db/engine/pgdataTemplate.ts";
 import { createLogger } from "./log.ts";
 import { pgliteFiles } from "./runtime/pglite.ts";
 import { prebuiltWidgetModule } from "./widget/assets.ts";

@@ -1,4 +1,4 @@
-import type { Sql } from "postgres";
+import type { Db } from "./engine/connection.ts";
 
 export interface AgentRow {
   id: string;
@@ -10,7 +10,7 @@ export interface AgentRow {
   created_at: Date;
 }
 
-export async function listAgents(sql: Sql, organizationId: string, only: string[] | null) {
+export async function listAgents(sql: Db, organizationId: string, only: string[] | null) {
   const rows = await sql<Pick<AgentRow, "id" | "name" | "active">[]>`
     select id, name, active from agents
     where organization_id = ${organizationId}
@@ -19,7 +19,7 @@ export async function listAgents(sql: Sql, organizationId: string, only: string[
   return rows.map((r) => ({ id: r.id, name: r.name, active: r.active }));
 }
 
-export async function findAgent(sql: Sql, organizationId: string, id: string): Promise<AgentRow | null> {
+export async function findAgent(sql: Db, organizationId: string, id: string): Promise<AgentRow | null> {
   const [row] = await sql<
     AgentRow[]
   >`select * from agents where id = ${id} and organization_id = ${organizationId}`;

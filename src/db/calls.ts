@@ -1,5 +1,6 @@
-import type { Fragment, Sql } from "postgres";
+import type { Fragment } from "postgres";
 import type { TranscriptSegment } from "../simulation/content.ts";
+import type { Db } from "./engine/connection.ts";
 
 /** Queries of the calls and tasks tables. Every state change is fenced by the status it expects. */
 
@@ -79,7 +80,7 @@ const columnLists = new Map<string, string>();
  * on every execution, which was a visible share of the CPU of the hottest statements; these lists are
  * constants of this module, so their text is made once.
  */
-export function columnList(sql: Sql, columns: readonly string[], table?: string): Fragment {
+export function columnList(sql: Db, columns: readonly string[], table?: string): Fragment {
   const key = `${table ?? ""}:${columns.join(",")}`;
   let text = columnLists.get(key);
   if (text === undefined) {
@@ -122,7 +123,7 @@ export function transcriptView(r: { id: string; livemode: boolean; transcript: T
 
 export type NewCall = Pick<CallRow, (typeof NEW_CALL_COLUMNS)[number]>;
 
-export async function insertCall(sql: Sql, c: NewCall): Promise<CallRow> {
+export async function insertCall(sql: Db, c: NewCall): Promise<CallRow> {
   const [row] = await sql<CallRow[]>`${insertCallsFrom(
     sql,
     sql`select * from (values (${c.id}, ${c.organization_id}, ${c.livemode}, ${c.status}, ${c.agent_id},
@@ -139,7 +140,7 @@ export async function insertCall(sql: Sql, c: NewCall): Promise<CallRow> {
  * table). It returns `CALL_COLUMNS`. A service can thus create a call in the statement that decides it
  * may, such as the one spending a session token.
  */
-export function insertCallsFrom(sql: Sql, rows: Fragment): Fragment {
+export function insertCallsFrom(sql: Db, rows: Fragment): Fragment {
   return sql`
     insert into calls (${columnList(sql, NEW_CALL_COLUMNS)})
     select r.id::text, r.organization_id::text, r.livemode::boolean, r.status::text, r.agent_id::text,
@@ -151,7 +152,7 @@ export function insertCallsFrom(sql: Sql, rows: Fragment): Fragment {
 
 /** One call of the organization in the key's mode (and of the key's agents, if it is restricted). */
 export async function findCall(
-  sql: Sql,
+  sql: Db,
   scope: { organizationId: string; livemode: boolean; agentIds: string[] | null },
   id: string,
 ): Promise<CallRow | null> {
@@ -163,7 +164,7 @@ export async function findCall(
 }
 
 export async function findTranscript(
-  sql: Sql,
+  sql: Db,
   scope: { organizationId: string; livemode: boolean; agentIds: string[] | null },
   id: string,
 ): Promise<{ id: string; livemode: boolean; transcript: TranscriptSegment[] | null } | null> {
@@ -176,7 +177,7 @@ export async function findTranscript(
 
 /** Moves a call from `from` to `to` with the given fields; null when it was not in `from` (already moved). */
 export async function moveCall(
-  sql: Sql,
+  sql: Db,
   id: string,
   from: CallStatus,
   to: CallStatus,
@@ -215,7 +216,7 @@ export async function moveCall(
  * of a `with` entry, such as the insert of their next timers. Returns the rows of that entry.
  */
 export async function ringCalls<T>(
-  sql: Sql,
+  sql: Db,
   steps: readonly { id: string; due: Date }[],
   then: (moved: Fragment) => Fragment,
 ): Promise<T[]> {
@@ -232,7 +233,7 @@ export async function ringCalls<T>(
 }
 
 /** `ringing` → `ongoing` with `startedAt`; returns the calls that moved. */
-export async function startCalls(sql: Sql, steps: readonly { id: string; at: Date }[]): Promise<CallRow[]> {
+export async function startCalls(sql: Db, steps: readonly { id: string; at: Date }[]): Promise<CallRow[]> {
   return sql<CallRow[]>`
     update calls set status = 'ongoing', started_at = v.at
     from unnest(${steps.map((s) => s.id)}::text[], ${steps.map((s) => s.at.toISOString())}::timestamptz[]) as v(vid, at)
@@ -240,14 +241,14 @@ export async function startCalls(sql: Sql, steps: readonly { id: string; at: Dat
     returning ${columnList(sql, CALL_COLUMNS, "calls")}`;
 }
 
-export async function readOngoingCalls(sql: Sql, ids: readonly string[]): Promise<CallRow[]> {
+export async function readOngoingCalls(sql: Db, ids: readonly string[]): Promise<CallRow[]> {
   return sql<CallRow[]>`
     select ${columnList(sql, CALL_COLUMNS)} from calls where id = any(${ids as string[]}::text[]) and status = 'ongoing'`;
 }
 
 /** `ongoing` → `completed` with the simulated outcome; returns the calls that moved. */
 export async function completeCalls(
-  sql: Sql,
+  sql: Db,
   done: readonly {
     id: string;
     endedAt: Date;
@@ -307,7 +308,7 @@ export function taskView(t: TaskRow) {
   };
 }
 
-export async function insertTask(sql: Sql, t: Omit<TaskRow, "status">): Promise<TaskRow> {
+export async function insertTask(sql: Db, t: Omit<TaskRow, "status">): Promise<TaskRow> {
   const [row] = await sql<TaskRow[]>`
     insert into tasks (id, organization_id, type, call_id, agent_id, to_number, run_at, status, timer_id, created_at)
     values (${t.id}, ${t.organization_id}, ${t.type}, ${t.call_id}, ${t.agent_id}, ${t.to_number}, ${t.run_at},
@@ -317,7 +318,7 @@ export async function insertTask(sql: Sql, t: Omit<TaskRow, "status">): Promise<
 }
 
 export async function listScheduledTasks(
-  sql: Sql,
+  sql: Db,
   organizationId: string,
   agentIds: string[] | null,
 ): Promise<TaskRow[]> {
@@ -330,7 +331,7 @@ export async function listScheduledTasks(
 }
 
 export async function findScheduledTask(
-  sql: Sql,
+  sql: Db,
   organizationId: string,
   agentIds: string[] | null,
   id: string,
@@ -345,7 +346,7 @@ export async function findScheduledTask(
 
 /** Moves a task out of `scheduled`; null when it had already run or been cancelled. */
 export async function finishTask(
-  sql: Sql,
+  sql: Db,
   id: string,
   to: "completed" | "cancelled",
 ): Promise<TaskRow | null> {
@@ -355,7 +356,7 @@ export async function finishTask(
   return row ?? null;
 }
 
-export async function contactExists(sql: Sql, organizationId: string, id: string): Promise<boolean> {
+export async function contactExists(sql: Db, organizationId: string, id: string): Promise<boolean> {
   const rows = await sql`select 1 from contacts where id = ${id} and organization_id = ${organizationId}`;
   return rows.length > 0;
 }

@@ -1,4 +1,4 @@
-import type { Sql } from "postgres";
+import type { Db } from "./engine/connection.ts";
 
 /** Queries of the campaigns and campaign_contacts tables. */
 
@@ -69,7 +69,7 @@ export interface CampaignTarget {
 }
 
 export async function insertCampaign(
-  sql: Sql,
+  sql: Db,
   c: Pick<
     CampaignRow,
     | "id"
@@ -104,14 +104,14 @@ export async function insertCampaign(
 type Scope = { organizationId: string; livemode: boolean; agentIds: string[] | null };
 
 /** The scope of a campaigns list or read: organization, mode, the key's agents, filters. */
-export function campaignsScope(sql: Sql, scope: Scope, q: { status?: string | undefined } = {}) {
+export function campaignsScope(sql: Db, scope: Scope, q: { status?: string | undefined } = {}) {
   return sql`organization_id = ${scope.organizationId} and livemode = ${scope.livemode}
     ${scope.agentIds ? sql`and agent_id = any(${scope.agentIds})` : sql``}
     ${q.status ? sql`and status = ${q.status}` : sql``}`;
 }
 
 export async function findCampaign(
-  sql: Sql,
+  sql: Db,
   scope: Scope,
   id: string,
   opts: { forUpdate?: boolean } = {},
@@ -123,7 +123,7 @@ export async function findCampaign(
 }
 
 /** The campaign row, locked for the rest of the transaction: every change of a campaign goes through it. */
-export async function lockCampaign(sql: Sql, id: string): Promise<CampaignRow | null> {
+export async function lockCampaign(sql: Db, id: string): Promise<CampaignRow | null> {
   const [row] = await sql<CampaignRow[]>`select * from campaigns where id = ${id} for update`;
   return row ?? null;
 }
@@ -133,7 +133,7 @@ export async function lockCampaign(sql: Sql, id: string): Promise<CampaignRow | 
  * otherwise (failed, no_answer, busy, cancelled) is tried again while attempts remain and the
  * campaign runs, else it is a failure.
  */
-export async function settleEndedCalls(sql: Sql, campaign: CampaignRow): Promise<void> {
+export async function settleEndedCalls(sql: Db, campaign: CampaignRow): Promise<void> {
   const retry = campaign.status === "running";
   await sql`
     update campaign_contacts cc set status = case
@@ -145,14 +145,14 @@ export async function settleEndedCalls(sql: Sql, campaign: CampaignRow): Promise
       and c.status in ('completed', 'failed', 'no_answer', 'busy', 'cancelled')`;
 }
 
-export async function countInProgress(sql: Sql, campaignId: string): Promise<number> {
+export async function countInProgress(sql: Db, campaignId: string): Promise<number> {
   const [row] = await sql<{ n: number }[]>`
     select count(*)::int as n from campaign_contacts where campaign_id = ${campaignId} and status = 'in_progress'`;
   return row!.n;
 }
 
 export async function nextPending(
-  sql: Sql,
+  sql: Db,
   campaignId: string,
   n: number,
 ): Promise<(CampaignTarget & { position: number })[]> {
@@ -179,7 +179,7 @@ export async function nextPending(
 }
 
 export async function markCalling(
-  sql: Sql,
+  sql: Db,
   campaignId: string,
   started: readonly { position: number; callId: string }[],
 ): Promise<void> {
@@ -192,7 +192,7 @@ export async function markCalling(
 }
 
 /** Contacts not yet called are never called: pending → cancelled. */
-export async function cancelPending(sql: Sql, campaignId: string): Promise<void> {
+export async function cancelPending(sql: Db, campaignId: string): Promise<void> {
   await sql`update campaign_contacts set status = 'cancelled' where campaign_id = ${campaignId} and status = 'pending'`;
 }
 
@@ -203,7 +203,7 @@ export async function cancelPending(sql: Sql, campaignId: string): Promise<void>
  * it; otherwise a cancel makes it `cancelled`.
  */
 export async function refreshCampaign(
-  sql: Sql,
+  sql: Db,
   id: string,
   opts: { cancel?: boolean; now: Date },
 ): Promise<CampaignRow> {

@@ -1,5 +1,5 @@
-import type { Fragment, Sql } from "postgres";
-import type { Db } from "./connection.ts";
+import type { Fragment } from "postgres";
+import type { Db } from "./engine/connection.ts";
 
 export interface ContactRow {
   id: string;
@@ -32,7 +32,7 @@ export async function findContact(sql: Db, organizationId: string, id: string): 
 }
 
 /** Inside a transaction: the row, locked until its end, so concurrent updates apply one after another. */
-export async function lockContact(sql: Sql, organizationId: string, id: string): Promise<ContactRow | null> {
+export async function lockContact(sql: Db, organizationId: string, id: string): Promise<ContactRow | null> {
   const [row] = await sql<ContactRow[]>`
     select * from contacts where id = ${id} and organization_id = ${organizationId} for update`;
   return row ?? null;
@@ -60,7 +60,7 @@ export async function deleteContactRow(sql: Db, organizationId: string, id: stri
 
 /** The scope of a contacts list; each shape has its index (sql/0002_contacts.sql). */
 export function contactsScope(
-  sql: Sql,
+  sql: Db,
   organizationId: string,
   filters: { phone?: string | undefined; email?: string | undefined },
 ): Fragment {

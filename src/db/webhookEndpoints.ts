@@ -1,4 +1,5 @@
-import type { Fragment, Sql } from "postgres";
+import type { Fragment } from "postgres";
+import type { Db } from "./engine/connection.ts";
 
 export interface WebhookEndpointRow {
   id: string;
@@ -10,7 +11,7 @@ export interface WebhookEndpointRow {
   created_at: Date;
 }
 
-export async function insertWebhookEndpoint(sql: Sql, e: WebhookEndpointRow): Promise<WebhookEndpointRow> {
+export async function insertWebhookEndpoint(sql: Db, e: WebhookEndpointRow): Promise<WebhookEndpointRow> {
   const [row] = await sql<WebhookEndpointRow[]>`
     insert into webhook_endpoints (id, organization_id, url, events, secret, created_at)
     values (${e.id}, ${e.organization_id}, ${e.url}, ${e.events}, ${e.secret}, ${e.created_at})
@@ -19,7 +20,7 @@ export async function insertWebhookEndpoint(sql: Sql, e: WebhookEndpointRow): Pr
 }
 
 export async function deleteWebhookEndpointRow(
-  sql: Sql,
+  sql: Db,
   organizationId: string,
   id: string,
 ): Promise<boolean> {
@@ -29,7 +30,7 @@ export async function deleteWebhookEndpointRow(
 }
 
 /** Listing never selects the secret. */
-export const webhookEndpointListColumns = (sql: Sql): Fragment => sql`id, url, events, created_at`;
+export const webhookEndpointListColumns = (sql: Db): Fragment => sql`id, url, events, created_at`;
 
-export const webhookEndpointsScope = (sql: Sql, organizationId: string): Fragment =>
+export const webhookEndpointsScope = (sql: Db, organizationId: string): Fragment =>
   sql`organization_id = ${organizationId}`;

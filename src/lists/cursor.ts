@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
-import type { Fragment, Sql } from "postgres";
+import type { Fragment } from "postgres";
+import type { Db } from "../db/engine/connection.ts";
 import type { App } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { ID_PREFIXES, type IdPrefix, isAnyId, isId } from "../ids.ts";
@@ -141,7 +142,7 @@ export function assertLivemodeMatches(requested: boolean | undefined, keyLivemod
 }
 
 export interface PageRequest<Row> {
-  sql: Sql;
+  sql: Db;
   /** Table to read; must have `id` and `created_at` and an index on (<scope columns>, created_at desc, id desc). */
   table: string;
   /**

@@ -1,6 +1,6 @@
 import type { Context } from "hono";
-import type { Sql } from "postgres";
 import type { SecretKeyAuth } from "../auth/secretKey.ts";
+import type { Db } from "../db/engine/connection.ts";
 import type { App, AppEnv, Deps } from "../deps.ts";
 import { findDemo } from "../services/demo.ts";
 import { mintSessionToken } from "../services/sessions.ts";
@@ -126,7 +126,7 @@ async function demoPage(c: Context<AppEnv>, deps: Deps): Promise<Response> {
  * The demo's own test key stands behind the tokens this page mints: the first active test key of the
  * demo organization that may mint for the demo agent. None (all revoked, say): no demo.
  */
-async function demoKeyAuth(sql: Sql, organizationId: string, agentId: string): Promise<SecretKeyAuth | null> {
+async function demoKeyAuth(sql: Db, organizationId: string, agentId: string): Promise<SecretKeyAuth | null> {
   const [row] = await sql<{ id: string; scopes: string[]; agent_ids: string[] | null }[]>`
     select id, scopes, agent_ids from secret_keys
     where organization_id = ${organizationId} and mode = 'test' and revoked_at is null

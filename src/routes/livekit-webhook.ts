@@ -1,5 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { pipelinedTransaction } from "../db/connection.ts";
+import { pipelinedTransaction } from "../db/engine/connection.ts";
 import type { App, Deps } from "../deps.ts";
 import { ApiError, errorResponses } from "../errors.ts";
 import type { LiveKit } from "../livekit/client.ts";

@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import type { Fragment, Sql } from "postgres";
+import type { Fragment } from "postgres";
 import { assertAgentAllowed, type SecretKeyAuth } from "../auth/secretKey.ts";
 import { findAgent } from "../db/agents.ts";
 import {
@@ -22,7 +22,8 @@ import {
   transcriptView,
 } from "../db/calls.ts";
 import { campaignAdvanceTimers } from "../db/campaigns.ts";
-import { pipelinedTransaction } from "../db/connection.ts";
+import { type Db, pipelinedTransaction } from "../db/engine/connection.ts";
+import type { InsertedTimerRow } from "../db/timers.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { isId, newId } from "../ids.ts";
@@ -31,7 +32,6 @@ import { E164, FlatObjectSchema } from "../schemas.ts";
 import { drawDurationSeconds, pickLanguage, simulateOutcome } from "../simulation/content.ts";
 import type { BatchContext, BatchTimerHandler, FiredTimer } from "../timers/runner.ts";
 import { schedulerOf } from "../timers/scheduler.ts";
-import type { InsertedTimerRow } from "../timers/store.ts";
 import { recordEvents } from "./events.ts";
 
 /** Calls: creation (simulated with a test key, scheduled or refused with a live key), reads, lists. */
@@ -149,7 +149,7 @@ export async function createCall(
  * test campaigns elsewhere. The call then plays by itself: ringing, ongoing, completed.
  */
 export async function createSimulatedCall(
-  tx: Sql,
+  tx: Db,
   deps: CallDeps,
   input: SimulatedCallInput & {
     /** The agent's language, when the caller already read the agent; read otherwise. */
@@ -180,7 +180,7 @@ interface SimulatedCallInput {
  * `createSimulatedCall` with the agent's language known: the call and its timer in one statement.
  */
 async function insertSimulatedCall(
-  tx: Sql,
+  tx: Db,
   deps: CallDeps,
   input: SimulatedCallInput & { agentLanguage: string },
 ): Promise<CallView> {
@@ -202,7 +202,7 @@ async function insertSimulatedCall(
  * selects nothing, nothing is written, so the call can depend on a claim in the same statement.
  */
 export function simulatedCallEntries(
-  sql: Sql,
+  sql: Db,
   deps: CallDeps,
   input: Omit<SimulatedCallInput, "organizationId" | "agentId" | "variables">,
   source: Fragment,
@@ -227,7 +227,7 @@ export function simulatedCallEntries(
  * `created_call` returns the calls' columns, `created_timer` the timers' (for the scheduler's
  * `scheduled`), each timer's payload naming its call.
  */
-export function simulatedCallsFrom(sql: Sql, deps: CallDeps, calls: Fragment): Fragment {
+export function simulatedCallsFrom(sql: Db, deps: CallDeps, calls: Fragment): Fragment {
   const timer = sql`
     select ${SIMULATION_TIMER}::text as kind,
       now() + ${SIMULATED_SCHEDULE.ringingAfter * 1000 * deps.env.SIMULATION_TIME_SCALE}::float8 * interval '1 millisecond' as due_at,
@@ -245,7 +245,7 @@ export function simulatedCallsFrom(sql: Sql, deps: CallDeps, calls: Fragment): F
 
 /** A live call for later: the call in `scheduled`, its task, and the task's timer at `runAt`. */
 async function createScheduledCall(
-  tx: Sql,
+  tx: Db,
   deps: CallDeps,
   input: {
     organizationId: string;
@@ -329,7 +329,7 @@ export const CALL_STATUSES = [
 
 /** The scope of a calls list: organization, mode, agent restriction and filters (the cursor must fit it too). */
 export function callsScope(
-  sql: Sql,
+  sql: Db,
   auth: ReadScope,
   q: { status?: string | undefined; agentId?: string | undefined; campaignId?: string | undefined },
 ) {

@@ -1,5 +1,4 @@
 import { z } from "@hono/zod-openapi";
-import type { Sql } from "postgres";
 import { assertAgentAllowed, type SecretKeyAuth } from "../auth/secretKey.ts";
 import { findAgent } from "../db/agents.ts";
 import {
@@ -18,7 +17,7 @@ import {
   refreshCampaign,
   settleEndedCalls,
 } from "../db/campaigns.ts";
-import { pipelinedTransaction } from "../db/connection.ts";
+import { type Db, pipelinedTransaction } from "../db/engine/connection.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { isId, newId } from "../ids.ts";
@@ -208,7 +207,7 @@ export async function createCampaign(
 }
 
 /** The contacts behind `contactIds`, in the order given; any unknown or foreign id is 404 with its param. */
-async function contactTargets(sql: Sql, organizationId: string, ids: string[]): Promise<CampaignTarget[]> {
+async function contactTargets(sql: Db, organizationId: string, ids: string[]): Promise<CampaignTarget[]> {
   const wellFormed = ids.filter((id) => isId(id, "ct"));
   const rows = wellFormed.length
     ? await sql<{ id: string; phone: string; name: string | null }[]>`
@@ -228,7 +227,7 @@ async function contactTargets(sql: Sql, organizationId: string, ids: string[]): 
  * completes the campaign (the status update is fenced on `running`).
  */
 async function advance(
-  tx: Sql,
+  tx: Db,
   deps: CampaignDeps,
   id: string,
   agentLanguage?: string,

@@ -1,7 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import type { Sql } from "postgres";
 import type { Clock } from "../clock.ts";
-import { pipelinedTransaction } from "../db/connection.ts";
 import {
   type ContactRow,
   contactsScope,
@@ -11,6 +10,7 @@ import {
   lockContact,
   updateContactRow,
 } from "../db/contacts.ts";
+import { pipelinedTransaction } from "../db/engine/connection.ts";
 import { ApiError } from "../errors.ts";
 import { isId, newId } from "../ids.ts";
 import { type Page, paginate } from "../lists/cursor.ts";

@@ -2,7 +2,7 @@ import { chmodSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs
 import { join } from "node:path";
 import type { Sql } from "postgres";
 import type { Clock } from "../clock.ts";
-import { pipelinedTransaction } from "../db/connection.ts";
+import { type Db, pipelinedTransaction } from "../db/engine/connection.ts";
 import type { Logger } from "../log.ts";
 import { createAgent, createOrganization, createSecretKey } from "./tenancy.ts";
 
@@ -64,7 +64,7 @@ export async function seedDemo(ctx: { sql: Sql; clock: Clock }): Promise<DemoSee
 }
 
 /** The demo organization and agent, if this database was seeded with them (e.g. for a demo page). */
-export async function findDemo(sql: Sql): Promise<DemoRef | null> {
+export async function findDemo(sql: Db): Promise<DemoRef | null> {
   const [row] = await sql<{ value: DemoRef }[]>`select value from settings where key = ${DEMO_SETTING}`;
   if (!row) return null;
   return { organizationId: row.value.organizationId, agentId: row.value.agentId };

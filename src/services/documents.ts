@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import type { SecretKeyAuth } from "../auth/secretKey.ts";
-import { pipelinedTransaction } from "../db/connection.ts";
+import { pipelinedTransaction } from "../db/engine/connection.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { isId, newId } from "../ids.ts";

@@ -1,4 +1,5 @@
-import type { Fragment, Sql } from "postgres";
+import type { Fragment } from "postgres";
+import type { Db } from "../db/engine/connection.ts";
 import { paginate } from "../lists/cursor.ts";
 import type { EventType } from "./events.ts";
 
@@ -32,7 +33,7 @@ export function eventView(r: EventRow): EventObject {
 
 /** The scope of an events list; each shape has its index: (organization_id, livemode[, type], created_at desc, id desc). */
 export function eventsScope(
-  sql: Sql,
+  sql: Db,
   scope: { organizationId: string; livemode: boolean },
   filters: { type?: EventType | undefined },
 ): Fragment {
@@ -41,7 +42,7 @@ export function eventsScope(
 }
 
 export async function listEvents(
-  sql: Sql,
+  sql: Db,
   scope: { organizationId: string; livemode: boolean },
   q: { limit: number; starting_after?: string | undefined; type?: EventType | undefined },
 ) {

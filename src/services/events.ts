@@ -1,5 +1,5 @@
 import type { Clock } from "../clock.ts";
-import type { Db } from "../db/connection.ts";
+import type { Db } from "../db/engine/connection.ts";
 import { newId } from "../ids.ts";
 
 /** Event types of SPEC.md "Events". */

@@ -1,6 +1,6 @@
 import type { Sql } from "postgres";
 import type { Clock } from "../clock.ts";
-import { type Db, pipelinedTransaction } from "../db/connection.ts";
+import { type Db, pipelinedTransaction } from "../db/engine/connection.ts";
 import { ApiError } from "../errors.ts";
 
 /**

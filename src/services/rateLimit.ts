@@ -1,5 +1,6 @@
-import type { Fragment, PendingQuery, Sql } from "postgres";
+import type { Fragment, PendingQuery } from "postgres";
 import type { Clock } from "../clock.ts";
+import type { Db } from "../db/engine/connection.ts";
 import { ApiError } from "../errors.ts";
 
 /**
@@ -27,7 +28,7 @@ export interface RateLimitDecision {
 }
 
 export async function hitRateLimit(
-  sql: Sql,
+  sql: Db,
   clock: Clock,
   address: string,
   rule: RateLimitRule = WEB_CALL_RATE_LIMIT,
@@ -56,7 +57,7 @@ export interface RateLimitHit {
  * A hit as a statement, for callers that run it inside a statement of their own (one commit for the
  * hit and what it guards, see services/webCalls.ts); `hitRateLimit` runs it alone.
  */
-export function rateLimitHit(sql: Sql, clock: Clock, address: string, rule: RateLimitRule): RateLimitHit {
+export function rateLimitHit(sql: Db, clock: Clock, address: string, rule: RateLimitRule): RateLimitHit {
   const now = clock.now();
   const windowMs = rule.windowSeconds * 1000;
   const statement = rateLimitHitsSql(
@@ -93,7 +94,7 @@ export function rateLimitHit(sql: Sql, clock: Clock, address: string, rule: Rate
  * request arrives but may be counted later (after the body is read), so the hits are sorted again
  * rather than appended: the newest stays last, which the pruning relies on.
  */
-export function rateLimitHitsSql(sql: Sql, rule: RateLimitRule, hits: Fragment): Fragment {
+export function rateLimitHitsSql(sql: Db, rule: RateLimitRule, hits: Fragment): Fragment {
   const windowMs = rule.windowSeconds * 1000;
   const windowStart = sql`(excluded.hits[1] - ${windowMs}::float8 * interval '1 millisecond')`;
   return sql`
@@ -113,7 +114,7 @@ export function rateLimitHitsSql(sql: Sql, rule: RateLimitRule, hits: Fragment):
 const lastPrune = new WeakMap<object, number>();
 
 /** Drops the rows of addresses whose hits all left the window; at most once a minute per process. */
-async function pruneRateLimitWindows(sql: Sql, clock: Clock, rule: RateLimitRule): Promise<void> {
+async function pruneRateLimitWindows(sql: Db, clock: Clock, rule: RateLimitRule): Promise<void> {
   const now = clock.now().getTime();
   if (now - (lastPrune.get(sql) ?? 0) < 60_000) return;
   lastPrune.set(sql, now);

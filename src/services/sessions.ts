@@ -4,8 +4,8 @@ import type { SecretKeyAuth } from "../auth/secretKey.ts";
 import { agentAllowed, assertAgentAllowed } from "../auth/secretKey.ts";
 import type { Clock } from "../clock.ts";
 import type { AgentRow } from "../db/agents.ts";
-import { Coalescer, logRefusedBatch, onePer, STATEMENT_COALESCING } from "../db/coalesce.ts";
-import { type Db, pipelinedTransaction, refusedByDatabase } from "../db/connection.ts";
+import { Coalescer, logRefusedBatch, onePer, STATEMENT_COALESCING } from "../db/engine/coalesce.ts";
+import { type Db, pipelinedTransaction, refusedByDatabase } from "../db/engine/connection.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
 import type { Logger } from "../log.ts";
@@ -49,7 +49,7 @@ const secretCache = new WeakMap<object, Map<string, Promise<Uint8Array>>>();
  * A random 256-bit secret generated once per database and shared by every process using it.
  * The first process to ask creates it; the others read the same row.
  */
-export async function serverSecret(sql: Sql, name: string): Promise<Uint8Array> {
+export async function serverSecret(sql: Db, name: string): Promise<Uint8Array> {
   let byName = secretCache.get(sql);
   if (!byName) {
     byName = new Map();
@@ -286,7 +286,7 @@ async function insertSessionToken(sql: Db, t: NewSessionToken): Promise<boolean>
  * `insertSessionToken` writes, each only if its agent exists, reported per token. A lone mint keeps
  * its own statement, whose kept plan (the agent looked up by key) is right at any table size.
  */
-async function insertSessionTokens(sql: Sql, tokens: NewSessionToken[]): Promise<boolean[]> {
+async function insertSessionTokens(sql: Db, tokens: NewSessionToken[]): Promise<boolean[]> {
   const rows = tokens.map((t) => ({
     hash: toHex(t.hash),
     organization_id: t.auth.organizationId,
@@ -512,7 +512,7 @@ export async function withRedeemedSessionToken<T>(
   sql: Sql,
   token: unknown,
   clock: Clock,
-  prepare: (tx: Sql, session: ClaimedSessionToken) => Promise<T>,
+  prepare: (tx: Db, session: ClaimedSessionToken) => Promise<T>,
   opts: { callId?: string; livemode?: boolean } = {},
 ): Promise<{ session: ClaimedSessionToken; prepared: T }> {
   const hash = presentedHash(token);
@@ -560,7 +560,7 @@ const PRUNE_EVERY_MS = 10 * 60 * 1000;
  * (a replay may still need a token row until its record expires). Runs at most every ten minutes per
  * process and never fails the request that triggered it.
  */
-export async function pruneSessionData(sql: Sql, clock: Clock, force = false): Promise<void> {
+export async function pruneSessionData(sql: Db, clock: Clock, force = false): Promise<void> {
   const now = clock.now().getTime();
   if (!force && now - (lastPrune.get(sql) ?? 0) < PRUNE_EVERY_MS) return;
   lastPrune.set(sql, now);

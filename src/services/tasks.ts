@@ -7,7 +7,7 @@ import {
   moveCall,
   taskView,
 } from "../db/calls.ts";
-import { pipelinedTransaction } from "../db/connection.ts";
+import { pipelinedTransaction } from "../db/engine/connection.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";

@@ -4,6 +4,7 @@ import { publishKeyChange } from "../auth/keyCache.ts";
 import { generateKey } from "../auth/keys.ts";
 import { SCOPES } from "../auth/scopes.ts";
 import type { Clock } from "../clock.ts";
+import type { Db } from "../db/engine/connection.ts";
 import { ApiError } from "../errors.ts";
 import { isId, newId } from "../ids.ts";
 
@@ -219,7 +220,7 @@ export async function listAgentsOf({ sql }: Pick<Ctx, "sql">, organizationId: st
   return { agents: rows.map(agentView) };
 }
 
-async function assertOrganization(sql: Sql, id: string) {
+async function assertOrganization(sql: Db, id: string) {
   if (!isId(id, "org")) throw notFound("organization");
   const [row] = await sql`select 1 from organizations where id = ${id}`;
   if (!row) throw notFound("organization");
@@ -254,7 +255,7 @@ export async function updateAgent({ sql }: Ctx, id: string, input: z.input<typeo
   return agentView(row);
 }
 
-async function assertAgentsOf(sql: Sql, organizationId: string, ids: string[], param: string) {
+async function assertAgentsOf(sql: Db, organizationId: string, ids: string[], param: string) {
   const valid = ids.filter((id) => isId(id, "agt"));
   const rows = valid.length
     ? await sql<

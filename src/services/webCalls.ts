@@ -1,10 +1,9 @@
-import type { Sql } from "postgres";
 import { keyKind, sha256, toHex } from "../auth/keys.ts";
 import { verifyCaptcha } from "../captcha/verify.ts";
 import type { AgentRow } from "../db/agents.ts";
 import { type CallRow, type CallStatus, callView, insertCall, moveCall } from "../db/calls.ts";
-import { Coalescer, logRefusedBatch, onePer, STATEMENT_COALESCING } from "../db/coalesce.ts";
-import { pipelinedTransaction, refusedByDatabase } from "../db/connection.ts";
+import { Coalescer, logRefusedBatch, onePer, STATEMENT_COALESCING } from "../db/engine/coalesce.ts";
+import { type Db, pipelinedTransaction, refusedByDatabase } from "../db/engine/connection.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { newId } from "../ids.ts";
@@ -60,7 +59,7 @@ interface PublishableKeyRow {
 }
 
 /** 401 `invalid_key` unless `value` is a publishable key that exists and is not revoked. */
-async function findPublishableKey(sql: Sql, value: unknown): Promise<PublishableKeyRow> {
+async function findPublishableKey(sql: Db, value: unknown): Promise<PublishableKeyRow> {
   if (typeof value !== "string" || keyKind(value) !== "publishable") throw invalidKey();
   const [row] = await sql<PublishableKeyRow[]>`
     select id, organization_id, agent_id, allowed_origins from publishable_keys
@@ -295,7 +294,7 @@ interface PreparedCall {
  * and the timer that ends it, so either all of them exist or none does.
  */
 async function prepareLiveCall(
-  tx: Sql,
+  tx: Db,
   deps: WebCallDeps,
   input: {
     callId: string;
@@ -379,7 +378,7 @@ async function startRoom(
  * the minutes in the same transaction and records `call.ended` once. Null when nothing moved.
  */
 export async function endLiveWebCall(
-  tx: Sql,
+  tx: Db,
   deps: Pick<Deps, "clock">,
   callId: string,
   at: Date,
@@ -411,7 +410,7 @@ export async function endLiveWebCall(
 
 /** A live web call becomes `ongoing` when the visitor or the agent joins; `call.started` once. */
 export async function markLiveWebCallStarted(
-  tx: Sql,
+  tx: Db,
   deps: Pick<Deps, "clock">,
   callId: string,
   at: Date,

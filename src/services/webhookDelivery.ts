@@ -1,7 +1,7 @@
 import { createHmac } from "node:crypto";
 import { lookup } from "node:dns/promises";
 import type { Sql } from "postgres";
-import { pipelinedTransaction } from "../db/connection.ts";
+import { pipelinedTransaction } from "../db/engine/connection.ts";
 import type { Deps } from "../deps.ts";
 import type { HandlerContext, TimerHandler } from "../timers/runner.ts";
 import { schedulerOf } from "../timers/scheduler.ts";
@@ -250,7 +250,7 @@ interface DeliveryRow {
 export function deliverWebhook(deps: Pick<Deps, "log">, sender: WebhookSender): TimerHandler {
   return async ({ tx, timer, schedule, afterCommit }: HandlerContext) => {
     const deliveryId = Number(timer.payload.deliveryId);
-    const [d] = await (tx as Sql)<DeliveryRow[]>`
+    const [d] = await tx<DeliveryRow[]>`
       update webhook_deliveries d set attempts = d.attempts + 1
       from events ev, webhook_endpoints e
       where d.id = ${deliveryId} and d.status = 'pending' and d.attempts < ${MAX_ATTEMPTS}

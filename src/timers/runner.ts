@@ -1,8 +1,5 @@
 import type { Fragment, ReservedSql, Sql } from "postgres";
-import { pipelinedTransaction, settledAll } from "../db/connection.ts";
-import type { Logger } from "../log.ts";
-import { LatencyHistogram } from "./histogram.ts";
-import type { TimerScheduler } from "./scheduler.ts";
+import { type Db, pipelinedTransaction, settledAll } from "../db/engine/connection.ts";
 import {
   claimDue,
   deleteTimer,
@@ -19,7 +16,10 @@ import {
   takeOwned,
   tryLockRunner,
   unlockRunner,
-} from "./store.ts";
+} from "../db/timers.ts";
+import type { Logger } from "../log.ts";
+import { LatencyHistogram } from "./histogram.ts";
+import type { TimerScheduler } from "./scheduler.ts";
 import { TimerWheel, type WheelTimer } from "./wheel.ts";
 
 /** What a handler sees when its timer fires. */
@@ -35,7 +35,7 @@ export interface FiredTimer {
 
 export interface HandlerContext {
   /** The transaction the timer's completion commits with. Do all writes through it. */
-  tx: Sql;
+  tx: Db;
   timer: FiredTimer;
   /** Schedules a follow-up timer in the same transaction. */
   schedule(timer: NewTimer): Promise<{ id: string; dueAt: Date }>;
@@ -55,7 +55,7 @@ export type TimerHandler = (ctx: HandlerContext) => Promise<void>;
 
 /** What a batch handler sees: every due timer of its kind in one firing transaction. */
 export interface BatchContext {
-  tx: Sql;
+  tx: Db;
   timers: FiredTimer[];
   /** Schedules follow-up timers in the same transaction, in one statement (ids in no set order). */
   schedule(timers: NewTimer[]): Promise<{ id: string; dueAt: Date }[]>;
@@ -307,7 +307,7 @@ export class TimerRunner implements TimerScheduler {
    * comes due, the runner looks again shortly (and forgets it once its lease is over: a rolled-back
    * timer never existed).
    */
-  async schedule(sql: Sql, timer: NewTimer): Promise<{ id: string; dueAt: Date }> {
+  async schedule(sql: Db, timer: NewTimer): Promise<{ id: string; dueAt: Date }> {
     const live = this.#running && !this.#stopping;
     const held = await insertTimer(
       sql,
@@ -321,7 +321,7 @@ export class TimerRunner implements TimerScheduler {
   }
 
   /** `schedule` as a `with` entry: leased the same way, armed by `scheduled` once the statement answered. */
-  insertFrom(sql: Sql, rows: Fragment): Fragment {
+  insertFrom(sql: Db, rows: Fragment): Fragment {
     const live = this.#running && !this.#stopping;
     return insertTimersFrom(
       sql,
@@ -342,7 +342,7 @@ export class TimerRunner implements TimerScheduler {
    * Deletes the row in the caller's transaction. A wheel entry for it, if any, stays: when it comes
    * due it finds no row and is dropped, and if the caller's transaction rolls back it still fires.
    */
-  cancel(sql: Sql, id: string): Promise<boolean> {
+  cancel(sql: Db, id: string): Promise<boolean> {
     return deleteTimer(sql, id);
   }
 
@@ -576,7 +576,7 @@ export class TimerRunner implements TimerScheduler {
 
   /** Runs the handlers of a batch's kinds side by side in `tx`; throws the first failure. */
   async #runHandlers(
-    tx: Sql,
+    tx: Db,
     entries: Entry[],
     followUps: HeldTimer[],
     committed: (() => void)[],
@@ -593,7 +593,7 @@ export class TimerRunner implements TimerScheduler {
   }
 
   async #runHandler(
-    tx: Sql,
+    tx: Db,
     kind: string,
     entries: Entry[],
     followUps: HeldTimer[],

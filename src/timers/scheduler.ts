@@ -1,5 +1,12 @@
-import type { Fragment, Sql } from "postgres";
-import { deleteTimer, type InsertedTimerRow, insertTimer, insertTimersFrom, type NewTimer } from "./store.ts";
+import type { Fragment } from "postgres";
+import type { Db } from "../db/engine/connection.ts";
+import {
+  deleteTimer,
+  type InsertedTimerRow,
+  insertTimer,
+  insertTimersFrom,
+  type NewTimer,
+} from "../db/timers.ts";
 
 export type { InsertedTimerRow, NewTimer };
 
@@ -11,15 +18,15 @@ export type { InsertedTimerRow, NewTimer };
  * runner on the database fires it.
  */
 export interface TimerScheduler {
-  schedule(sql: Sql, timer: NewTimer): Promise<{ id: string; dueAt: Date }>;
+  schedule(sql: Db, timer: NewTimer): Promise<{ id: string; dueAt: Date }>;
   /**
    * The same write as the body of a `with` entry, for a statement that creates the timers of the rows
    * it changes: `rows` selects `kind text, due_at timestamptz, payload jsonb`. Hand the entry's rows to
    * `scheduled` once the statement has answered.
    */
-  insertFrom(sql: Sql, rows: Fragment): Fragment;
+  insertFrom(sql: Db, rows: Fragment): Fragment;
   scheduled(rows: readonly InsertedTimerRow[]): void;
-  cancel(sql: Sql, id: string): Promise<boolean>;
+  cancel(sql: Db, id: string): Promise<boolean>;
 }
 
 export const databaseScheduler: TimerScheduler = {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { openDatabase } from "../../src/db/connection.ts";
+import { openDatabase } from "../../src/db/engine/connection.ts";
 import { silentLogger } from "../../src/log.ts";
 import {
   DEMO_CREDENTIALS_FILE,

@@ -5,8 +5,8 @@
 import { rmSync } from "node:fs";
 import type postgres from "postgres";
 import { systemClock } from "../../src/clock.ts";
-import { openDatabase } from "../../src/db/connection.ts";
-import { migrate } from "../../src/db/migrate.ts";
+import { openDatabase } from "../../src/db/engine/connection.ts";
+import { migrate } from "../../src/db/engine/migrate.ts";
 import { silentLogger } from "../../src/log.ts";
 import { createAgent, createOrganization, createSecretKey } from "../../src/services/tenancy.ts";
 import { freshPostgres, load, machine, rssMiB, startServer, tempDataDir } from "./lib.ts";

@@ -12,10 +12,10 @@ import {
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
-import { openDatabase } from "../../src/db/connection.ts";
-import { DataDirInUseError } from "../../src/db/dataDirLock.ts";
-import { openEmbedded } from "../../src/db/embedded.ts";
-import { migrate } from "../../src/db/migrate.ts";
+import { openDatabase } from "../../src/db/engine/connection.ts";
+import { DataDirInUseError } from "../../src/db/engine/dataDirLock.ts";
+import { openEmbedded } from "../../src/db/engine/embedded.ts";
+import { migrate } from "../../src/db/engine/migrate.ts";
 import { silentLogger } from "../../src/log.ts";
 import { spawnService, stopService } from "./serviceProcess.ts";
 

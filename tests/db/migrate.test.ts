@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import postgres from "postgres";
-import { migrate } from "../../src/db/migrate.ts";
-import { migrations } from "../../src/db/migrations.ts";
+import { migrate } from "../../src/db/engine/migrate.ts";
+import { migrations } from "../../src/db/engine/migrations.ts";
 import { PG_ADMIN_URL } from "../helpers/db.ts";
 import { spawnService } from "./serviceProcess.ts";
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { pipelinedTransaction } from "../../src/db/connection.ts";
+import { pipelinedTransaction } from "../../src/db/engine/connection.ts";
 import { createTestDatabase, TEST_DATABASE, type TestDatabase } from "../helpers/db.ts";
 
 /** The one way the service opens a transaction: begin sent with the first statement, all or nothing. */

@@ -13,9 +13,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres, { type Sql } from "postgres";
 import pkg from "../../package.json" with { type: "json" };
-import { type Database, openDatabase } from "../../src/db/connection.ts";
-import { migrate } from "../../src/db/migrate.ts";
-import { migrations } from "../../src/db/migrations.ts";
+import { type Database, openDatabase } from "../../src/db/engine/connection.ts";
+import { migrate } from "../../src/db/engine/migrate.ts";
+import { migrations } from "../../src/db/engine/migrations.ts";
 import { silentLogger } from "../../src/log.ts";
 
 /** Which database the suite runs on: PostgreSQL (default) or the embedded one (TEST_DATABASE=embedded). */

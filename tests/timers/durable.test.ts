@@ -1,15 +1,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import type { ReservedSql } from "postgres";
+import { claimDue, insertTimer, takeOwned, tryLockRunner, unlockRunner } from "../../src/db/timers.ts";
 import type { TimerRunner } from "../../src/timers/runner.ts";
 import { databaseScheduler } from "../../src/timers/scheduler.ts";
-import {
-  asSql,
-  claimDue,
-  insertTimer,
-  takeOwned,
-  tryLockRunner,
-  unlockRunner,
-} from "../../src/timers/store.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/db.ts";
 import { createFiresTable, fireCounts, registerFire, testRunner, waitFor } from "./support.ts";
 
@@ -79,13 +72,13 @@ describe("durable timers", () => {
     const r = registerFire(testRunner(db));
     await start(r);
     await db.sql.begin(async (t) => {
-      const tx = asSql(t);
+      const tx = t;
       await r.schedule(tx, { kind: "test.fire", delayMs: 10, payload: { name: "late-commit" } });
       await Bun.sleep(150);
     });
     await db.sql
       .begin(async (t) => {
-        const tx = asSql(t);
+        const tx = t;
         await r.schedule(tx, { kind: "test.fire", delayMs: 10, payload: { name: "rolled-back" } });
         throw new Error("abort");
       })
@@ -122,7 +115,7 @@ describe("durable timers", () => {
       await waitFor(async () => (await fireCounts(db.sql)).get("leased") === 1, 3000);
       expect(Date.now() - t0).toBeGreaterThanOrEqual(300);
       // The stuck runner's late attempt is fenced out by the epoch.
-      const owned = await db.sql.begin((tx) => takeOwned(asSql(tx), stuck, claimed.timers));
+      const owned = await db.sql.begin((tx) => takeOwned(tx, stuck, claimed.timers));
       expect(owned.size).toBe(0);
     } finally {
       await unlockRunner(lockSql, stuck);
@@ -136,11 +129,11 @@ describe("durable timers", () => {
     const first = await claimDue(db.sql, { runner: 1, horizonMs: 0, leaseMs: 60_000, limit: 1 });
     const second = await claimDue(db.sql, { runner: 2, horizonMs: 0, leaseMs: 60_000, limit: 1 });
     expect(second.timers[0]!.epoch).toBe(first.timers[0]!.epoch + 1);
-    expect((await db.sql.begin((tx) => takeOwned(asSql(tx), 1, first.timers))).size).toBe(0);
+    expect((await db.sql.begin((tx) => takeOwned(tx, 1, first.timers))).size).toBe(0);
     // The runner's own older claim is fenced out too: only the epoch it holds the row at counts.
     const stale = second.timers.map((t) => ({ ...t, epoch: t.epoch - 1 }));
-    expect((await db.sql.begin((tx) => takeOwned(asSql(tx), 2, stale))).size).toBe(0);
-    expect((await db.sql.begin((tx) => takeOwned(asSql(tx), 2, second.timers))).size).toBe(1);
+    expect((await db.sql.begin((tx) => takeOwned(tx, 2, stale))).size).toBe(0);
+    expect((await db.sql.begin((tx) => takeOwned(tx, 2, second.timers))).size).toBe(1);
     // Taking is completing: the row is gone once that transaction commits.
     expect((await db.sql`select count(*)::int as n from timers`)[0]!.n).toBe(0);
   });
@@ -249,7 +242,7 @@ describe("durable timers", () => {
     await start(r);
     // Ten timers due together (one transaction: one now()), held by r.
     const ids = await db.sql.begin(async (t) => {
-      const tx = asSql(t);
+      const tx = t;
       const out: string[] = [];
       for (let i = 0; i < 10; i++)
         out.push((await r.schedule(tx, { kind: "test.batch", delayMs: 400, payload: { name: `b${i}` } })).id);

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { BatchAnswerError, Coalescer, logRefusedBatch } from "../../src/db/coalesce.ts";
+import { BatchAnswerError, Coalescer, logRefusedBatch } from "../../src/db/engine/coalesce.ts";
 import { createLogger } from "../../src/log.ts";
 
 /** What the database answers to a statement it refuses; anything else is a lost connection or the like. */

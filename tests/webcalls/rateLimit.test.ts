@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import postgres from "postgres";
 import { ManualClock } from "../../src/clock.ts";
-import { driverOptions } from "../../src/db/connection.ts";
+import { driverOptions } from "../../src/db/engine/connection.ts";
 import {
   hitRateLimit,
   type RateLimitRule,

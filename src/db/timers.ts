@@ -1,4 +1,5 @@
-import type { Fragment, Sql, TransactionSql } from "postgres";
+import type { Fragment } from "postgres";
+import type { Db } from "./engine/connection.ts";
 
 /**
  * The SQL of durable timers. Every function takes `sql` first so it runs inside the caller's
@@ -13,7 +14,6 @@ import type { Fragment, Sql, TransactionSql } from "postgres";
  * postgres.js types a transaction apart from the pool, though every query function here runs the same
  * on both: this is the one place that says so.
  */
-export const asSql = (tx: TransactionSql): Sql => tx as unknown as Sql;
 
 /** Namespace (first key) of the session advisory locks that say a runner is alive. */
 export const RUNNER_LOCK_NAMESPACE = 72_410_003;
@@ -45,7 +45,7 @@ export interface HeldTimer {
  * runner (it will keep it in its wheel); a later one stays free for whoever polls when it comes near.
  */
 export async function insertTimer(
-  sql: Sql,
+  sql: Db,
   t: NewTimer,
   lease?: { runner: number; horizonMs: number; leaseMs: number },
 ): Promise<HeldTimer & { leased: boolean }> {
@@ -100,7 +100,7 @@ export interface InsertedTimerRow {
  * one statement; its rows (`InsertedTimerRow`) go through `heldTimers`.
  */
 export function insertTimersFrom(
-  sql: Sql,
+  sql: Db,
   rows: Fragment,
   lease?: { runner: number; horizonMs: number; leaseMs: number },
 ): Fragment {
@@ -136,7 +136,7 @@ export function heldTimers(rows: readonly InsertedTimerRow[]): (HeldTimer & { le
  * runner like `insertTimer` does for each.
  */
 export async function insertTimers(
-  sql: Sql,
+  sql: Db,
   timers: readonly NewTimer[],
   lease?: { runner: number; horizonMs: number; leaseMs: number },
 ): Promise<(HeldTimer & { leased: boolean })[]> {
@@ -157,7 +157,7 @@ export async function insertTimers(
 }
 
 /** Deletes a pending timer (e.g. a cancelled task). Waits if a runner is firing it right now. */
-export async function deleteTimer(sql: Sql, id: string): Promise<boolean> {
+export async function deleteTimer(sql: Db, id: string): Promise<boolean> {
   const rows = await sql`delete from timers where id = ${id}::bigint and status = 'pending' returning id`;
   return rows.length > 0;
 }
@@ -168,7 +168,7 @@ export async function deleteTimer(sql: Sql, id: string): Promise<boolean> {
  * statement, `for update skip locked`, so concurrent runners never claim the same row.
  */
 export async function claimDue(
-  sql: Sql,
+  sql: Db,
   opts: { runner: number; horizonMs: number; leaseMs: number; limit: number },
 ): Promise<{ timers: HeldTimer[]; dbNowMs: number }> {
   const rows = await sql<
@@ -230,7 +230,7 @@ export async function claimDue(
  * work commits with it, and a failure rolls it back, leaving the row for a retry.
  */
 export async function takeOwned(
-  sql: Sql,
+  sql: Db,
   runner: number,
   timers: readonly { id: string; epoch: number }[],
 ): Promise<Set<string>> {
@@ -250,7 +250,7 @@ export async function takeOwned(
  * Fenced like everything else: nothing happens if the row changed hands meanwhile.
  */
 export async function failTimer(
-  sql: Sql,
+  sql: Db,
   t: { id: string; epoch: number },
   opts: { runner: number; error: string; backoffMs: number; maxAttempts: number },
 ): Promise<{ attempts: number; status: "pending" | "failed" } | null> {
@@ -269,7 +269,7 @@ export async function failTimer(
 
 /** Extends the leases of rows this runner still holds (only those about to lapse are passed). */
 export async function renewLeases(
-  sql: Sql,
+  sql: Db,
   runner: number,
   timers: readonly { id: string; epoch: number }[],
   leaseMs: number,
@@ -282,7 +282,7 @@ export async function renewLeases(
 }
 
 /** On a clean stop: hands the rows this runner held but did not fire back to everyone. */
-export async function releaseLeases(sql: Sql, runner: number): Promise<number> {
+export async function releaseLeases(sql: Db, runner: number): Promise<number> {
   const rows = await sql`
     update timers set locked_by = null, locked_until = null
     where locked_by = ${runner} and status = 'pending' returning id`;
@@ -290,13 +290,13 @@ export async function releaseLeases(sql: Sql, runner: number): Promise<number> {
 }
 
 /** Takes the session advisory lock that tells other runners this one is alive. */
-export async function tryLockRunner(sql: Sql, runner: number): Promise<boolean> {
+export async function tryLockRunner(sql: Db, runner: number): Promise<boolean> {
   const [row] = await sql<
     { ok: boolean }[]
   >`select pg_try_advisory_lock(${RUNNER_LOCK_NAMESPACE}, ${runner}) as ok`;
   return row?.ok === true;
 }
 
-export async function unlockRunner(sql: Sql, runner: number): Promise<void> {
+export async function unlockRunner(sql: Db, runner: number): Promise<void> {
   await sql`select pg_advisory_unlock(${RUNNER_LOCK_NAMESPACE}, ${runner})`;
 }

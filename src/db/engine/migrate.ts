@@ -1,5 +1,5 @@
 import type { Sql } from "postgres";
-import type { Logger } from "../log.ts";
+import type { Logger } from "../../log.ts";
 import { migrations as all } from "./migrations.ts";
 
 /** An arbitrary constant: the advisory lock that serialises migrations across processes. */

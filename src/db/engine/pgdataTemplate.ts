@@ -17,8 +17,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { gunzipSync, gzipSync } from "node:zlib";
 import { PGlite } from "@electric-sql/pglite";
-import type { Logger } from "../log.ts";
-import { type PgliteFiles, TEMPLATE_ASSET } from "../runtime/pglite.ts";
+import type { Logger } from "../../log.ts";
+import { type PgliteFiles, TEMPLATE_ASSET } from "../../runtime/pglite.ts";
 
 /**
  * A pre-initialised PostgreSQL data directory. initdb under WebAssembly takes seconds; copying

@@ -1,5 +1,5 @@
 import postgres, { type Sql, type TransactionSql } from "postgres";
-import type { Logger } from "../log.ts";
+import type { Logger } from "../../log.ts";
 import { openEmbedded } from "./embedded.ts";
 
 /**
@@ -32,12 +32,12 @@ export async function settledAll<T extends readonly unknown[]>(
  * connection: `fn` must use `tx` only. postgres.js pipelines only statements the connection has
  * already prepared: the first use of a statement on a connection waits for its description.
  */
-export async function pipelinedTransaction<T>(sql: Sql, fn: (tx: Sql) => Promise<T>): Promise<T> {
+export async function pipelinedTransaction<T>(sql: Sql, fn: (tx: Db) => Promise<T>): Promise<T> {
   const conn = await sql.reserve();
   try {
     // Both are awaited, so nothing of fn is still running on the connection when it is rolled back
     // and released.
-    const [, value] = await settledAll([conn`begin`.execute(), fn(conn as unknown as Sql)]);
+    const [, value] = await settledAll([conn`begin`.execute(), fn(conn)]);
     await conn`commit`;
     return value;
   } catch (err) {

@@ -1,4 +1,4 @@
-import type { Logger } from "../log.ts";
+import type { Logger } from "../../log.ts";
 
 /**
  * Many concurrent requests for the same statement as few statements of many rows.

@@ -1,8 +1,8 @@
 import { chmodSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
-import type { Logger } from "../log.ts";
-import { type PgliteFiles, pgliteFiles } from "../runtime/pglite.ts";
+import type { Logger } from "../../log.ts";
+import { type PgliteFiles, pgliteFiles } from "../../runtime/pglite.ts";
 import { lockDataDir } from "./dataDirLock.ts";
 import { loadTemplate, unpackTemplate } from "./pgdataTemplate.ts";
 import { PgliteWire } from "./pgliteWire.ts";

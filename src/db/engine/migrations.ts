@@ -1,0 +1,29 @@
+// Migrations are imported as text so the single executable carries them; nothing is read from disk.
+// Add a new file to sql/ and one line here. Never edit a migration that has shipped.
+import m0001 from "../../../sql/0001_init.sql" with { type: "text" };
+import m0002 from "../../../sql/0002_contacts.sql" with { type: "text" };
+import m0003 from "../../../sql/0003_timers_calls.sql" with { type: "text" };
+import m0004 from "../../../sql/0004_sessions.sql" with { type: "text" };
+import m0005 from "../../../sql/0005_demo.sql" with { type: "text" };
+import m0006 from "../../../sql/0006_key_changes.sql" with { type: "text" };
+import m0007 from "../../../sql/0007_rate_limit_windows.sql" with { type: "text" };
+import m0008 from "../../../sql/0008_campaigns.sql" with { type: "text" };
+import m0009 from "../../../sql/0009_session_token_language.sql" with { type: "text" };
+import m0010 from "../../../sql/0010_documents.sql" with { type: "text" };
+import m0011 from "../../../sql/0011_webhook_deliveries.sql" with { type: "text" };
+import m0012 from "../../../sql/0012_batch_rows.sql" with { type: "text" };
+
+export const migrations: readonly { name: string; sql: string }[] = [
+  { name: "0001_init", sql: m0001 },
+  { name: "0002_contacts", sql: m0002 },
+  { name: "0003_timers_calls", sql: m0003 },
+  { name: "0004_sessions", sql: m0004 },
+  { name: "0005_demo", sql: m0005 },
+  { name: "0006_key_changes", sql: m0006 },
+  { name: "0007_rate_limit_windows", sql: m0007 },
+  { name: "0008_campaigns", sql: m0008 },
+  { name: "0009_session_token_language", sql: m0009 },
+  { name: "0010_documents", sql: m0010 },
+  { name: "0011_webhook_deliveries", sql: m0011 },
+  { name: "0012_batch_rows", sql: m0012 },
+];
