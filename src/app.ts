@@ -1,11 +1,12 @@
 import type { Hook } from "@hono/zod-openapi";
 import { OpenAPIHono } from "@hono/zod-openapi";
-import type { AppEnv, Deps } from "./deps.ts";
+import type { Deps } from "./deps.ts";
 import { ApiError, describeIssues, errorResponse, onError, thrownValuesAsErrors } from "./errors.ts";
+import type { AppEnv } from "./http/appEnv.ts";
 import { bodyLimit, jsonBody } from "./http/body.ts";
 import { requestContext } from "./http/requestId.ts";
 import { webCallGate } from "./http/webCallGate.ts";
-import { registerDocs } from "./routes/docs.ts";
+import { registerDocs } from "./routes/docs/index.ts";
 import { routes } from "./routes/index.ts";
 
 /**

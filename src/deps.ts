@@ -1,31 +1,45 @@
-import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { Sql } from "postgres";
-import type { SecretKeyAuth } from "./auth/secretKey.ts";
+import type { KeyCache } from "./auth/keyCache.ts";
 import type { Clock } from "./clock.ts";
+import type { Db } from "./db/engine/connection.ts";
+import type { ServerSecrets } from "./db/serverSecrets.ts";
+import type { SessionTokenInserts } from "./db/sessionTokens.ts";
+import type { TestTokenRedemptions } from "./db/webCallRedemptions.ts";
 import type { Env } from "./env.ts";
+import type { IdGenerator } from "./ids.ts";
+import type { LiveKit } from "./livekit/client.ts";
 import type { Logger } from "./log.ts";
-import type { WebCallRateLimit } from "./services/rateLimit.ts";
 import type { TimerScheduler } from "./timers/scheduler.ts";
 
-/** Everything the app needs from outside. createApp(deps) has no side effects of its own. */
+/**
+ * Everything the application uses from outside, and all of the process's state: made once by the
+ * composition root (compose.ts) and passed down. No module keeps state of its own, so two apps in one
+ * process (tests do this) never share a cache, a sequence or a batch.
+ */
 export interface Deps {
+  /** The request pool (or the embedded database's one connection). */
   sql: Sql;
   clock: Clock;
+  ids: IdGenerator;
   log: Logger;
   env: Env;
-  /** Where services write timers; the process's TimerRunner when it runs one (see timers/scheduler.ts). */
-  timers?: TimerScheduler;
-}
-
-/** Hono typing: the runtime adapter passes the socket peer address; middleware sets the variables. */
-export interface AppEnv {
-  Bindings: { remoteAddress?: string };
-  Variables: {
-    requestId: string;
-    auth: SecretKeyAuth;
-    /** The request's rate-limit hit on `POST /api/v1/web-calls`, counted once (http/webCallGate.ts). */
-    webCallRateLimit: WebCallRateLimit;
+  /** Where services write timers: the process's runner when it runs one, else the table alone. */
+  timers: TimerScheduler;
+  /** Resolved secret keys, evicted on revocation and organization changes. */
+  keyCache: KeyCache;
+  /** Per-database secrets (idempotent token derivation), read once. */
+  secrets: ServerSecrets;
+  /** The media server, or null when LIVEKIT_URL / _API_KEY / _API_SECRET are not all set. */
+  liveKit: LiveKit | null;
+  /** Statements that concurrent requests share (db/engine/coalesce.ts). */
+  batches: {
+    sessionTokenInserts: SessionTokenInserts;
+    testTokenRedemptions: TestTokenRedemptions;
   };
 }
 
-export type App = OpenAPIHono<AppEnv>;
+/**
+ * The same dependencies for work that may run inside a caller's transaction: `sql` is the pool or that
+ * transaction. Work that opens a transaction of its own takes `Deps`.
+ */
+export type TxDeps = Omit<Deps, "sql"> & { sql: Db };

@@ -1,4 +1,4 @@
-import { type Clock, systemClock } from "./clock.ts";
+import type { Clock } from "./clock.ts";
 
 /** Identifier prefixes of CONTRACT.md §2, plus `req` for request ids. */
 export const ID_PREFIXES = [
@@ -24,20 +24,23 @@ interface MonotonicState {
   lastTime: number;
   lastRandom: Uint8Array;
 }
-/** One monotonic sequence per clock, so a test clock set in the past never borrows the system clock's time. */
-const states = new WeakMap<Clock, MonotonicState>();
 
 /**
  * The one id generator: `<prefix>_<ULID>`. Monotonic inside one millisecond (the random part is
- * incremented), so ids created by this process sort in creation order.
+ * incremented), so ids made by one generator sort in creation order. The process makes one per clock
+ * (the composition root); a test clock set in the past never borrows the system clock's sequence.
  */
-export function newId(prefix: IdPrefix, clock: Clock = systemClock): string {
-  let state = states.get(clock);
-  if (!state) {
-    state = { lastTime: -1, lastRandom: new Uint8Array(10) };
-    states.set(clock, state);
+export class IdGenerator {
+  readonly #clock: Clock;
+  readonly #state: MonotonicState = { lastTime: -1, lastRandom: new Uint8Array(10) };
+
+  constructor(clock: Clock) {
+    this.#clock = clock;
   }
-  return `${prefix}_${ulid(clock.now().getTime(), state)}`;
+
+  next(prefix: IdPrefix): string {
+    return `${prefix}_${ulid(this.#clock.now().getTime(), this.#state)}`;
+  }
 }
 
 function ulid(time: number, state: MonotonicState): string {

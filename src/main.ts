@@ -1,15 +1,16 @@
 import { createApp } from "./app.ts";
 import { listenForKeyChanges } from "./auth/keyCache.ts";
 import { type AdminResult, adminFailure, executeAdmin, parseAdmin } from "./cli/admin.ts";
-import { systemClock } from "./clock.ts";
+import { composeDeps } from "./compose.ts";
 import { type Database, openDatabase } from "./db/engine/connection.ts";
 import { migrate } from "./db/engine/migrate.ts";
 import { parseEnv } from "./env.ts";
 import { createLogger, silentLogger } from "./log.ts";
 import { type RunningServer, serve } from "./runtime/bun.ts";
 import { prepareDemo, reachableUrl } from "./services/demo.ts";
+import { scheduleHousekeeping } from "./services/housekeeping.ts";
 import { WebhookSender } from "./services/webhookDelivery.ts";
-import { registerTimerHandlers } from "./timers/handlers.ts";
+import { registerTimerHandlers } from "./timerHandlers.ts";
 import { TimerRunner } from "./timers/runner.ts";
 import { VERSION } from "./version.ts";
 import { preloadWidget } from "./widget/assets.ts";
@@ -49,7 +50,7 @@ async function main(argv: string[]) {
         const db = await openDatabase({ url: env.DATABASE_URL, dataDir: env.DATA_DIR, log: silentLogger });
         try {
           await migrate(db.sql);
-          result = await executeAdmin(parsed, { sql: db.sql, clock: systemClock });
+          result = await executeAdmin(parsed, composeDeps({ sql: db.sql, env, log: silentLogger }));
         } finally {
           await db.close();
         }
@@ -99,9 +100,6 @@ async function main(argv: string[]) {
 
   db = await openDatabase({ url: env.DATABASE_URL, dataDir: env.DATA_DIR, log });
   await migrate(db.sql, log);
-  // Other processes on the same PostgreSQL may revoke keys: hear it, so cached keys are evicted.
-  if (db.kind === "postgres") await listenForKeyChanges(db.sql);
-  const demoBanner = await prepareDemo({ sql: db.sql, clock: systemClock, log }, env.DATA_DIR);
   // Timers get connections of their own, so a burst of API requests cannot hold them back
   // (PostgreSQL only: the embedded database is a single session).
   timerDb =
@@ -114,9 +112,13 @@ async function main(argv: string[]) {
     liveness: db.kind === "embedded" ? "shared" : "reserved",
     concurrency: TIMER_CONCURRENCY,
   });
-  const deps = { sql: db.sql, clock: systemClock, log, env, timers };
+  const deps = composeDeps({ sql: db.sql, env, log, timers });
+  // Other processes on the same PostgreSQL may revoke keys: hear it, so cached keys are evicted.
+  if (db.kind === "postgres") await listenForKeyChanges(db.sql, deps.keyCache);
+  const demoBanner = await prepareDemo(deps, env.DATA_DIR);
   webhooks = new WebhookSender(deps);
   registerTimerHandlers(timers, deps, webhooks);
+  await scheduleHousekeeping(deps);
   await timers.start();
   const app = createApp(deps);
   server = serve(app.fetch, { port: env.PORT, hostname: env.HOST });

@@ -1,12 +1,12 @@
 import type { Sql } from "postgres";
-import type { SecretKeyAuth } from "./secretKey.ts";
+import type { SecretKeyAuth } from "./access.ts";
 
 /**
- * A short-lived cache of resolved secret keys, one per connection pool. Resolving a key costs a
+ * A short-lived cache of resolved secret keys, one per process (the composition root makes it). Resolving a key costs a
  * SHA-256 and a query on every authenticated request; with the cache a hot key costs the hash only.
  *
  * Correctness rests on eviction, not on the time to live:
- * - a revocation or an organization change made in this process evicts at once (publishKeyChange);
+ * - a revocation or an organization change made in this process evicts at once (`evict`);
  * - with PostgreSQL, a trigger (sql/0006_key_changes.sql) notifies every process on `key_changes`,
  *   and each process listening (listenForKeyChanges) evicts too;
  * - a resolution that raced with a change is not stored (the generation moved while it ran).
@@ -62,43 +62,21 @@ export class KeyCache {
   }
 }
 
-const caches = new WeakMap<Sql, KeyCache>();
-const live = new Set<WeakRef<KeyCache>>();
-
-export function keyCacheFor(sql: Sql): KeyCache {
-  let cache = caches.get(sql);
-  if (!cache) {
-    cache = new KeyCache();
-    caches.set(sql, cache);
-    live.add(new WeakRef(cache));
-  }
-  return cache;
-}
-
-/** Evicts what a change affects from every cache of this process. */
-export function publishKeyChange(change: KeyChange): void {
-  for (const ref of live) {
-    const cache = ref.deref();
-    if (cache) cache.evict(change);
-    else live.delete(ref);
-  }
-}
-
 /**
  * Listens for changes made by other processes (PostgreSQL only: the embedded database is used by
  * one process, and its single connection cannot be given to LISTEN).
  */
-export async function listenForKeyChanges(sql: Sql): Promise<void> {
+export async function listenForKeyChanges(sql: Sql, cache: KeyCache): Promise<void> {
   await sql.listen(
     "key_changes",
     (payload) => {
       try {
-        publishKeyChange(JSON.parse(payload) as KeyChange);
+        cache.evict(JSON.parse(payload) as KeyChange);
       } catch {
-        publishKeyChange({}); // a payload that cannot be attributed drops every entry
+        cache.evict({}); // a payload that cannot be attributed drops every entry
       }
     },
     // On (re)connection anything may have been missed: start from an empty cache.
-    () => publishKeyChange({}),
+    () => cache.evict({}),
   );
 }

@@ -1,10 +1,11 @@
-import type { Sql } from "postgres";
 import { sha256 } from "../auth/keys.ts";
 import type { Clock } from "../clock.ts";
+import { rememberCaptchaToken } from "../db/captchaTokens.ts";
+import type { Db } from "../db/engine/connection.ts";
 import type { Env } from "../env.ts";
 
 /**
- * The score-based bot check (version 3) that protects publishable keys (CONTRACT.md §1, §8). The
+ * The score-based bot check (version 3) that protects publishable keys. The
  * verifier is asked with a form POST of `secret`, `response` and `remoteip`; a token passes only when
  * the answer says `success`, the score reaches RECAPTCHA_MIN_SCORE, the action is `web_call` and the
  * hostname is the host of the request's Origin. A token passes once: its hash is remembered for a few
@@ -14,7 +15,7 @@ import type { Env } from "../env.ts";
 export const CAPTCHA_ACTION = "web_call";
 export const CAPTCHA_TIMEOUT_MS = 5000;
 /** Verifier tokens live two minutes; remembering accepted ones a little longer covers them. */
-const REMEMBER_MS = 10 * 60 * 1000;
+export const CAPTCHA_TOKEN_MEMORY_MS = 10 * 60 * 1000;
 /** Far above any real token; anything longer is refused without asking the verifier. */
 const MAX_TOKEN_LENGTH = 8192;
 
@@ -41,7 +42,7 @@ export interface CaptchaInput {
 }
 
 export interface CaptchaDeps {
-  sql: Sql;
+  sql: Db;
   clock: Clock;
   env: Pick<Env, "RECAPTCHA_SECRET" | "RECAPTCHA_VERIFY_URL" | "RECAPTCHA_MIN_SCORE">;
   /** Overrides the 5 s limit on the verifier's answer. */
@@ -106,11 +107,10 @@ function originHost(origin: string | undefined): string | null {
 /** Records an accepted token; false when it had already been accepted (even by another process). */
 async function rememberAccepted(deps: CaptchaDeps, token: string): Promise<boolean> {
   const now = deps.clock.now();
-  const hash = sha256(token);
-  await deps.sql`delete from captcha_tokens_used where accepted_at <= ${new Date(now.getTime() - REMEMBER_MS)}`;
-  const inserted = await deps.sql`
-    insert into captcha_tokens_used (token_hash, accepted_at) values (${hash}, ${now})
-    on conflict (token_hash) do nothing
-    returning 1`;
-  return inserted.length === 1;
+  return rememberCaptchaToken(
+    deps.sql,
+    sha256(token),
+    now,
+    new Date(now.getTime() - CAPTCHA_TOKEN_MEMORY_MS),
+  );
 }

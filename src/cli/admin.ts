@@ -1,31 +1,14 @@
 import { z } from "@hono/zod-openapi";
-import type { Sql } from "postgres";
-import type { Clock } from "../clock.ts";
+import { type AdminOperation, adminOperations } from "../admin/operations.ts";
+import type { Deps } from "../deps.ts";
 import { ApiError, describeIssues } from "../errors.ts";
-import {
-  createAgent,
-  createKnowledgeBase,
-  createOrganization,
-  createPublishableKey,
-  createSecretKey,
-  listAgentsOf,
-  listOrganizations,
-  revokePublishableKey,
-  revokeSecretKey,
-  updateAgent,
-  updateOrganization,
-} from "../services/tenancy.ts";
 
 /**
- * `voice-service admin <command> …`: the operations of the admin API, run straight on the database
- * through the same service functions (so the same validation and the same answers). Pure: it takes
- * the arguments and a database, and returns what to print and the exit code; main.ts does the I/O.
+ * `voice-service admin <command> …`: the operations of the admin API (admin/operations.ts), run
+ * straight on the database with the same validation and the same service calls, so the same answers.
+ * Each operation's flags come from its body schema. Pure: it takes the arguments and the dependencies,
+ * and returns what to print and the exit code; main.ts does the I/O.
  */
-
-export interface AdminContext {
-  sql: Sql;
-  clock: Clock;
-}
 
 export interface AdminResult {
   /** 0 success, 1 refused or failed, 2 usage error. */
@@ -38,9 +21,9 @@ type Kind = "text" | "integer" | "boolean" | "list" | "nullableText";
 
 interface Flag {
   kind: Kind;
-  /** The input field it fills; by default the camelCase of the flag name. */
-  field?: string;
-  required?: boolean;
+  /** The input field it fills (or the path id). */
+  field: string;
+  required: boolean;
   /** Placeholder shown in the help, e.g. `<id>`. */
   value: string;
   help: string;
@@ -49,173 +32,72 @@ interface Flag {
 type Fields = Record<string, unknown>;
 
 interface Command {
+  operation: AdminOperation;
   summary: string;
   /** Name of the one positional argument (the object's id), when the command takes one. */
   id?: string;
   flags: Record<string, Flag>;
-  run(ctx: AdminContext, id: string, fields: Fields): Promise<unknown>;
 }
 
-const organizationFlag: Flag = {
-  kind: "text",
-  required: true,
-  value: "<org-id>",
-  help: "The organization (org_…).",
-};
+/** The path id travels as this field between parsing and running. */
+const ID_FIELD = "\u0000id";
 
-/** Takes the organization id out of the fields: it is a path, not a body field. */
-function withOrganization(fields: Fields): [string, Fields] {
-  const { organization, ...rest } = fields;
-  return [organization as string, rest];
+/** What a body field's schema asks for on the command line. */
+function fieldKind(schema: z.ZodType): { kind: Kind; required: boolean } {
+  let s = schema as unknown as { _zod: { def: { type: string; innerType?: unknown } } };
+  let required = true;
+  let nullable = false;
+  for (;;) {
+    const def = s._zod.def;
+    if (def.type === "optional" || def.type === "default") required = false;
+    else if (def.type === "nullable") nullable = true;
+    else break;
+    s = def.innerType as typeof s;
+  }
+  const type = s._zod.def.type;
+  const kind: Kind =
+    type === "boolean"
+      ? "boolean"
+      : type === "number"
+        ? "integer"
+        : type === "array"
+          ? "list"
+          : nullable
+            ? "nullableText"
+            : "text";
+  return { kind, required };
 }
 
-const commands: Record<string, Command> = {
-  "create-organization": {
-    summary: "Create an organization.",
-    flags: {
-      name: { kind: "text", required: true, value: "<text>", help: "Name of the organization." },
-      "paid-plan": { kind: "boolean", value: "true|false", help: "Active paid plan (default false)." },
-      "plan-minutes": {
-        kind: "integer",
-        value: "<n>",
-        help: "Monthly allowance of live minutes (default 0).",
-      },
-    },
-    run: (ctx, _id, fields) => createOrganization(ctx, fields as never),
-  },
-  "update-organization": {
-    summary: "Change the name, paid plan or plan minutes of an organization.",
-    id: "<org-id>",
-    flags: {
-      name: { kind: "text", value: "<text>", help: "New name." },
-      "paid-plan": { kind: "boolean", value: "true|false", help: "Active paid plan." },
-      "plan-minutes": {
-        kind: "integer",
-        value: "<n>",
-        help: "Monthly allowance of live minutes (the usage is kept).",
-      },
-    },
-    run: (ctx, id, fields) => updateOrganization(ctx, id, fields as never),
-  },
-  "list-organizations": {
-    summary: "List every organization, newest first.",
-    flags: {},
-    run: (ctx) => listOrganizations(ctx),
-  },
-  "create-agent": {
-    summary: "Create an agent in an organization.",
-    flags: {
-      organization: organizationFlag,
-      name: { kind: "text", required: true, value: "<text>", help: "Name of the agent." },
-      active: { kind: "boolean", value: "[true|false]", help: "Takes calls (default true)." },
-      "livekit-agent-name": {
-        kind: "text",
-        value: "<text>",
-        help: "Agent name dispatched on the media server (default: the agent id).",
-      },
-      language: { kind: "text", value: "en|fr", help: "Language of the agent (default en)." },
-    },
-    run: (ctx, _id, fields) => {
-      const [organization, input] = withOrganization(fields);
-      return createAgent(ctx, organization, input as never);
-    },
-  },
-  "update-agent": {
-    summary: "Change the name, state, media server name or language of an agent.",
-    id: "<agent-id>",
-    flags: {
-      name: { kind: "text", value: "<text>", help: "New name." },
-      active: { kind: "boolean", value: "[true|false]", help: "Takes calls or not." },
-      "livekit-agent-name": {
-        kind: "nullableText",
-        value: "<text>",
-        help: 'Agent name dispatched on the media server; "" clears it (the agent id is used).',
-      },
-      language: { kind: "text", value: "en|fr", help: "Language of the agent." },
-    },
-    run: (ctx, id, fields) => updateAgent(ctx, id, fields as never),
-  },
-  "list-agents": {
-    summary: "List the agents of an organization, newest first.",
-    flags: { organization: organizationFlag },
-    run: (ctx, _id, fields) => listAgentsOf(ctx, withOrganization(fields)[0]),
-  },
-  "create-secret-key": {
-    summary: "Create a secret key; the key is printed this once (only its hash is stored).",
-    flags: {
-      organization: organizationFlag,
-      mode: { kind: "text", required: true, value: "live|test", help: "Live or test key." },
-      scopes: {
-        kind: "list",
-        required: true,
-        value: "<a,b,…>",
-        help: "Comma-separated scopes, e.g. webcalls:write,calls:write, or * for all.",
-      },
-      "agent-ids": {
-        kind: "list",
-        value: "<agt_…,…>",
-        help: "Restrict the key to these agents of the organization.",
-      },
-    },
-    run: (ctx, _id, fields) => {
-      const [organization, input] = withOrganization(fields);
-      return createSecretKey(ctx, organization, input as never);
-    },
-  },
-  "create-publishable-key": {
-    summary: "Create a publishable key for one agent; the key is printed this once.",
-    flags: {
-      organization: organizationFlag,
-      agent: {
-        kind: "text",
-        field: "agentId",
-        required: true,
-        value: "<agent-id>",
-        help: "The agent (agt_…).",
-      },
-      origins: {
-        kind: "list",
-        field: "allowedOrigins",
-        required: true,
-        value: "<https://a,…>",
-        help: "Comma-separated HTTPS origins allowed to use the key (no wildcard, no path).",
-      },
-      "monthly-minute-cap": {
-        kind: "integer",
-        required: true,
-        value: "<n>",
-        help: "Web call minutes per calendar month (at least 1).",
-      },
-    },
-    run: (ctx, _id, fields) => {
-      const [organization, input] = withOrganization(fields);
-      return createPublishableKey(ctx, organization, input as never);
-    },
-  },
-  "revoke-secret-key": {
-    summary: "Revoke a secret key (immediately refused).",
-    id: "<key-id>",
-    flags: {},
-    run: (ctx, id) => revokeSecretKey(ctx, id),
-  },
-  "revoke-publishable-key": {
-    summary: "Revoke a publishable key (immediately refused).",
-    id: "<key-id>",
-    flags: {},
-    run: (ctx, id) => revokePublishableKey(ctx, id),
-  },
-  "create-knowledge-base": {
-    summary: "Create a knowledge base in an organization.",
-    flags: {
-      organization: organizationFlag,
-      name: { kind: "text", required: true, value: "<text>", help: "Name of the knowledge base." },
-    },
-    run: (ctx, _id, fields) => {
-      const [organization, input] = withOrganization(fields);
-      return createKnowledgeBase(ctx, organization, input as never);
-    },
-  },
-};
+const kebab = (field: string) => field.replace(/[A-Z]/g, (ch) => `-${ch.toLowerCase()}`);
+
+function commandOf(op: AdminOperation): Command {
+  const flags: Record<string, Flag> = {};
+  let id: string | undefined;
+  if (op.id) {
+    if ("positional" in op.id.cli) id = op.id.cli.positional;
+    else {
+      const { flag, value, help } = op.id.cli;
+      flags[flag] = { kind: "text", field: ID_FIELD, required: true, value, help };
+    }
+  }
+  const shape = (op.body as unknown as { shape?: Record<string, z.ZodType> } | undefined)?.shape ?? {};
+  for (const [field, schema] of Object.entries(shape)) {
+    const o = op.flags?.[field] ?? {};
+    const { kind, required } = fieldKind(schema);
+    flags[o.flag ?? kebab(field)] = {
+      kind,
+      field,
+      required,
+      value: o.value ?? `<${kebab(field)}>`,
+      help: o.help ?? "",
+    };
+  }
+  return { operation: op, summary: `${op.summary}.`, ...(id ? { id } : {}), flags };
+}
+
+const commands: Record<string, Command> = Object.fromEntries(
+  adminOperations.map((op) => [op.name, commandOf(op)]),
+);
 
 /** A parsed command line, ready to run against a database. */
 export interface AdminInvocation {
@@ -254,9 +136,12 @@ export function parseAdmin(argv: readonly string[]): AdminResult | AdminInvocati
 }
 
 /** Runs a parsed invocation: the JSON answer on stdout (0), or the error on stderr (1). */
-export async function executeAdmin(invocation: AdminInvocation, ctx: AdminContext): Promise<AdminResult> {
+export async function executeAdmin(invocation: AdminInvocation, deps: Deps): Promise<AdminResult> {
   try {
-    const answer = await invocation.command.run(ctx, invocation.id, invocation.fields);
+    const { [ID_FIELD]: id, ...fields } = invocation.fields;
+    const op = invocation.command.operation;
+    const body = op.body ? (op.body.parse(fields) as Fields) : fields;
+    const answer = await op.run(deps, String(id ?? invocation.id), body);
     return { code: 0, stdout: `${JSON.stringify(answer, null, 2)}\n`, stderr: "" };
   } catch (err) {
     if (err instanceof ApiError) return adminFailure(err.code, err.message, err.param);
@@ -268,10 +153,10 @@ export async function executeAdmin(invocation: AdminInvocation, ctx: AdminContex
   }
 }
 
-/** Parse and run: `runAdmin(["create-organization", "--name", "Acme"], {sql, clock})`. */
-export async function runAdmin(argv: readonly string[], ctx: AdminContext): Promise<AdminResult> {
+/** Parse and run: `runAdmin(["create-organization", "--name", "Acme"], deps)`. */
+export async function runAdmin(argv: readonly string[], deps: Deps): Promise<AdminResult> {
   const parsed = parseAdmin(argv);
-  return "code" in parsed ? parsed : executeAdmin(parsed, ctx);
+  return "code" in parsed ? parsed : executeAdmin(parsed, deps);
 }
 
 function findCommand(name: string): Command {
@@ -338,7 +223,7 @@ function parse(argv: readonly string[]): AdminResult | AdminInvocation {
   const fields: Fields = {};
   for (const [flagName, value] of raw) {
     const flag = command.flags[flagName]!;
-    fields[flag.field ?? camelCase(flagName)] = convert(flag.kind, value);
+    fields[flag.field] = convert(flag.kind, value);
   }
   return { command, id: id ?? "", fields };
 }
@@ -364,10 +249,6 @@ function convert(kind: Kind, value: string): unknown {
     case "text":
       return value;
   }
-}
-
-function camelCase(flagName: string): string {
-  return flagName.replace(/-([a-z])/g, (_, ch: string) => ch.toUpperCase());
 }
 
 function errorJson(code: string, message: string, param?: string): string {

@@ -1,5 +1,7 @@
 import type { Db } from "./engine/connection.ts";
 
+/** Statements of the agents table. */
+
 export interface AgentRow {
   id: string;
   organization_id: string;
@@ -10,18 +12,58 @@ export interface AgentRow {
   created_at: Date;
 }
 
-export async function listAgents(sql: Db, organizationId: string, only: string[] | null) {
-  const rows = await sql<Pick<AgentRow, "id" | "name" | "active">[]>`
-    select id, name, active from agents
+/** The agents of an organization (only those of `only` when given), newest first. */
+export function listAgents(
+  sql: Db,
+  organizationId: string,
+  only: string[] | null = null,
+): Promise<AgentRow[]> {
+  return sql<AgentRow[]>`
+    select * from agents
     where organization_id = ${organizationId}
     ${only ? sql`and id = any(${only})` : sql``}
     order by created_at desc, id desc`;
-  return rows.map((r) => ({ id: r.id, name: r.name, active: r.active }));
 }
 
 export async function findAgent(sql: Db, organizationId: string, id: string): Promise<AgentRow | null> {
   const [row] = await sql<
     AgentRow[]
   >`select * from agents where id = ${id} and organization_id = ${organizationId}`;
+  return row ?? null;
+}
+
+/** The ids among `ids` that are agents of the organization. */
+export async function existingAgentIds(sql: Db, organizationId: string, ids: string[]): Promise<Set<string>> {
+  if (ids.length === 0) return new Set();
+  const rows = await sql<{ id: string }[]>`
+    select id from agents where organization_id = ${organizationId} and id = any(${ids})`;
+  return new Set(rows.map((r) => r.id));
+}
+
+export async function insertAgent(sql: Db, row: AgentRow): Promise<AgentRow> {
+  const [inserted] = await sql<AgentRow[]>`
+    insert into agents (id, organization_id, name, active, livekit_agent_name, language, created_at)
+    values (${row.id}, ${row.organization_id}, ${row.name}, ${row.active}, ${row.livekit_agent_name},
+            ${row.language}, ${row.created_at})
+    returning *`;
+  return inserted!;
+}
+
+/**
+ * Changes the fields present in `patch` (a field left out keeps its value; `livekit_agent_name` may be
+ * set to null). Null when there is no such agent.
+ */
+export async function updateAgent(
+  sql: Db,
+  id: string,
+  patch: Partial<Pick<AgentRow, "name" | "active" | "livekit_agent_name" | "language">>,
+): Promise<AgentRow | null> {
+  const [row] = await sql<AgentRow[]>`
+    update agents set
+      name = coalesce(${patch.name ?? null}, name),
+      active = coalesce(${patch.active ?? null}::boolean, active),
+      livekit_agent_name = ${"livekit_agent_name" in patch ? sql`${patch.livekit_agent_name ?? null}` : sql`livekit_agent_name`},
+      language = coalesce(${patch.language ?? null}, language)
+    where id = ${id} returning *`;
   return row ?? null;
 }

@@ -2,18 +2,20 @@ import type { Fragment } from "postgres";
 import type { TranscriptSegment } from "../simulation/content.ts";
 import type { Db } from "./engine/connection.ts";
 
-/** Queries of the calls and tasks tables. Every state change is fenced by the status it expects. */
+/** Statements of the calls table. Every state change is fenced by the status it expects. */
 
-export type CallStatus =
-  | "scheduled"
-  | "initiated"
-  | "ringing"
-  | "ongoing"
-  | "completed"
-  | "failed"
-  | "no_answer"
-  | "busy"
-  | "cancelled";
+export const CALL_STATUSES = [
+  "scheduled",
+  "initiated",
+  "ringing",
+  "ongoing",
+  "completed",
+  "failed",
+  "no_answer",
+  "busy",
+  "cancelled",
+] as const;
+export type CallStatus = (typeof CALL_STATUSES)[number];
 
 export type CallRow = {
   id: string;
@@ -280,83 +282,72 @@ export async function completeCalls(
     returning ${columnList(sql, CALL_COLUMNS, "calls")}`;
 }
 
-// ——— tasks ———
-
-export interface TaskRow {
-  id: string;
-  organization_id: string;
-  type: "call";
-  call_id: string;
-  agent_id: string;
-  to_number: string;
-  run_at: Date;
-  status: "scheduled" | "completed" | "cancelled";
-  timer_id: string | null;
-  created_at: Date;
-}
-
-export function taskView(t: TaskRow) {
-  return {
-    id: t.id,
-    type: t.type,
-    callId: t.call_id,
-    agentId: t.agent_id,
-    to: t.to_number,
-    runAt: t.run_at.toISOString(),
-    status: t.status,
-    createdAt: t.created_at.toISOString(),
-  };
-}
-
-export async function insertTask(sql: Db, t: Omit<TaskRow, "status">): Promise<TaskRow> {
-  const [row] = await sql<TaskRow[]>`
-    insert into tasks (id, organization_id, type, call_id, agent_id, to_number, run_at, status, timer_id, created_at)
-    values (${t.id}, ${t.organization_id}, ${t.type}, ${t.call_id}, ${t.agent_id}, ${t.to_number}, ${t.run_at},
-      'scheduled', ${t.timer_id}::bigint, ${t.created_at})
-    returning id, organization_id, type, call_id, agent_id, to_number, run_at, status, timer_id::text, created_at`;
-  return row!;
-}
-
-export async function listScheduledTasks(
+/** The scope of a calls list or read: organization, mode, the key's agents, and filters. */
+export function callsScope(
   sql: Db,
-  organizationId: string,
-  agentIds: string[] | null,
-): Promise<TaskRow[]> {
-  return sql<TaskRow[]>`
-    select id, organization_id, type, call_id, agent_id, to_number, run_at, status, timer_id::text, created_at
-    from tasks
-    where organization_id = ${organizationId} and status = 'scheduled'
-    ${agentIds ? sql`and agent_id = any(${agentIds})` : sql``}
-    order by run_at, id`;
+  scope: { organizationId: string; livemode: boolean; agentIds: string[] | null },
+  q: { status?: string | undefined; agentId?: string | undefined; campaignId?: string | undefined } = {},
+): Fragment {
+  return sql`organization_id = ${scope.organizationId} and livemode = ${scope.livemode}
+    ${scope.agentIds ? sql`and agent_id = any(${scope.agentIds})` : sql``}
+    ${q.status ? sql`and status = ${q.status}` : sql``}
+    ${q.agentId ? sql`and agent_id = ${q.agentId}` : sql``}
+    ${q.campaignId ? sql`and campaign_id = ${q.campaignId}` : sql``}`;
 }
 
-export async function findScheduledTask(
+/** The status of a call and what its lifecycle needs, or null when there is no such call. */
+export async function findCallState(
   sql: Db,
-  organizationId: string,
-  agentIds: string[] | null,
   id: string,
-): Promise<TaskRow | null> {
-  const [row] = await sql<TaskRow[]>`
-    select id, organization_id, type, call_id, agent_id, to_number, run_at, status, timer_id::text, created_at
-    from tasks
-    where id = ${id} and organization_id = ${organizationId} and status = 'scheduled'
-    ${agentIds ? sql`and agent_id = any(${agentIds})` : sql``}`;
+): Promise<Pick<CallRow, "status" | "started_at" | "livemode" | "direction"> | null> {
+  const [row] = await sql<Pick<CallRow, "status" | "started_at" | "livemode" | "direction">[]>`
+    select status, started_at, livemode, direction from calls where id = ${id}`;
   return row ?? null;
 }
 
-/** Moves a task out of `scheduled`; null when it had already run or been cancelled. */
-export async function finishTask(
-  sql: Db,
-  id: string,
-  to: "completed" | "cancelled",
-): Promise<TaskRow | null> {
-  const [row] = await sql<TaskRow[]>`
-    update tasks set status = ${to} where id = ${id} and status = 'scheduled'
-    returning id, organization_id, type, call_id, agent_id, to_number, run_at, status, timer_id::text, created_at`;
-  return row ?? null;
+// ——— simulated calls created in one statement with their first timer ———
+
+/** A timer to insert, as `TimerScheduler.insertFrom` takes it: the body of a `with` entry from `rows`. */
+export type TimerInsert = (sql: Db, rows: Fragment) => Fragment;
+
+/**
+ * The body of a `with` entry inserting simulated calls (`livemode` false, `initiated`, no task) from
+ * `calls`, a select of `(id, organization_id, agent_id, to_number, contact_id, campaign_id, direction,
+ * variables, simulated_duration_seconds, language, created_at)`.
+ */
+export function insertSimulatedCallsFrom(sql: Db, calls: Fragment): Fragment {
+  return insertCallsFrom(
+    sql,
+    sql`
+      select c.id, c.organization_id, false as livemode, 'initiated' as status, c.agent_id, c.to_number,
+        c.contact_id, c.campaign_id, c.direction, c.variables, c.simulated_duration_seconds, c.language,
+        null as task_id, c.created_at
+      from (${calls}) c`,
+  );
 }
 
-export async function contactExists(sql: Db, organizationId: string, id: string): Promise<boolean> {
-  const rows = await sql`select 1 from contacts where id = ${id} and organization_id = ${organizationId}`;
-  return rows.length > 0;
+/** The rows of the first step's timer of each call of `created` (a relation with `id`), due after `delayMs`. */
+export function firstStepTimers(sql: Db, kind: string, created: Fragment, delayMs: number): Fragment {
+  return sql`
+    select ${kind}::text as kind, now() + ${delayMs}::float8 * interval '1 millisecond' as due_at,
+      jsonb_build_object('callId', id, 'to', 'ringing') as payload
+    from ${created}`;
+}
+
+/**
+ * One simulated call and the timer of its first step, in one statement: the call from `call` (one row
+ * of the columns `insertSimulatedCallsFrom` takes), the timer through `insertTimers`. Returns the call
+ * and the timer rows (for the scheduler's `scheduled`).
+ */
+export async function insertSimulatedCall<T>(
+  sql: Db,
+  call: Fragment,
+  timer: { kind: string; delayMs: number; insert: TimerInsert },
+): Promise<{ call: CallRow; timers: T[] }> {
+  const [row] = await sql<(CallRow & { timers: T[] })[]>`
+    with created_call as (${insertSimulatedCallsFrom(sql, call)}),
+      created_timer as (${timer.insert(sql, firstStepTimers(sql, timer.kind, sql`created_call`, timer.delayMs))})
+    select created_call.*, (select json_agg(created_timer) from created_timer) as timers from created_call`;
+  const { timers, ...rest } = row!;
+  return { call: rest as CallRow, timers };
 }

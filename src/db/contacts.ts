@@ -68,3 +68,18 @@ export function contactsScope(
     ${filters.phone !== undefined ? sql`and phone = ${filters.phone}` : sql``}
     ${filters.email !== undefined ? sql`and lower(email) = lower(${filters.email})` : sql``}`;
 }
+
+export async function contactExists(sql: Db, organizationId: string, id: string): Promise<boolean> {
+  const rows = await sql`select 1 from contacts where id = ${id} and organization_id = ${organizationId}`;
+  return rows.length > 0;
+}
+
+/** The contacts of the organization among `ids` (phone and name), in no set order. */
+export function findContactTargets(
+  sql: Db,
+  organizationId: string,
+  ids: string[],
+): Promise<{ id: string; phone: string; name: string | null }[]> {
+  return sql<{ id: string; phone: string; name: string | null }[]>`
+    select id, phone, name from contacts where organization_id = ${organizationId} and id = any(${ids})`;
+}

@@ -300,3 +300,14 @@ export async function tryLockRunner(sql: Db, runner: number): Promise<boolean> {
 export async function unlockRunner(sql: Db, runner: number): Promise<void> {
   await sql`select pg_advisory_unlock(${RUNNER_LOCK_NAMESPACE}, ${runner})`;
 }
+
+/**
+ * Makes sure one pending timer of `kind` exists, due in `delayMs` when it is created here. Only for the
+ * kinds of sql/0013's unique index: concurrent callers (several processes starting) create one row.
+ */
+export async function ensureSingleTimer(sql: Db, kind: string, delayMs: number): Promise<void> {
+  await sql`
+    insert into timers (kind, due_at, payload)
+    values (${kind}, now() + ${delayMs}::float8 * interval '1 millisecond', '{}')
+    on conflict (kind) where status = 'pending' and kind in ('housekeeping') do nothing`;
+}

@@ -1,6 +1,6 @@
 import type { MiddlewareHandler } from "hono";
-import type { AppEnv } from "../deps.ts";
 import { ApiError } from "../errors.ts";
+import type { AppEnv } from "./appEnv.ts";
 
 export const BODY_LIMIT = 64 * 1024;
 export const DOCUMENT_BODY_LIMIT = 1024 * 1024;

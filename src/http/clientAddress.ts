@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import type { AppEnv } from "../deps.ts";
+import type { AppEnv } from "./appEnv.ts";
 
 /**
  * The client address used for per-visitor limits and sent to the bot check (CONTRACT.md §1, TRUST_PROXY).

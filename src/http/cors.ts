@@ -1,5 +1,5 @@
 import type { MiddlewareHandler } from "hono";
-import type { AppEnv } from "../deps.ts";
+import type { AppEnv } from "./appEnv.ts";
 
 /**
  * CORS for `POST /api/v1/web-calls`, the only API route a web page calls (CONTRACT.md §8): the

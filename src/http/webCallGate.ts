@@ -1,7 +1,8 @@
 import type { MiddlewareHandler } from "hono";
-import type { AppEnv, Deps } from "../deps.ts";
+import type { Deps } from "../deps.ts";
 import { ApiError, errorResponse } from "../errors.ts";
 import { rateLimitHit, WEB_CALL_RATE_LIMIT, WebCallRateLimit } from "../services/rateLimit.ts";
+import type { AppEnv } from "./appEnv.ts";
 import { clientAddressResolver } from "./clientAddress.ts";
 import { webCallCors } from "./cors.ts";
 

@@ -1,8 +1,8 @@
 import { z } from "@hono/zod-openapi";
 import type { Fragment } from "postgres";
 import type { Db } from "../db/engine/connection.ts";
-import type { App } from "../deps.ts";
 import { ApiError } from "../errors.ts";
+import type { App } from "../http/appEnv.ts";
 import { ID_PREFIXES, type IdPrefix, isAnyId, isId } from "../ids.ts";
 
 /**

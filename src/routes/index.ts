@@ -1,40 +1,34 @@
-import type { App, Deps } from "../deps.ts";
+import type { RouteRegistration } from "../http/appEnv.ts";
 import { registerListConvention } from "../lists/cursor.ts";
 import { adminRoutes } from "./admin/index.ts";
-import { registerListAgents } from "./agents/list.ts";
-import { registerCreateCall } from "./calls/create.ts";
-import { registerGetCall } from "./calls/get.ts";
-import { registerListCalls } from "./calls/list.ts";
-import { registerGetTranscript } from "./calls/transcript.ts";
+import { agentRoutes } from "./agents/index.ts";
+import { callRoutes } from "./calls/index.ts";
 import { campaignRoutes } from "./campaigns/index.ts";
 import { contactRoutes } from "./contacts/index.ts";
-import { registerDemo } from "./demo.ts";
-import { registerListEvents } from "./events/list.ts";
-import { registerCreateDocument } from "./knowledge-bases/createDocument.ts";
-import { registerDeleteTask } from "./tasks/delete.ts";
-import { registerListTasks } from "./tasks/list.ts";
-import { registerCreateWebCallSession } from "./web-call-sessions/create.ts";
+import { registerDemo } from "./demo/index.ts";
+import { eventRoutes } from "./events/index.ts";
+import { knowledgeBaseRoutes } from "./knowledge-bases/index.ts";
+import { liveKitRoutes } from "./livekit/index.ts";
+import { taskRoutes } from "./tasks/index.ts";
+import { webCallSessionRoutes } from "./web-call-sessions/index.ts";
 import { webCallRoutes } from "./web-calls/index.ts";
 import { webhookEndpointRoutes } from "./webhook-endpoints/index.ts";
-import { registerWidget } from "./widget.ts";
+import { registerWidget } from "./widget/index.ts";
 
-/** Every API route, registered in this order. Add a line per operation. */
-export const routes: ((app: App, deps: Deps) => void)[] = [
+/** Every route, one resource folder at a time, in this order. A new resource adds its folder's list here. */
+export const routes: RouteRegistration[] = [
   registerListConvention,
-  registerListAgents,
-  registerCreateCall,
-  registerListCalls,
-  registerGetCall,
-  registerGetTranscript,
+  ...agentRoutes,
+  ...callRoutes,
   ...campaignRoutes,
-  registerListTasks,
-  registerDeleteTask,
+  ...taskRoutes,
   ...contactRoutes,
-  registerCreateDocument,
-  registerListEvents,
+  ...knowledgeBaseRoutes,
+  ...eventRoutes,
   ...webhookEndpointRoutes,
-  registerCreateWebCallSession,
+  ...webCallSessionRoutes,
   ...webCallRoutes,
+  ...liveKitRoutes,
   ...adminRoutes,
   registerWidget,
   registerDemo,

@@ -1,5 +1,4 @@
-import { z } from "@hono/zod-openapi";
-import { assertAgentAllowed, type SecretKeyAuth } from "../auth/secretKey.ts";
+import { assertAgentAllowed, type SecretKeyAuth } from "../auth/access.ts";
 import { findAgent } from "../db/agents.ts";
 import {
   type CampaignRow,
@@ -17,16 +16,18 @@ import {
   refreshCampaign,
   settleEndedCalls,
 } from "../db/campaigns.ts";
+import { findContactTargets } from "../db/contacts.ts";
 import { type Db, pipelinedTransaction } from "../db/engine/connection.ts";
+import { findOrganization } from "../db/organizations.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
-import { isId, newId } from "../ids.ts";
+import { isId } from "../ids.ts";
 import { paginate } from "../lists/cursor.ts";
-import { FlatObjectSchema, PhoneSchema } from "../schemas.ts";
-import type { BatchTimerHandler } from "../timers/runner.ts";
-import { createSimulatedCall } from "./calls.ts";
+import type { CreateCampaignInput } from "../routes/campaigns/schema.ts";
+import type { BatchTimerHandler } from "../timers/types.ts";
 import { recordEvent } from "./events.ts";
 import { usedMinutes } from "./minutes.ts";
+import { createSimulatedCall } from "./simulatedCalls.ts";
 
 /**
  * Campaigns: an agent calls a list of contacts, at most `concurrency` calls at a time.
@@ -40,88 +41,10 @@ import { usedMinutes } from "./minutes.ts";
  * the call's completion commit together). Running again changes nothing, so a repeated timer is harmless.
  */
 
-type CampaignDeps = Pick<Deps, "sql" | "clock" | "env" | "log" | "timers">;
-
 /** SPEC.md "Limits": a test campaign calls at most 100 contacts. */
 export const TEST_CAMPAIGN_MAX_CONTACTS = 100;
 
-const CampaignContactInput = z
-  .object({
-    phone: PhoneSchema,
-    name: z
-      .string()
-      .trim()
-      .min(1, { message: "must not be empty" })
-      .max(200, { message: "must be at most 200 characters" })
-      .nullable()
-      .optional()
-      .openapi({ example: "Jeanne Martin" }),
-    variables: FlatObjectSchema.optional().openapi({
-      description: "Flat object passed to the call of this contact (like the `variables` of a call).",
-      example: { firstName: "Jeanne" },
-    }),
-  })
-  .strict()
-  .openapi("CampaignContactInput");
-
-export const CreateCampaignInput = z
-  .object({
-    name: z
-      .string({ error: (iss) => (iss.input === undefined ? "is required" : "must be a string") })
-      .trim()
-      .min(1, { message: "must not be empty" })
-      .max(200, { message: "must be at most 200 characters" })
-      .openapi({ example: "November reminders" }),
-    agentId: z
-      .string({ error: (iss) => (iss.input === undefined ? "is required" : "must be a string") })
-      .openapi({ example: "agt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
-    contacts: z
-      .array(CampaignContactInput, { error: "must be an array of contacts" })
-      .min(1, { message: "must not be empty" })
-      .optional()
-      .openapi({ description: "The numbers to call, in order. Exactly one of `contacts` and `contactIds`." }),
-    contactIds: z
-      .array(z.string({ error: "must be contact ids" }), { error: "must be an array of contact ids" })
-      .min(1, { message: "must not be empty" })
-      .refine((ids) => new Set(ids).size === ids.length, { message: "must not repeat an id" })
-      .optional()
-      .openapi({
-        description:
-          "Contacts of the organization to call, in order. Exactly one of `contacts` and `contactIds`.",
-        example: ["ct_01JD8Y3M6W9Q2T4V5X7Z8A9B0C"],
-      }),
-    concurrency: z
-      .number({ error: "must be an integer from 1 to 20" })
-      .int({ message: "must be an integer from 1 to 20" })
-      .min(1, { message: "must be an integer from 1 to 20" })
-      .max(20, { message: "must be an integer from 1 to 20" })
-      .default(5)
-      .openapi({ description: "Most calls in progress at once.", example: 5 }),
-    maxAttempts: z
-      .number({ error: "must be an integer from 1 to 5" })
-      .int({ message: "must be an integer from 1 to 5" })
-      .min(1, { message: "must be an integer from 1 to 5" })
-      .max(5, { message: "must be an integer from 1 to 5" })
-      .default(2)
-      .openapi({
-        description:
-          "Calls placed at most per contact: a call that is not answered is retried until this number. " +
-          "Simulated calls are always answered, so a test campaign never retries.",
-        example: 2,
-      }),
-  })
-  .strict()
-  .superRefine((v, ctx) => {
-    if ((v.contacts === undefined) === (v.contactIds === undefined)) {
-      ctx.addIssue({
-        code: "custom",
-        message: "send exactly one of contacts and contactIds",
-        path: [v.contacts === undefined ? "contacts" : "contactIds"],
-      });
-    }
-  })
-  .openapi("CreateCampaignRequest");
-export type CreateCampaignInput = z.infer<typeof CreateCampaignInput>;
+export { CAMPAIGN_STATUSES } from "../db/campaigns.ts";
 
 /**
  * POST /v1/campaigns. Everything is checked before anything is written: the agent (404, 403), the
@@ -131,7 +54,7 @@ export type CreateCampaignInput = z.infer<typeof CreateCampaignInput>;
  * service, so a live campaign is never created.
  */
 export async function createCampaign(
-  deps: CampaignDeps,
+  deps: Deps,
   auth: SecretKeyAuth,
   input: CreateCampaignInput,
 ): Promise<CampaignView> {
@@ -141,7 +64,7 @@ export async function createCampaign(
   if (!agent) throw new ApiError("not_found", "No such agent.", { param: "agentId" });
   assertAgentAllowed(auth, agent.id);
   const targets = input.contactIds
-    ? await contactTargets(deps.sql, auth.organizationId, input.contactIds)
+    ? await contactTargets(deps, auth.organizationId, input.contactIds)
     : (input.contacts ?? []).map((c) => ({
         phone: c.phone,
         name: c.name ?? null,
@@ -154,8 +77,7 @@ export async function createCampaign(
       throw new ApiError("plan_required", "Live campaigns need an active paid plan for the organization.");
     }
     // SPEC.md: a live campaign needs plan minutes too (none are reserved here: no call can start).
-    const [org] = await deps.sql<{ plan_minutes: number }[]>`
-      select plan_minutes from organizations where id = ${auth.organizationId}`;
+    const org = await findOrganization(deps.sql, auth.organizationId);
     const used = await usedMinutes(deps.sql, deps.clock, { organizationId: auth.organizationId });
     if ((org?.plan_minutes ?? 0) - used <= 0) {
       throw new ApiError(
@@ -177,7 +99,7 @@ export async function createCampaign(
 
   return pipelinedTransaction(deps.sql, async (transaction) => {
     const tx = transaction;
-    const id = newId("cmp", deps.clock);
+    const id = deps.ids.next("cmp");
     const now = deps.clock.now();
     await insertCampaign(
       tx,
@@ -196,7 +118,7 @@ export async function createCampaign(
     );
     const row = await advance(tx, deps, id, agent.language);
     const view = campaignView(row!);
-    await recordEvent(tx, deps.clock, {
+    await recordEvent(tx, deps, {
       organizationId: auth.organizationId,
       type: "campaign.started",
       livemode: false,
@@ -207,12 +129,9 @@ export async function createCampaign(
 }
 
 /** The contacts behind `contactIds`, in the order given; any unknown or foreign id is 404 with its param. */
-async function contactTargets(sql: Db, organizationId: string, ids: string[]): Promise<CampaignTarget[]> {
+async function contactTargets(deps: Deps, organizationId: string, ids: string[]): Promise<CampaignTarget[]> {
   const wellFormed = ids.filter((id) => isId(id, "ct"));
-  const rows = wellFormed.length
-    ? await sql<{ id: string; phone: string; name: string | null }[]>`
-        select id, phone, name from contacts where organization_id = ${organizationId} and id = any(${wellFormed})`
-    : [];
+  const rows = wellFormed.length ? await findContactTargets(deps.sql, organizationId, wellFormed) : [];
   const byId = new Map(rows.map((r) => [r.id, r]));
   return ids.map((id, i) => {
     const c = byId.get(id);
@@ -226,12 +145,7 @@ async function contactTargets(sql: Db, organizationId: string, ids: string[]): P
  * campaign as it stands, or null if there is none. Emits `campaign.completed` on the one step that
  * completes the campaign (the status update is fenced on `running`).
  */
-async function advance(
-  tx: Db,
-  deps: CampaignDeps,
-  id: string,
-  agentLanguage?: string,
-): Promise<CampaignRow | null> {
+async function advance(tx: Db, deps: Deps, id: string, agentLanguage?: string): Promise<CampaignRow | null> {
   const campaign = await lockCampaign(tx, id);
   if (!campaign) return null;
   if (campaign.status === "completed") return campaign;
@@ -263,7 +177,7 @@ async function advance(
   }
   const row = await refreshCampaign(tx, id, { now: deps.clock.now() });
   if (campaign.status === "running" && row.status === "completed") {
-    await recordEvent(tx, deps.clock, {
+    await recordEvent(tx, deps, {
       organizationId: row.organization_id,
       type: "campaign.completed",
       livemode: row.livemode,
@@ -277,7 +191,7 @@ async function advance(
  * The `campaign.advance` timers due together: each campaign advances once per batch, one after the
  * other (they share the firing transaction).
  */
-export function campaignSteps(deps: CampaignDeps): BatchTimerHandler {
+export function campaignSteps(deps: Deps): BatchTimerHandler {
   return async ({ tx, timers }) => {
     const ids = [...new Set(timers.map((t) => String(t.payload.campaignId)))];
     for (const id of ids) await advance(tx, deps, id);
@@ -304,7 +218,7 @@ export async function getCampaign(
  * is, unchanged, with no event: cancelling is idempotent. A campaign whose every call has ended, but
  * whose engine step has not run yet, is completed by the cancel instead (`campaign.completed`).
  */
-export async function cancelCampaign(deps: CampaignDeps, auth: ReadScope, id: string): Promise<CampaignView> {
+export async function cancelCampaign(deps: Deps, auth: ReadScope, id: string): Promise<CampaignView> {
   if (!isId(id, "cmp")) throw new ApiError("not_found", "No such campaign.");
   return pipelinedTransaction(deps.sql, async (transaction) => {
     const tx = transaction;
@@ -316,7 +230,7 @@ export async function cancelCampaign(deps: CampaignDeps, auth: ReadScope, id: st
     const row = await refreshCampaign(tx, id, { cancel: true, now: deps.clock.now() });
     const view = campaignView(row);
     // Every call had already ended (the engine had not yet seen the last one): completed, not cancelled.
-    await recordEvent(tx, deps.clock, {
+    await recordEvent(tx, deps, {
       organizationId: row.organization_id,
       type: row.status === "completed" ? "campaign.completed" : "campaign.cancelled",
       livemode: row.livemode,

@@ -1,10 +1,14 @@
 import { chmodSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { Sql } from "postgres";
-import type { Clock } from "../clock.ts";
+import type { SecretKeyAuth } from "../auth/access.ts";
 import { type Db, pipelinedTransaction } from "../db/engine/connection.ts";
-import type { Logger } from "../log.ts";
-import { createAgent, createOrganization, createSecretKey } from "./tenancy.ts";
+import { noOrganizationExists } from "../db/organizations.ts";
+import { findMintingTestKey } from "../db/secretKeys.ts";
+import { lockForTransaction, readSetting, writeSetting } from "../db/settings.ts";
+import type { Deps } from "../deps.ts";
+import { createAgent } from "./agents.ts";
+import { createSecretKey } from "./keys.ts";
+import { createOrganization } from "./organizations.ts";
 
 /**
  * The demo seed: on the first start with an empty database (no organization at all), a demo
@@ -37,21 +41,16 @@ export interface DemoSeed extends DemoRef {
  * One transaction under an advisory lock: two processes starting on one empty database create one
  * demo, the second sees the first one's organization and does nothing.
  */
-export async function seedDemo(ctx: { sql: Sql; clock: Clock }): Promise<DemoSeed | null> {
-  return pipelinedTransaction(ctx.sql, async (txn) => {
-    // The tenancy functions take a Sql; a transaction runs the same tagged queries.
-    const tx = txn as unknown as Sql;
-    await tx`select pg_advisory_xact_lock(${DEMO_LOCK})`;
-    const [any] = await tx`select 1 from organizations limit 1`;
-    if (any) return null;
-    const t = { sql: tx, clock: ctx.clock };
+export async function seedDemo(deps: Deps): Promise<DemoSeed | null> {
+  return pipelinedTransaction(deps.sql, async (tx) => {
+    await lockForTransaction(tx, DEMO_LOCK);
+    if (!(await noOrganizationExists(tx))) return null;
+    const t = { ...deps, sql: tx };
     const organization = await createOrganization(t, { name: "Demo organization" });
     const agent = await createAgent(t, organization.id, { name: "Demo agent", active: true });
     const key = await createSecretKey(t, organization.id, { mode: "test", scopes: ["*"] });
     const ref: DemoRef = { organizationId: organization.id, agentId: agent.id };
-    await tx`
-      insert into settings (key, value) values (${DEMO_SETTING}, ${tx.json(ref as never)})
-      on conflict (key) do update set value = excluded.value`;
+    await writeSetting(tx, DEMO_SETTING, ref);
     return {
       ...ref,
       organizationName: organization.name,
@@ -65,9 +64,8 @@ export async function seedDemo(ctx: { sql: Sql; clock: Clock }): Promise<DemoSee
 
 /** The demo organization and agent, if this database was seeded with them (e.g. for a demo page). */
 export async function findDemo(sql: Db): Promise<DemoRef | null> {
-  const [row] = await sql<{ value: DemoRef }[]>`select value from settings where key = ${DEMO_SETTING}`;
-  if (!row) return null;
-  return { organizationId: row.value.organizationId, agentId: row.value.agentId };
+  const value = await readSetting<DemoRef>(sql, DEMO_SETTING);
+  return value ? { organizationId: value.organizationId, agentId: value.agentId } : null;
 }
 
 /**
@@ -124,22 +122,40 @@ export function demoBanner(demo: DemoSeed, baseUrl: string, credentialsPath: str
  * to print once the server listens (null when nothing was seeded).
  */
 export async function prepareDemo(
-  ctx: { sql: Sql; clock: Clock; log: Logger },
+  deps: Deps,
   dataDir: string,
 ): Promise<((baseUrl: string) => string) | null> {
-  const demo = await seedDemo(ctx);
+  const demo = await seedDemo(deps);
   if (!demo) return null;
   let path: string | null = null;
   try {
     path = writeDemoCredentials(dataDir, demo);
   } catch (err) {
-    ctx.log.warn("could not write the demo credentials file", { dataDir, error: (err as Error).message });
+    deps.log.warn("could not write the demo credentials file", { dataDir, error: (err as Error).message });
   }
-  ctx.log.info("demo seeded", {
+  deps.log.info("demo seeded", {
     organizationId: demo.organizationId,
     agentId: demo.agentId,
     secretKeyId: demo.secretKeyId,
     credentialsFile: path,
   });
   return (baseUrl) => demoBanner(demo, baseUrl, path);
+}
+
+/**
+ * The demo's own test key stands behind the tokens the demo page mints: the oldest active test key of
+ * the demo organization that may mint for the demo agent. None (all revoked, say): no demo.
+ */
+export async function demoKeyAuth(deps: Pick<Deps, "sql">, demo: DemoRef): Promise<SecretKeyAuth | null> {
+  const row = await findMintingTestKey(deps.sql, demo.organizationId, demo.agentId);
+  if (!row) return null;
+  return {
+    keyId: row.id,
+    organizationId: demo.organizationId,
+    mode: "test",
+    livemode: false,
+    scopes: row.scopes,
+    agentIds: row.agent_ids,
+    paidPlan: false,
+  };
 }

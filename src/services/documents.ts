@@ -1,38 +1,19 @@
-import { z } from "@hono/zod-openapi";
-import type { SecretKeyAuth } from "../auth/secretKey.ts";
+import type { SecretKeyAuth } from "../auth/access.ts";
+import { insertDocument } from "../db/documents.ts";
 import { pipelinedTransaction } from "../db/engine/connection.ts";
+import { knowledgeBaseExists } from "../db/knowledgeBases.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
-import { isId, newId } from "../ids.ts";
+import { isId } from "../ids.ts";
+import type { DocumentInput } from "../routes/knowledge-bases/schema.ts";
 import { recordEvent } from "./events.ts";
 
 /**
- * Knowledge-base documents (SPEC.md "Knowledge base documents", CONTRACT.md §6). A live key's document
+ * Knowledge-base documents. A live key's document
  * is split into chunks and stored; a test key's upload is validated and answered with a fictitious
  * document id, writes no document, and emits `knowledge.document_ready` with `livemode` false. Both
  * count the chunks the same way, so a test answer looks like the live one would. No plan is needed.
  */
-
-export const DocumentInputSchema = z
-  .object({
-    title: z
-      .string()
-      .trim()
-      .min(1, { message: "must not be empty" })
-      .max(200, { message: "must be at most 200 characters" })
-      .openapi({ example: "Opening hours" }),
-    text: z
-      .string()
-      .refine((t) => t.trim().length > 0, { message: "must not be empty" })
-      .openapi({
-        description: "The document's plain text (the whole request at most 1 MiB).",
-        example: "We are open Monday to Friday, 9:00 to 18:00.\n\nOn Saturdays, 10:00 to 13:00.",
-      }),
-  })
-  .strict()
-  .openapi("DocumentInput");
-
-export type DocumentInput = z.output<typeof DocumentInputSchema>;
 
 export interface DocumentReady {
   documentId: string;
@@ -46,7 +27,7 @@ export interface DocumentReady {
 export const CHUNK_MAX_CHARS = 1000;
 
 export async function addDocument(
-  deps: Pick<Deps, "sql" | "clock">,
+  deps: Deps,
   auth: SecretKeyAuth,
   knowledgeBaseId: string,
   input: DocumentInput,
@@ -54,7 +35,7 @@ export async function addDocument(
   const { sql, clock } = deps;
   if (!isId(knowledgeBaseId, "kb")) throw noSuchKnowledgeBase();
   const chunks = chunkText(input.text);
-  const documentId = newId("doc", clock);
+  const documentId = deps.ids.next("doc");
   const ready = { documentId, knowledgeBaseId, chunkCount: chunks.length, livemode: auth.livemode };
   const event = {
     organizationId: auth.organizationId,
@@ -64,26 +45,22 @@ export async function addDocument(
   };
 
   if (!auth.livemode) {
-    const [kb] = await sql`
-      select 1 from knowledge_bases where id = ${knowledgeBaseId} and organization_id = ${auth.organizationId}`;
-    if (!kb) throw noSuchKnowledgeBase();
-    await recordEvent(sql, clock, event);
+    if (!(await knowledgeBaseExists(sql, auth.organizationId, knowledgeBaseId))) throw noSuchKnowledgeBase();
+    await recordEvent(sql, deps, event);
     return { documentId, chunkCount: chunks.length, livemode: false, simulated: true };
   }
 
   await pipelinedTransaction(sql, async (tx) => {
-    // The knowledge base must be the organization's: the insert selects it, and inserts nothing otherwise.
-    const inserted = await tx`
-      insert into documents (id, organization_id, knowledge_base_id, title, chunk_count, created_at)
-      select ${documentId}, organization_id, id, ${input.title}, ${chunks.length}, ${clock.now()}
-      from knowledge_bases where id = ${knowledgeBaseId} and organization_id = ${auth.organizationId}
-      returning id`;
-    if (inserted.length === 0) throw noSuchKnowledgeBase();
-    await tx`
-      insert into document_chunks (document_id, position, content)
-      select ${documentId}, ordinality - 1, content
-      from unnest(${chunks}::text[]) with ordinality as c(content, ordinality)`;
-    await recordEvent(tx, clock, event);
+    const inserted = await insertDocument(tx, {
+      id: documentId,
+      organizationId: auth.organizationId,
+      knowledgeBaseId,
+      title: input.title,
+      chunks,
+      createdAt: clock.now(),
+    });
+    if (!inserted) throw noSuchKnowledgeBase();
+    await recordEvent(tx, deps, event);
   });
   return { documentId, chunkCount: chunks.length, livemode: true };
 }

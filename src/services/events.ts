@@ -1,20 +1,29 @@
-import type { Clock } from "../clock.ts";
 import type { Db } from "../db/engine/connection.ts";
-import { newId } from "../ids.ts";
+import { type EventRow, eventListColumns, eventsScope, insertEvents } from "../db/events.ts";
+import type { Deps } from "../deps.ts";
+import { type Page, paginate } from "../lists/cursor.ts";
 
-/** Event types of SPEC.md "Events". */
-export type EventType =
-  | "call.started"
-  | "call.ended"
-  | "call.transcript_ready"
-  | "call.analysis_ready"
-  | "campaign.started"
-  | "campaign.completed"
-  | "campaign.cancelled"
-  | "contact.created"
-  | "contact.updated"
-  | "contact.deleted"
-  | "knowledge.document_ready";
+/**
+ * Events: written into the outbox by the transaction that made the change, so an event exists if and
+ * only if its change does; delivered to webhook endpoints from there (services/webhookDelivery.ts) and
+ * listed by `GET /v1/events` (the key's mode only).
+ */
+
+/** Every event type, as a runtime list, for validating filters and subscriptions. */
+export const EVENT_TYPES = [
+  "call.started",
+  "call.ended",
+  "call.transcript_ready",
+  "call.analysis_ready",
+  "campaign.started",
+  "campaign.completed",
+  "campaign.cancelled",
+  "contact.created",
+  "contact.updated",
+  "contact.deleted",
+  "knowledge.document_ready",
+] as const;
+export type EventType = (typeof EVENT_TYPES)[number];
 
 export interface NewEvent {
   organizationId: string;
@@ -23,36 +32,66 @@ export interface NewEvent {
   data: Record<string, unknown>;
 }
 
-/**
- * Writes an event into the outbox. Call it with the transaction that made the change, so the
- * event exists if and only if the change does. Delivery to webhook endpoints reads the outbox.
- */
-export async function recordEvent(sql: Db, clock: Clock, e: NewEvent): Promise<string> {
-  const [id] = await recordEvents(sql, clock, [e]);
+/** Records an event with the transaction that made the change. Returns its id. */
+export async function recordEvent(sql: Db, deps: Pick<Deps, "ids" | "clock">, e: NewEvent): Promise<string> {
+  const [id] = await recordEvents(sql, deps, [e]);
   return id!;
 }
 
 /**
- * Writes several events in one statement (a batch of timers moving many calls). Ids are drawn in the
+ * Records several events in one statement (a batch of timers moving many calls). Ids are drawn in the
  * order given, so the outbox keeps that order.
  */
-export async function recordEvents(sql: Db, clock: Clock, events: readonly NewEvent[]): Promise<string[]> {
-  if (events.length === 0) return [];
-  const ids = events.map(() => newId("evt", clock));
-  const now = clock.now();
-  if (events.length === 1) {
-    const e = events[0]!;
-    await sql`
-      insert into events (id, organization_id, type, livemode, data, created_at)
-      values (${ids[0]!}, ${e.organizationId}, ${e.type}, ${e.livemode}, ${sql.json(e.data as never)}, ${now})`;
-    return ids;
-  }
-  // Booleans travel as text: the driver writes a boolean[] parameter from JS booleans only.
-  await sql`
-    insert into events (id, organization_id, type, livemode, data, created_at)
-    select id, org, type, livemode::boolean, data::jsonb, ${now}
-    from unnest(${ids}::text[], ${events.map((e) => e.organizationId)}::text[], ${events.map((e) => e.type)}::text[],
-      ${events.map((e) => String(e.livemode))}::text[], ${events.map((e) => JSON.stringify(e.data))}::text[])
-      as v(id, org, type, livemode, data)`;
-  return ids;
+export async function recordEvents(
+  sql: Db,
+  deps: Pick<Deps, "ids" | "clock">,
+  events: readonly NewEvent[],
+): Promise<string[]> {
+  const now = deps.clock.now();
+  const rows = events.map((e) => ({
+    id: deps.ids.next("evt"),
+    organization_id: e.organizationId,
+    type: e.type,
+    livemode: e.livemode,
+    data: e.data,
+    created_at: now,
+  }));
+  await insertEvents(sql, rows);
+  return rows.map((r) => r.id);
+}
+
+export interface EventObject {
+  id: string;
+  type: EventType;
+  livemode: boolean;
+  createdAt: string;
+  data: Record<string, unknown>;
+}
+
+export function eventView(r: Omit<EventRow, "organization_id">): EventObject {
+  return {
+    id: r.id,
+    type: r.type as EventType,
+    livemode: r.livemode,
+    createdAt: r.created_at.toISOString(),
+    data: r.data,
+  };
+}
+
+export function listEvents(
+  deps: Pick<Deps, "sql">,
+  scope: { organizationId: string; livemode: boolean },
+  q: { limit: number; starting_after?: string | undefined; type?: EventType | undefined },
+): Promise<Page<EventObject>> {
+  const { sql } = deps;
+  return paginate<EventRow, EventObject>({
+    sql,
+    table: "events",
+    where: eventsScope(sql, scope, q),
+    prefix: "evt",
+    limit: q.limit,
+    startingAfter: q.starting_after,
+    columns: eventListColumns(sql),
+    map: eventView,
+  });
 }

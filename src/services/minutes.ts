@@ -1,6 +1,17 @@
 import type { Sql } from "postgres";
 import type { Clock } from "../clock.ts";
 import { type Db, pipelinedTransaction } from "../db/engine/connection.ts";
+import {
+  addUsage,
+  insertReservation,
+  lockOpenReservation,
+  lockUsage,
+  markSettled,
+  subtractUsage,
+  usageOf,
+} from "../db/minutes.ts";
+import { findOrganization } from "../db/organizations.ts";
+import { monthlyMinuteCap } from "../db/publishableKeys.ts";
 import { ApiError } from "../errors.ts";
 
 /**
@@ -52,8 +63,7 @@ export async function reserveMinutes(tx: Db, clock: Clock, input: ReserveInput):
   const month = monthOf(now);
   let maxSeconds = MAX_CALL_SECONDS;
 
-  const [org] = await tx<{ plan_minutes: number }[]>`
-    select plan_minutes from organizations where id = ${input.organizationId}`;
+  const org = await findOrganization(tx, input.organizationId);
   const planUsed = await lockUsage(tx, "plan", input.organizationId, month);
   const planRemaining = (org?.plan_minutes ?? 0) - planUsed;
   if (planRemaining <= 0) {
@@ -65,10 +75,9 @@ export async function reserveMinutes(tx: Db, clock: Clock, input: ReserveInput):
   maxSeconds = Math.min(maxSeconds, planRemaining * 60);
 
   if (input.publishableKeyId) {
-    const [key] = await tx<{ monthly_minute_cap: number }[]>`
-      select monthly_minute_cap from publishable_keys where id = ${input.publishableKeyId}`;
+    const cap = await monthlyMinuteCap(tx, input.publishableKeyId);
     const keyUsed = await lockUsage(tx, "key", input.publishableKeyId, month);
-    const keyRemaining = (key?.monthly_minute_cap ?? 0) - keyUsed;
+    const keyRemaining = cap - keyUsed;
     if (keyRemaining <= 0) {
       throw new ApiError("minute_cap_reached", "The monthly minute cap of this key is used up.", {
         headers: { "Retry-After": String(secondsUntilNextMonth(now)) },
@@ -78,25 +87,18 @@ export async function reserveMinutes(tx: Db, clock: Clock, input: ReserveInput):
   }
 
   const reservedMinutes = Math.ceil(maxSeconds / 60);
-  await tx`
-    update minute_usage set used_minutes = used_minutes + ${reservedMinutes}
-    where month = ${month} and ((kind = 'plan' and subject_id = ${input.organizationId})
-      ${input.publishableKeyId ? tx`or (kind = 'key' and subject_id = ${input.publishableKeyId})` : tx``})`;
-  await tx`
-    insert into minute_reservations
-      (call_id, organization_id, publishable_key_id, plan_charged, month, reserved_minutes, max_seconds, created_at)
-    values (${input.callId}, ${input.organizationId}, ${input.publishableKeyId ?? null}, true, ${month},
-            ${reservedMinutes}, ${maxSeconds}, ${now})`;
+  await addUsage(tx, month, input.organizationId, input.publishableKeyId ?? null, reservedMinutes);
+  await insertReservation(tx, {
+    call_id: input.callId,
+    organization_id: input.organizationId,
+    publishable_key_id: input.publishableKeyId ?? null,
+    plan_charged: true,
+    month,
+    reserved_minutes: reservedMinutes,
+    max_seconds: maxSeconds,
+    created_at: now,
+  });
   return { maxSeconds, reservedMinutes };
-}
-
-/** Creates the month's usage row if needed and locks it until the transaction ends; returns minutes used. */
-async function lockUsage(tx: Db, kind: "plan" | "key", subjectId: string, month: string): Promise<number> {
-  const [row] = await tx<{ used_minutes: number }[]>`
-    insert into minute_usage (kind, subject_id, month, used_minutes) values (${kind}, ${subjectId}, ${month}, 0)
-    on conflict (kind, subject_id, month) do update set used_minutes = minute_usage.used_minutes
-    returning used_minutes`;
-  return row!.used_minutes;
 }
 
 export interface Settlement {
@@ -131,38 +133,18 @@ export async function settleReservation(
   callId: string,
   actualSeconds: number | null,
 ): Promise<Settlement | null> {
-  const [r] = await tx<
-    {
-      organization_id: string;
-      publishable_key_id: string | null;
-      plan_charged: boolean;
-      month: string;
-      reserved_minutes: number;
-    }[]
-  >`
-      select organization_id, publishable_key_id, plan_charged, to_char(month, 'YYYY-MM-DD') as month,
-             reserved_minutes
-      from minute_reservations where call_id = ${callId} and settled_at is null
-      for update`;
+  const r = await lockOpenReservation(tx, callId);
   if (!r) return null;
   const used = actualSeconds === null ? 0 : Math.max(1, Math.ceil(Math.max(0, actualSeconds) / 60));
   const kept = Math.min(r.reserved_minutes, used);
   const returned = r.reserved_minutes - kept;
-  await tx`
-      update minute_reservations set kept_minutes = ${kept}, settled_at = ${clock.now()}
-      where call_id = ${callId}`;
+  await markSettled(tx, callId, kept, clock.now());
   if (returned > 0) {
     // Plan row first, then key row: the same lock order as reserveMinutes.
-    if (r.plan_charged) await giveBack(tx, "plan", r.organization_id, r.month, returned);
-    if (r.publishable_key_id) await giveBack(tx, "key", r.publishable_key_id, r.month, returned);
+    if (r.plan_charged) await subtractUsage(tx, "plan", r.organization_id, r.month, returned);
+    if (r.publishable_key_id) await subtractUsage(tx, "key", r.publishable_key_id, r.month, returned);
   }
   return { keptMinutes: kept, returnedMinutes: returned };
-}
-
-async function giveBack(tx: Db, kind: "plan" | "key", subjectId: string, month: string, minutes: number) {
-  await tx`
-    update minute_usage set used_minutes = greatest(0, used_minutes - ${minutes})
-    where kind = ${kind} and subject_id = ${subjectId} and month = ${month}`;
 }
 
 /** Minutes counted this month (reservations of running calls included), for checks and operators. */
@@ -175,8 +157,5 @@ export async function usedMinutes(
     "organizationId" in subject
       ? (["plan", subject.organizationId] as const)
       : (["key", subject.publishableKeyId] as const);
-  const [row] = await sql<{ used_minutes: number }[]>`
-    select used_minutes from minute_usage
-    where kind = ${kind} and subject_id = ${id} and month = ${monthOf(clock.now())}`;
-  return row?.used_minutes ?? 0;
+  return usageOf(sql, kind, id, monthOf(clock.now()));
 }

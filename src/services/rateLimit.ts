@@ -1,6 +1,7 @@
-import type { Fragment, PendingQuery } from "postgres";
+import type { PendingQuery } from "postgres";
 import type { Clock } from "../clock.ts";
 import type { Db } from "../db/engine/connection.ts";
+import { rateLimitHitsSql } from "../db/rateLimits.ts";
 import { ApiError } from "../errors.ts";
 
 /**
@@ -10,6 +11,10 @@ import { ApiError } from "../errors.ts";
  * Refused requests are not recorded, so `Retry-After` is exact: once that many seconds have passed, a
  * request is allowed again.
  */
+
+export type { RateLimitRow } from "../db/rateLimits.ts";
+
+import type { RateLimitRow } from "../db/rateLimits.ts";
 
 export interface RateLimitRule {
   /** Which limit: addresses are counted separately per bucket. */
@@ -38,12 +43,6 @@ export async function hitRateLimit(
   return hit.decide(row!);
 }
 
-/** What the hit's statement returns: the address's hits in the window and whether this one passed. */
-export interface RateLimitRow {
-  hits: Date[];
-  last_allowed: boolean;
-}
-
 export interface RateLimitHit {
   /** The statement that records the hit and returns a `RateLimitRow`; usable as a `with` entry. */
   sql: PendingQuery<RateLimitRow[]>;
@@ -70,7 +69,6 @@ export function rateLimitHit(sql: Db, clock: Clock, address: string, rule: RateL
     address,
     at: now,
     decide(row) {
-      void pruneRateLimitWindows(sql, clock, rule);
       if (row.last_allowed) return { allowed: true, retryAfterSeconds: 0 };
       const freeing = new Date(row.hits[row.hits.length - rule.limit]!).getTime();
       return {
@@ -79,56 +77,6 @@ export function rateLimitHit(sql: Db, clock: Clock, address: string, rule: RateL
       };
     },
   };
-}
-
-/**
- * The hits of `hits`, a select of `(address text, at timestamptz)` with each address at most once,
- * as a statement (or `with` entry) returning `(address, hits, last_allowed)` per address.
- *
- * The upsert locks each address's row and works on its latest version (`w`, not a snapshot), keeps
- * the hits still in the window, and adds this one only when fewer than `limit` remain. Concurrent
- * requests (any process) queue on the row lock, so exactly `limit` pass. Rows are locked in address
- * order, so two statements of several hits do not wait on each other for these rows (a deadlock
- * through other rows they lock is refused by the database, and their items run again alone, see
- * db/coalesce.ts). A hit is stamped when its
- * request arrives but may be counted later (after the body is read), so the hits are sorted again
- * rather than appended: the newest stays last, which the pruning relies on.
- */
-export function rateLimitHitsSql(sql: Db, rule: RateLimitRule, hits: Fragment): Fragment {
-  const windowMs = rule.windowSeconds * 1000;
-  const windowStart = sql`(excluded.hits[1] - ${windowMs}::float8 * interval '1 millisecond')`;
-  return sql`
-    insert into rate_limit_windows as w (bucket, address, hits, last_allowed)
-    select ${rule.bucket}::text, r.address, array[r.at], ${rule.limit >= 1}::boolean
-    from (${hits}) r order by r.address
-    on conflict (bucket, address) do update set
-      hits = case
-        when (select count(*) from unnest(w.hits) h where h > ${windowStart}) >= ${rule.limit}::integer
-          then array(select h from unnest(w.hits) h where h > ${windowStart} order by h)
-        else array(select h from unnest(w.hits || excluded.hits[1]) h where h > ${windowStart} order by h)
-      end,
-      last_allowed = (select count(*) from unnest(w.hits) h where h > ${windowStart}) < ${rule.limit}::integer
-    returning w.address, w.hits, w.last_allowed`;
-}
-
-const lastPrune = new WeakMap<object, number>();
-
-/** Drops the rows of addresses whose hits all left the window; at most once a minute per process. */
-async function pruneRateLimitWindows(sql: Db, clock: Clock, rule: RateLimitRule): Promise<void> {
-  const now = clock.now().getTime();
-  if (now - (lastPrune.get(sql) ?? 0) < 60_000) return;
-  lastPrune.set(sql, now);
-  try {
-    // Rows an upsert holds are skipped (they are in use, and waiting on them in no order could
-    // deadlock with a statement counting several hits); a later prune takes them.
-    await sql`
-      delete from rate_limit_windows where ctid in (
-        select ctid from rate_limit_windows
-        where bucket = ${rule.bucket} and hits[cardinality(hits)] <= ${new Date(now - rule.windowSeconds * 1000)}
-        for update skip locked)`;
-  } catch {
-    // Housekeeping only: the window kept in each row keeps every decision right regardless.
-  }
 }
 
 /**

@@ -1,10 +1,16 @@
 import { createHmac } from "node:crypto";
 import { lookup } from "node:dns/promises";
-import type { Sql } from "postgres";
 import { pipelinedTransaction } from "../db/engine/connection.ts";
+import {
+  countAttempt,
+  endUncountedDelivery,
+  lockDeliveryState,
+  readDeliveryState,
+  recordDeliveryOutcome,
+} from "../db/webhookDeliveries.ts";
 import type { Deps } from "../deps.ts";
-import type { HandlerContext, TimerHandler } from "../timers/runner.ts";
-import { schedulerOf } from "../timers/scheduler.ts";
+import { TIMER_KINDS } from "../timers/kinds.ts";
+import type { HandlerContext, TimerHandler } from "../timers/types.ts";
 import { isPrivateHost, webhookUrlProblem } from "./webhookUrls.ts";
 
 /**
@@ -22,7 +28,6 @@ import { isPrivateHost, webhookUrlProblem } from "./webhookUrls.ts";
  * between, the safety net makes the next attempt: a receiver may see an event twice, never zero times.
  */
 
-export const WEBHOOK_TIMER = "webhook.deliver";
 /** Delays after the 1st … 7th failure; after the 8th attempt fails the delivery is given up. */
 export const RETRY_DELAYS_MS = [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000];
 export const MAX_ATTEMPTS = RETRY_DELAYS_MS.length + 1;
@@ -56,7 +61,6 @@ interface Attempt {
 
 type Outcome = { ok: true; status: number } | { ok: false; status: number | null; error: string };
 
-type SenderDeps = Pick<Deps, "sql" | "clock" | "log" | "env" | "timers">;
 /** Addresses of a host name (injectable for tests). */
 export type Resolve = (hostname: string) => Promise<string[]>;
 const resolveWithDns: Resolve = async (hostname) =>
@@ -64,7 +68,7 @@ const resolveWithDns: Resolve = async (hostname) =>
 
 /** Sends attempts with bounded concurrency, outside any transaction, and records their outcomes. */
 export class WebhookSender {
-  readonly #deps: SenderDeps;
+  readonly #deps: Deps;
   readonly #timeoutMs: number;
   readonly #concurrency: number;
   readonly #maxQueued: number;
@@ -73,7 +77,7 @@ export class WebhookSender {
   readonly #running = new Set<Promise<void>>();
 
   constructor(
-    deps: SenderDeps,
+    deps: Deps,
     opts: { timeoutMs?: number; concurrency?: number; maxQueued?: number; resolve?: Resolve } = {},
   ) {
     this.#deps = deps;
@@ -138,8 +142,7 @@ export class WebhookSender {
 
   /** Skips an attempt that waited in the queue while a later one took over or the delivery ended. */
   async #sendIfCurrent(a: Attempt): Promise<void> {
-    const [current] = await this.#deps.sql<{ attempts: number; status: string }[]>`
-      select attempts, status from webhook_deliveries where id = ${a.deliveryId}`;
+    const current = await readDeliveryState(this.#deps.sql, a.deliveryId);
     if (current?.attempts !== a.attempt || current.status !== "pending") return;
     await recordOutcome(this.#deps, a, await this.#send(a));
   }
@@ -196,8 +199,8 @@ export class WebhookSender {
  * Writes an attempt's outcome, unless a later attempt already took over (the attempt number fences
  * it), and replaces the attempt's safety net with what comes next.
  */
-export async function recordOutcome(deps: SenderDeps, a: Attempt, outcome: Outcome): Promise<void> {
-  const scheduler = schedulerOf(deps);
+export async function recordOutcome(deps: Deps, a: Attempt, outcome: Outcome): Promise<void> {
+  const scheduler = deps.timers;
   const finished = outcome.ok || a.attempt >= MAX_ATTEMPTS;
   const status = outcome.ok ? "delivered" : finished ? "failed" : "pending";
   await pipelinedTransaction(deps.sql, async (tx) => {
@@ -206,17 +209,17 @@ export async function recordOutcome(deps: SenderDeps, a: Attempt, outcome: Outco
     await scheduler.cancel(tx, a.safetyNetId);
     // Locked and read before writing: an update fenced on `attempts` would judge a row changed by a
     // transaction still running by its older version; the lock waits for that transaction instead.
-    const [current] = await tx<{ attempts: number; status: string }[]>`
-      select attempts, status from webhook_deliveries where id = ${a.deliveryId} for update`;
+    const current = await lockDeliveryState(tx, a.deliveryId);
     if (current?.attempts !== a.attempt || current.status !== "pending") return;
-    await tx`
-      update webhook_deliveries
-      set status = ${status}, last_status = ${outcome.status}, last_error = ${outcome.ok ? null : outcome.error},
-        finished_at = ${finished ? deps.clock.now() : null}
-      where id = ${a.deliveryId}`;
+    await recordDeliveryOutcome(tx, a.deliveryId, {
+      status,
+      lastStatus: outcome.status,
+      lastError: outcome.ok ? null : outcome.error,
+      finishedAt: finished ? deps.clock.now() : null,
+    });
     if (!finished) {
       await scheduler.schedule(tx, {
-        kind: WEBHOOK_TIMER,
+        kind: TIMER_KINDS.webhookDelivery,
         delayMs: RETRY_DELAYS_MS[a.attempt - 1]!,
         payload: { deliveryId: a.deliveryId },
       });
@@ -234,41 +237,18 @@ export async function recordOutcome(deps: SenderDeps, a: Attempt, outcome: Outco
   }
 }
 
-interface DeliveryRow {
-  attempts: number;
-  endpoint_id: string;
-  url: string;
-  secret: string;
-  event_id: string;
-  type: string;
-  livemode: boolean;
-  data: unknown;
-  created_at: Date;
-}
-
 /** The handler of `webhook.deliver` timers: counts the attempt and hands it to the sender. */
 export function deliverWebhook(deps: Pick<Deps, "log">, sender: WebhookSender): TimerHandler {
   return async ({ tx, timer, schedule, afterCommit }: HandlerContext) => {
     const deliveryId = Number(timer.payload.deliveryId);
-    const [d] = await tx<DeliveryRow[]>`
-      update webhook_deliveries d set attempts = d.attempts + 1
-      from events ev, webhook_endpoints e
-      where d.id = ${deliveryId} and d.status = 'pending' and d.attempts < ${MAX_ATTEMPTS}
-        and ev.id = d.event_id and e.id = d.endpoint_id
-      returning d.attempts, d.endpoint_id, e.url, e.secret, ev.id as event_id, ev.type, ev.livemode, ev.data,
-        ev.created_at`;
+    const d = await countAttempt(tx, deliveryId, MAX_ATTEMPTS);
     if (!d) {
       // The endpoint was deleted (dropped), or the last attempt's outcome was never written (failed).
-      await tx`
-        update webhook_deliveries
-        set status = case when exists (select from webhook_endpoints where id = endpoint_id) then 'failed'
-          else 'dropped' end,
-          finished_at = now()
-        where id = ${deliveryId} and status = 'pending'`;
+      await endUncountedDelivery(tx, deliveryId);
       return;
     }
     const net = await schedule({
-      kind: WEBHOOK_TIMER,
+      kind: TIMER_KINDS.webhookDelivery,
       delayMs: ATTEMPT_TIMEOUT_MS + SAFETY_MARGIN_MS + (RETRY_DELAYS_MS[d.attempts - 1] ?? 0),
       payload: { deliveryId },
     });

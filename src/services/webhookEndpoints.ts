@@ -1,6 +1,3 @@
-import { z } from "@hono/zod-openapi";
-import type { Sql } from "postgres";
-import type { Clock } from "../clock.ts";
 import {
   deleteWebhookEndpointRow,
   insertWebhookEndpoint,
@@ -8,44 +5,18 @@ import {
   webhookEndpointListColumns,
   webhookEndpointsScope,
 } from "../db/webhookEndpoints.ts";
+import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
-import { isId, newId } from "../ids.ts";
+import { isId } from "../ids.ts";
 import { type Page, paginate } from "../lists/cursor.ts";
-import type { EventType } from "./events.ts";
-import { EVENT_TYPES } from "./eventTypes.ts";
-import { WEBHOOK_URL_MAX, webhookUrlProblem } from "./webhookUrls.ts";
+import type { WebhookEndpointInput } from "../routes/webhook-endpoints/schema.ts";
+import { EVENT_TYPES, type EventType } from "./events.ts";
+import { webhookUrlProblem } from "./webhookUrls.ts";
 
 /**
  * Webhook endpoints of an organization. Both modes see and manage the same endpoints (receivers tell
  * test from live traffic by `livemode`). The signing secret is returned once, at creation.
  */
-
-type Ctx = { sql: Sql; clock: Clock };
-
-export const WebhookEndpointInputSchema = z
-  .object({
-    url: z
-      .string()
-      .max(WEBHOOK_URL_MAX, { message: `must be at most ${WEBHOOK_URL_MAX} characters` })
-      .openapi({
-        example: "https://example.com/webhooks",
-        description:
-          "Where events are sent. `https:` to a public host (`http:` and private hosts only when the server " +
-          "allows private webhook URLs).",
-      }),
-    events: z
-      .array(z.enum(EVENT_TYPES, { error: `must be one of ${EVENT_TYPES.join(", ")}` }), {
-        error: "must be an array of event types",
-      })
-      .min(1, { message: "must list at least one event type (omit it for all)" })
-      .max(100, { message: "must list at most 100 event types" })
-      .optional()
-      .openapi({ description: "Event types to receive. Omitted: all of them, including types added later." }),
-  })
-  .strict()
-  .openapi("WebhookEndpointInput");
-
-export type WebhookEndpointInput = z.input<typeof WebhookEndpointInputSchema>;
 
 export interface WebhookEndpoint {
   id: string;
@@ -70,17 +41,17 @@ export function generateWebhookSecret(): string {
 }
 
 export async function createWebhookEndpoint(
-  { sql, clock }: Ctx,
+  { sql, clock, ids }: Deps,
   organizationId: string,
   input: WebhookEndpointInput,
   opts: { allowPrivateUrls: boolean },
 ): Promise<WebhookEndpoint & { secret: string }> {
-  const v = WebhookEndpointInputSchema.parse(input);
+  const v = input;
   const problem = webhookUrlProblem(v.url, opts.allowPrivateUrls);
   if (problem) throw new ApiError("invalid_request", `url: ${problem}`, { param: "url" });
   const events = v.events ? EVENT_TYPES.filter((t) => v.events?.includes(t)) : null;
   const row = await insertWebhookEndpoint(sql, {
-    id: newId("we", clock),
+    id: ids.next("we"),
     organization_id: organizationId,
     url: v.url,
     events,
@@ -91,7 +62,7 @@ export async function createWebhookEndpoint(
 }
 
 export async function listWebhookEndpoints(
-  { sql }: Ctx,
+  { sql }: Deps,
   organizationId: string,
   q: { limit: number; starting_after?: string | undefined },
 ): Promise<Page<WebhookEndpoint>> {
@@ -108,7 +79,7 @@ export async function listWebhookEndpoints(
 }
 
 export async function deleteWebhookEndpoint(
-  { sql }: Ctx,
+  { sql }: Deps,
   organizationId: string,
   id: string,
 ): Promise<{ id: string; deleted: true }> {

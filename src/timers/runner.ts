@@ -18,63 +18,10 @@ import {
   unlockRunner,
 } from "../db/timers.ts";
 import type { Logger } from "../log.ts";
-import { LatencyHistogram } from "./histogram.ts";
 import type { TimerScheduler } from "./scheduler.ts";
+import { RunnerStatistics, type RunnerStats } from "./stats.ts";
+import type { BatchTimerHandler, TimerHandler } from "./types.ts";
 import { TimerWheel, type WheelTimer } from "./wheel.ts";
-
-/** What a handler sees when its timer fires. */
-export interface FiredTimer {
-  id: string;
-  kind: string;
-  payload: Record<string, unknown>;
-  /** The due time (database clock): the instant the handler's work is scheduled for. */
-  dueAt: Date;
-  /** Failed attempts so far. */
-  attempts: number;
-}
-
-export interface HandlerContext {
-  /** The transaction the timer's completion commits with. Do all writes through it. */
-  tx: Db;
-  timer: FiredTimer;
-  /** Schedules a follow-up timer in the same transaction. */
-  schedule(timer: NewTimer): Promise<{ id: string; dueAt: Date }>;
-  /**
-   * Runs `fn` once the firing transaction has committed, never if it rolls back: for work outside
-   * the database (a request to another service) that must follow only a change that really happened.
-   */
-  afterCommit(fn: () => void): void;
-}
-
-/**
- * A handler is a plain function registered by kind. It must check the state it moves with a fencing
- * condition (`update … where id = $1 and status = $expected`) and do nothing when the state has
- * already moved: in rare takeovers a timer's handler can run twice, but only one run commits a change.
- */
-export type TimerHandler = (ctx: HandlerContext) => Promise<void>;
-
-/** What a batch handler sees: every due timer of its kind in one firing transaction. */
-export interface BatchContext {
-  tx: Db;
-  timers: FiredTimer[];
-  /** Schedules follow-up timers in the same transaction, in one statement (ids in no set order). */
-  schedule(timers: NewTimer[]): Promise<{ id: string; dueAt: Date }[]>;
-  /**
-   * The same inside the handler's own statement: the body of a `with` entry inserting timers from
-   * `rows` (a select of `kind, due_at, payload`). Pass the rows that entry returns to `scheduled`.
-   */
-  followUps(rows: Fragment): Fragment;
-  scheduled(rows: readonly InsertedTimerRow[]): void;
-  /** As in HandlerContext: runs `fn` after the firing transaction commits, never after a rollback. */
-  afterCommit(fn: () => void): void;
-}
-
-/**
- * A handler that takes all the timers of its kind due together, so it can move many rows with one
- * statement. Same fencing rule as a TimerHandler, per row. If it throws, the runner retries each
- * timer of the batch on its own, so one bad row never holds back the others.
- */
-export type BatchTimerHandler = (ctx: BatchContext) => Promise<void>;
 
 export interface RunnerOptions {
   sql: Sql;
@@ -119,35 +66,8 @@ interface Entry {
   readyAt: number;
 }
 
-export interface RunnerStats {
-  runner: number;
-  fired: number;
-  /** Firing transactions committed (fired ÷ transactions = the mean batch). */
-  transactions: number;
-  failures: number;
-  held: number;
-  latenessMs: Quantiles;
-  /**
-   * Where the lateness goes: the wheel's wake-up after the due time (event-loop delay), the wait for
-   * a free firing slot, and the firing transaction itself (begin to commit).
-   */
-  breakdownMs: { wake: Quantiles; queue: Quantiles; transaction: Quantiles };
-}
-
-interface Quantiles {
-  p50: number;
-  p99: number;
-  max: number;
-}
-
 /** A firing that ran ahead of its take got fewer rows than its batch: roll back, fire with care. */
 class PartlyOwned extends Error {}
-
-const quantiles = (h: LatencyHistogram): Quantiles => ({
-  p50: h.quantile(0.5),
-  p99: h.quantile(0.99),
-  max: h.max,
-});
 
 const defaultBackoff = (attempt: number) => {
   const base = Math.min(1000 * 2 ** (attempt - 1), 10 * 60_000);
@@ -170,10 +90,7 @@ export class TimerRunner implements TimerScheduler {
   readonly #held = new Map<string, Entry>();
   readonly #ready: Entry[] = [];
   readonly #inFlight = new Set<Promise<void>>();
-  readonly #lateness = new LatencyHistogram();
-  readonly #wakeDelay = new LatencyHistogram();
-  readonly #queueWait = new LatencyHistogram();
-  readonly #transactionTime = new LatencyHistogram();
+  readonly #stats = new RunnerStatistics();
   #runner = 0;
   #liveConn: ReservedSql | null = null;
   #running = false;
@@ -182,9 +99,6 @@ export class TimerRunner implements TimerScheduler {
   #polling: Promise<void> | null = null;
   #wakeTimer: ReturnType<typeof setTimeout> | null = null;
   #wakeAt = Number.POSITIVE_INFINITY;
-  #fired = 0;
-  #transactions = 0;
-  #failures = 0;
 
   constructor(opts: RunnerOptions) {
     this.#sql = opts.sql;
@@ -284,19 +198,7 @@ export class TimerRunner implements TimerScheduler {
   }
 
   stats(): RunnerStats {
-    return {
-      runner: this.#runner,
-      fired: this.#fired,
-      transactions: this.#transactions,
-      failures: this.#failures,
-      held: this.#held.size,
-      latenessMs: quantiles(this.#lateness),
-      breakdownMs: {
-        wake: quantiles(this.#wakeDelay),
-        queue: quantiles(this.#queueWait),
-        transaction: quantiles(this.#transactionTime),
-      },
-    };
+    return this.#stats.report(this.#runner, this.#held.size);
   }
 
   // ——— TimerScheduler ———
@@ -485,7 +387,7 @@ export class TimerRunner implements TimerScheduler {
     this.#wheel.advance(now, (entry) => {
       entry.wheel = null;
       entry.readyAt = now;
-      this.#wakeDelay.record(now - entry.localDue);
+      this.#stats.wakeDelay.record(now - entry.localDue);
       this.#ready.push(entry);
     });
     this.#pump();
@@ -497,7 +399,7 @@ export class TimerRunner implements TimerScheduler {
     while (!this.#stopping && this.#ready.length > 0 && this.#inFlight.size < this.#opts.concurrency) {
       const batch = this.#ready.splice(0, this.#opts.batchSize);
       const now = performance.now();
-      for (const e of batch) this.#queueWait.record(now - e.readyAt);
+      for (const e of batch) this.#stats.queueWait.record(now - e.readyAt);
       const run = this.#fire(batch)
         .catch((err) => this.#log.error("timer runner: firing failed", { error: (err as Error).message }))
         .finally(() => {
@@ -555,12 +457,12 @@ export class TimerRunner implements TimerScheduler {
       return;
     }
     const now = performance.now();
-    this.#transactionTime.record(now - begun);
-    this.#transactions++;
+    this.#stats.transactionTime.record(now - begun);
+    this.#stats.transactions++;
     for (const e of ran) {
       this.#held.delete(e.held.id);
-      this.#lateness.record(now - e.localDue);
-      this.#fired++;
+      this.#stats.lateness.record(now - e.localDue);
+      this.#stats.fired++;
     }
     for (const e of missing) this.#notOwned(e, now);
     const at = performance.now();
@@ -642,7 +544,7 @@ export class TimerRunner implements TimerScheduler {
   async #recordFailure(entry: Entry, err: unknown): Promise<void> {
     if (this.#held.get(entry.held.id) === entry) this.#held.delete(entry.held.id);
     const message = err instanceof Error ? err.message : String(err);
-    this.#failures++;
+    this.#stats.failures++;
     const attempt = entry.held.attempts + 1;
     const backoffMs = this.#opts.backoff(attempt);
     try {
@@ -673,3 +575,4 @@ export class TimerRunner implements TimerScheduler {
     }
   }
 }
+export type { RunnerStats } from "./stats.ts";

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { createApp } from "../../src/app.ts";
 import { parseEnv } from "../../src/env.ts";
-import { createSecretKey } from "../../src/services/tenancy.ts";
+import { createSecretKey } from "../../src/services/keys.ts";
 import { seedOrganization, type TestContext } from "../helpers/app.ts";
 import { ADMIN_TOKEN, admin, count, createAdminTestContext } from "./support.ts";
 
@@ -82,7 +82,7 @@ describe("authentication: anything but `Bearer <ADMIN_TOKEN>` is 401 invalid_key
   });
 
   test("a valid secret key is not an admin token", async () => {
-    const c = { sql: ctx.deps.sql, clock: ctx.deps.clock };
+    const c = ctx.deps;
     const all = await createSecretKey(c, seed.org.id, { mode: "live", scopes: ["*"] });
     for (const [method, path, json] of operations) {
       const { status, body } = await admin(ctx, method, path, {

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { createAgent, createOrganization } from "../../src/services/tenancy.ts";
+import { createAgent } from "../../src/services/agents.ts";
+import { createOrganization } from "../../src/services/organizations.ts";
 import { seedOrganization, type TestContext } from "../helpers/app.ts";
 import { admin, count, createAdminTestContext } from "./support.ts";
 
@@ -13,7 +14,7 @@ let foreignAgentId: string;
 beforeAll(async () => {
   ctx = await createAdminTestContext();
   seed = await seedOrganization(ctx);
-  const c = { sql: ctx.deps.sql, clock: ctx.deps.clock };
+  const c = ctx.deps;
   const other = await createOrganization(c, { name: "Other" });
   foreignAgentId = (await createAgent(c, other.id, { name: "Theirs" })).id;
 });

@@ -17,7 +17,7 @@ beforeAll(async () => {
 afterAll(() => ctx.close());
 
 function run(...argv: string[]): Promise<AdminResult> {
-  return runAdmin(argv, { sql: ctx.deps.sql, clock: ctx.deps.clock });
+  return runAdmin(argv, ctx.deps);
 }
 
 /** Runs a command that must succeed and returns its parsed JSON answer. */
@@ -345,7 +345,7 @@ describe("usage", () => {
   });
 
   test("runAdmin returns usage errors without touching the database", async () => {
-    const r = await runAdmin(["nope"], { sql: null as never, clock: ctx.deps.clock });
+    const r = await runAdmin(["nope"], { ...ctx.deps, sql: null as never });
     expect(r.code).toBe(2);
   });
 });

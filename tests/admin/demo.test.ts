@@ -11,7 +11,7 @@ import {
   reachableUrl,
   seedDemo,
 } from "../../src/services/demo.ts";
-import { createOrganization } from "../../src/services/tenancy.ts";
+import { createOrganization } from "../../src/services/organizations.ts";
 import { createTestContext, type TestContext } from "../helpers/app.ts";
 import { createTestDatabase, TEST_DATABASE } from "../helpers/db.ts";
 import { count } from "./support.ts";
@@ -128,7 +128,7 @@ test("processes seeding one empty database at once create one demo", async () =>
         )
       : [ctx.db, ctx.db, ctx.db, ctx.db];
   try {
-    const results = await Promise.all(pools.map((p) => seedDemo({ sql: p.sql, clock: ctx.deps.clock })));
+    const results = await Promise.all(pools.map((p) => seedDemo({ ...ctx.deps, sql: p.sql })));
     expect(results.filter((r) => r !== null)).toHaveLength(1);
     expect(await count(ctx, "organizations")).toBe(1);
     expect(await findDemo(ctx.deps.sql)).toMatchObject({

@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import postgres from "postgres";
+import type { SecretKeyAuth } from "../../src/auth/access.ts";
 import { KeyCache, listenForKeyChanges } from "../../src/auth/keyCache.ts";
-import { resolveSecretKey, type SecretKeyAuth } from "../../src/auth/secretKey.ts";
-import { systemClock } from "../../src/clock.ts";
-import { createSecretKey, revokeSecretKey, updateOrganization } from "../../src/services/tenancy.ts";
-import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
+import { resolveSecretKey } from "../../src/http/secretKey.ts";
+import { createSecretKey, revokeSecretKey } from "../../src/services/keys.ts";
+import { updateOrganization } from "../../src/services/organizations.ts";
+import { createTestContext, depsFor, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/db.ts";
 
 const auth = (keyId: string, organizationId: string): SecretKeyAuth => ({
@@ -57,7 +58,7 @@ describe("resolving keys through the cache", () => {
     seed = await seedOrganization(ctx, { paidPlan: true });
   });
   afterAll(() => ctx.close());
-  const c = () => ({ sql: ctx.deps.sql, clock: ctx.deps.clock });
+  const c = () => ctx.deps;
 
   test("a revocation in this process refuses the key on the very next request", async () => {
     const k = await createSecretKey(c(), seed.org.id, { mode: "live", scopes: ["*"] });
@@ -68,16 +69,16 @@ describe("resolving keys through the cache", () => {
   });
 
   test("an organization change is seen on the next request (paid plan)", async () => {
-    expect((await resolveSecretKey(ctx.deps.sql, `Bearer ${seed.liveKey}`))?.paidPlan).toBe(true);
+    expect((await resolveSecretKey(ctx.deps, `Bearer ${seed.liveKey}`))?.paidPlan).toBe(true);
     await updateOrganization(c(), seed.org.id, { paidPlan: false });
-    expect((await resolveSecretKey(ctx.deps.sql, `Bearer ${seed.liveKey}`))?.paidPlan).toBe(false);
+    expect((await resolveSecretKey(ctx.deps, `Bearer ${seed.liveKey}`))?.paidPlan).toBe(false);
     await updateOrganization(c(), seed.org.id, { paidPlan: true });
   });
 
   test("a key of one mode presented with the other prefix is refused even when cached", async () => {
-    expect(await resolveSecretKey(ctx.deps.sql, `Bearer ${seed.testKey}`)).not.toBeNull();
+    expect(await resolveSecretKey(ctx.deps, `Bearer ${seed.testKey}`)).not.toBeNull();
     const swapped = seed.testKey.replace("inf_test_", "inf_live_");
-    expect(await resolveSecretKey(ctx.deps.sql, `Bearer ${swapped}`)).toBeNull();
+    expect(await resolveSecretKey(ctx.deps, `Bearer ${swapped}`)).toBeNull();
   });
 });
 
@@ -94,17 +95,17 @@ describe("another process revokes a key", () => {
   });
 
   test("the trigger's notification evicts the cached key in this process", async () => {
-    const ctxLike = { deps: { sql: db.sql, clock: systemClock } } as Parameters<typeof seedOrganization>[0];
-    const seed = await seedOrganization(ctxLike);
-    await listenForKeyChanges(db.sql);
-    expect(await resolveSecretKey(db.sql, `Bearer ${seed.liveKey}`)).not.toBeNull();
+    const deps = depsFor(db.sql);
+    const seed = await seedOrganization({ deps });
+    await listenForKeyChanges(db.sql, deps.keyCache);
+    expect(await resolveSecretKey(deps, `Bearer ${seed.liveKey}`)).not.toBeNull();
     // A plain SQL update from another connection: nothing in this process is told directly.
     await other`update secret_keys set revoked_at = now() where id = ${seed.live.id}`;
     const deadline = Date.now() + 2_000;
-    let resolved = await resolveSecretKey(db.sql, `Bearer ${seed.liveKey}`);
+    let resolved = await resolveSecretKey(deps, `Bearer ${seed.liveKey}`);
     while (resolved && Date.now() < deadline) {
       await Bun.sleep(10);
-      resolved = await resolveSecretKey(db.sql, `Bearer ${seed.liveKey}`);
+      resolved = await resolveSecretKey(deps, `Bearer ${seed.liveKey}`);
     }
     expect(resolved).toBeNull();
   });

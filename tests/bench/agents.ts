@@ -2,19 +2,23 @@
  * Authenticated GET /api/v1/agents at 32 concurrent connections, PostgreSQL and embedded.
  * Run: npm run bench:agents   (BENCH_SECONDS=10 by default)
  */
+
 import { rmSync } from "node:fs";
 import type postgres from "postgres";
-import { systemClock } from "../../src/clock.ts";
+import { composeDeps } from "../../src/compose.ts";
 import { openDatabase } from "../../src/db/engine/connection.ts";
 import { migrate } from "../../src/db/engine/migrate.ts";
+import { parseEnv } from "../../src/env.ts";
 import { silentLogger } from "../../src/log.ts";
-import { createAgent, createOrganization, createSecretKey } from "../../src/services/tenancy.ts";
+import { createAgent } from "../../src/services/agents.ts";
+import { createSecretKey } from "../../src/services/keys.ts";
+import { createOrganization } from "../../src/services/organizations.ts";
 import { freshPostgres, load, machine, rssMiB, startServer, tempDataDir } from "./lib.ts";
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 10);
 
 async function seed(sql: postgres.Sql): Promise<string> {
-  const c = { sql, clock: systemClock };
+  const c = composeDeps({ sql, env: parseEnv({}), log: silentLogger });
   const org = await createOrganization(c, { name: "Bench", paidPlan: true, planMinutes: 1000 });
   for (let i = 0; i < 5; i++) await createAgent(c, org.id, { name: `Agent ${i}` });
   return (await createSecretKey(c, org.id, { mode: "live", scopes: ["*"] })).key;

@@ -9,12 +9,12 @@
  * Another list joins by adding one entry to LISTS: how to seed it in bulk, its route, its filters.
  */
 import type { Fragment, Sql } from "postgres";
+import { callsScope } from "../../src/db/calls.ts";
 import { contactsScope } from "../../src/db/contacts.ts";
+import { eventsScope } from "../../src/db/events.ts";
 import { type IdPrefix, isId } from "../../src/ids.ts";
 import { pageQuery } from "../../src/lists/cursor.ts";
 import { silentLogger } from "../../src/log.ts";
-import { callsScope } from "../../src/services/calls.ts";
-import { eventsScope } from "../../src/services/eventLog.ts";
 import { createTestContext, seedOrganization } from "../helpers/app.ts";
 import { percentile } from "./lib.ts";
 

@@ -18,14 +18,13 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Sql } from "postgres";
-import { systemClock } from "../../src/clock.ts";
 import { openDatabase } from "../../src/db/engine/connection.ts";
 import { migrate } from "../../src/db/engine/migrate.ts";
-import { newId } from "../../src/ids.ts";
 import { silentLogger } from "../../src/log.ts";
 import { pool, type ServerProcess, startServer } from "../calls/process.ts";
-import { seedOrganization } from "../helpers/app.ts";
+import { depsFor, seedOrganization } from "../helpers/app.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/db.ts";
+import { newId } from "../helpers/ids.ts";
 
 function arg(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -74,9 +73,7 @@ async function benchDb(kind: Kind): Promise<BenchDb> {
 }
 
 async function seed(db: BenchDb) {
-  return db.withSql((sql) =>
-    seedOrganization({ deps: { sql, clock: systemClock } as never }, { paidPlan: false, planMinutes: 0 }),
-  );
+  return db.withSql((sql) => seedOrganization({ deps: depsFor(sql) }, { paidPlan: false, planMinutes: 0 }));
 }
 
 /** CPU (% of one core) and RSS of a process, sampled once a second from /proc. */

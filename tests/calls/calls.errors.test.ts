@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { createAgent, createSecretKey } from "../../src/services/tenancy.ts";
+import { createAgent } from "../../src/services/agents.ts";
+import { createSecretKey } from "../../src/services/keys.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { insertContact, writeCounts } from "./support.ts";
 
@@ -17,7 +18,7 @@ beforeAll(async () => {
   ctx = await createTestContext();
   seed = await seedOrganization(ctx);
   other = await seedOrganization(ctx);
-  contactId = await insertContact(ctx.deps.sql, seed.org.id);
+  contactId = await insertContact(ctx.deps, seed.org.id);
   const res = await ctx.request("/api/v1/calls", {
     method: "POST",
     key: seed.testKey,
@@ -140,7 +141,7 @@ describe("POST /v1/calls bad input writes nothing", () => {
   }
 
   test("a contact of another organization is 404 not_found", async () => {
-    const foreign = await insertContact(ctx.deps.sql, other.org.id);
+    const foreign = await insertContact(ctx.deps, other.org.id);
     const res = await post(seed.testKey, { agentId: seed.agent.id, to: "+33612345678", contactId: foreign });
     expect(res.status).toBe(404);
     expect((await res.json()).error.param).toBe("contactId");
@@ -162,7 +163,7 @@ describe("POST /v1/calls bad input writes nothing", () => {
   });
 
   test("a key restricted to other agents is 403 agent_not_allowed", async () => {
-    const c = { sql: ctx.deps.sql, clock: ctx.deps.clock };
+    const c = ctx.deps;
     const sales = await createAgent(c, seed.org.id, { name: "Sales" });
     const restricted = await createSecretKey(c, seed.org.id, {
       mode: "test",
@@ -180,7 +181,7 @@ describe("POST /v1/calls bad input writes nothing", () => {
   });
 
   test("scopes: calls:write to create, calls:read to read", async () => {
-    const c = { sql: ctx.deps.sql, clock: ctx.deps.clock };
+    const c = ctx.deps;
     const reader = await createSecretKey(c, seed.org.id, { mode: "test", scopes: ["calls:read"] });
     const writer = await createSecretKey(c, seed.org.id, { mode: "test", scopes: ["calls:write"] });
     const res = await post(reader.key, { agentId: seed.agent.id, to: "+33612345678" });

@@ -1,14 +1,10 @@
 import type { Sql } from "postgres";
-import { systemClock } from "../../src/clock.ts";
+import type { Deps } from "../../src/deps.ts";
 import { createContact } from "../../src/services/contacts.ts";
 
 /** A real contact of the organization, created through the contacts service. */
-export async function insertContact(sql: Sql, organizationId: string): Promise<string> {
-  const contact = await createContact(
-    { sql, clock: systemClock },
-    { organizationId, livemode: false },
-    { phone: "+33612345678" },
-  );
+export async function insertContact(deps: Deps, organizationId: string): Promise<string> {
+  const contact = await createContact(deps, { organizationId, livemode: false }, { phone: "+33612345678" });
   return contact.id;
 }
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { createSecretKey } from "../../src/services/tenancy.ts";
+import { createSecretKey } from "../../src/services/keys.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { waitFor, writeCounts } from "./support.ts";
 
@@ -38,7 +38,7 @@ describe("tasks with a test key", () => {
   });
 
   test("scopes: tasks:read to list, tasks:write to delete", async () => {
-    const c = { sql: ctx.deps.sql, clock: ctx.deps.clock };
+    const c = ctx.deps;
     const k = await createSecretKey(c, seed.org.id, { mode: "live", scopes: ["calls:read"] });
     expect((await ctx.request("/api/v1/tasks", { key: k.key })).status).toBe(403);
     const del = await ctx.request("/api/v1/tasks/task_01JD8Y3M6W9Q2T4V5X7Z8A9B0C", {

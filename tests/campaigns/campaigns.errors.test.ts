@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createAgent } from "../../src/services/agents.ts";
 import { createContact } from "../../src/services/contacts.ts";
-import { createAgent, createOrganization, createSecretKey } from "../../src/services/tenancy.ts";
+import { createSecretKey } from "../../src/services/keys.ts";
+import { createOrganization } from "../../src/services/organizations.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { createCampaign, phones, SETUP_TIMEOUT } from "./support.ts";
 
@@ -147,7 +149,7 @@ describe("POST /v1/campaigns: keys, plan, carrier, agent", () => {
   });
 
   test("scopes, agent restriction, inactive agent", async () => {
-    const c = { sql: ctx.deps.sql, clock: ctx.deps.clock };
+    const c = ctx.deps;
     const readOnly = await createSecretKey(c, seed.org.id, { mode: "test", scopes: ["campaigns:read"] });
     await expectError(await createCampaign(ctx, readOnly.key, valid()), 403, "missing_scope");
     const writeOnly = await createSecretKey(c, seed.org.id, { mode: "test", scopes: ["campaigns:write"] });

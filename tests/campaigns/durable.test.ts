@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { registerTimerHandlers } from "../../src/timers/handlers.ts";
+import { registerTimerHandlers } from "../../src/timerHandlers.ts";
 import { TimerRunner } from "../../src/timers/runner.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { campaignEvents, checkProgress, createCampaign, phones, SETUP_TIMEOUT, waitFor } from "./support.ts";

@@ -130,7 +130,7 @@ describe("test campaign lifecycle", () => {
   }, 30_000);
 
   test("contactIds: the organization's contacts are called with their numbers, in order", async () => {
-    const c = { sql: ctx.deps.sql, clock: ctx.deps.clock };
+    const c = ctx.deps;
     const actor = { organizationId: seed.org.id, livemode: false };
     const a = await createContact(c, actor, { phone: "+33611111111", name: "Ana" });
     const b = await createContact(c, actor, { phone: "+33622222222" });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { createSecretKey } from "../../src/services/tenancy.ts";
+import { createSecretKey } from "../../src/services/keys.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 
 /** Every error path of the contact routes. */
@@ -188,7 +188,7 @@ describe("keys and scopes", () => {
   });
 
   test("contacts:read reads only; contacts:write writes only", async () => {
-    const c = { sql: ctx.deps.sql, clock: ctx.deps.clock };
+    const c = ctx.deps;
     const reader = await createSecretKey(c, seed.org.id, { mode: "test", scopes: ["contacts:read"] });
     const writer = await createSecretKey(c, seed.org.id, { mode: "live", scopes: ["contacts:write"] });
     const routes = [

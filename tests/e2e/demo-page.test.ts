@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { seedDemo } from "../../src/services/demo.ts";
-import { findSessionToken } from "../../src/services/sessions.ts";
+import { findSessionToken } from "../../src/services/sessionTokens.ts";
 import { createTestContext, type TestContext } from "../helpers/app.ts";
 
 /** The /demo page itself, in process (the browser run of it is in demo.test.ts). */
@@ -29,7 +29,7 @@ describe("GET /demo", () => {
   });
 
   test("with the demo: one fresh single-use test token per load, strict CSP, no inline code, no key", async () => {
-    const demo = await seedDemo({ sql: ctx.deps.sql, clock: ctx.deps.clock });
+    const demo = await seedDemo(ctx.deps);
     expect(demo).not.toBeNull();
     const first = await ctx.request("/demo");
     expect(first.status).toBe(200);

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { ManualClock } from "../../src/clock.ts";
+import { IdGenerator } from "../../src/ids.ts";
 import { type EventType, recordEvent, recordEvents } from "../../src/services/events.ts";
-import { createSecretKey } from "../../src/services/tenancy.ts";
+import { createSecretKey } from "../../src/services/keys.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 
 /** GET /v1/events: the key's mode only, the type filter, the cursor convention. */
@@ -23,7 +24,7 @@ beforeAll(async () => {
     if (i % 3 !== 0) clock.advance(1);
     const org = i % 10 === 9 ? other.org.id : seed.org.id;
     const e = { type: TYPES[i % TYPES.length]!, livemode: i % 2 === 0, org };
-    const id = await recordEvent(ctx.deps.sql, clock, {
+    const id = await recordEvent(ctx.deps.sql, ctx.deps, {
       organizationId: org,
       type: e.type,
       livemode: e.livemode,
@@ -139,7 +140,7 @@ describe("type filter", () => {
 
 describe("keys and scopes", () => {
   test("events:read is required; no key is 401", async () => {
-    const c = { sql: ctx.deps.sql, clock: ctx.deps.clock };
+    const c = ctx.deps;
     const k = await createSecretKey(c, seed.org.id, {
       mode: "test",
       scopes: ["contacts:read", "webhooks:read"],
@@ -158,6 +159,7 @@ describe("keys and scopes", () => {
 describe("recording a batch", () => {
   test("several events in one statement keep their order, modes, organizations and data", async () => {
     const batchClock = new ManualClock("2026-11-22T08:00:00.000Z");
+    const batchDeps = { clock: batchClock, ids: new IdGenerator(batchClock) };
     const org = await seedOrganization(ctx);
     const input = [
       {
@@ -179,7 +181,7 @@ describe("recording a batch", () => {
         data: { n: 3, v: null },
       },
     ];
-    const ids = await recordEvents(ctx.deps.sql, batchClock, input);
+    const ids = await recordEvents(ctx.deps.sql, batchDeps, input);
     expect(ids).toHaveLength(3);
     expect([...ids].sort()).toEqual(ids);
     const rows = await ctx.deps.sql<{ id: string; type: string; livemode: boolean; data: unknown }[]>`
@@ -188,6 +190,6 @@ describe("recording a batch", () => {
     expect(rows.map((r) => ({ type: r.type, livemode: r.livemode, data: r.data }))).toEqual(
       input.map((e) => ({ type: e.type, livemode: e.livemode, data: e.data })),
     );
-    expect(await recordEvents(ctx.deps.sql, batchClock, [])).toEqual([]);
+    expect(await recordEvents(ctx.deps.sql, batchDeps, [])).toEqual([]);
   });
 });

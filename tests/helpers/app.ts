@@ -1,16 +1,14 @@
 import { createApp } from "../../src/app.ts";
 import { type Clock, systemClock } from "../../src/clock.ts";
+import { composeDeps } from "../../src/compose.ts";
 import type { Deps } from "../../src/deps.ts";
 import { type Env, parseEnv } from "../../src/env.ts";
-import { createLogger, type Logger } from "../../src/log.ts";
-import {
-  createAgent,
-  createKnowledgeBase,
-  createOrganization,
-  createPublishableKey,
-  createSecretKey,
-} from "../../src/services/tenancy.ts";
-import { registerTimerHandlers } from "../../src/timers/handlers.ts";
+import { createLogger, type Logger, silentLogger } from "../../src/log.ts";
+import { createAgent } from "../../src/services/agents.ts";
+import { createPublishableKey, createSecretKey } from "../../src/services/keys.ts";
+import { createKnowledgeBase } from "../../src/services/knowledgeBases.ts";
+import { createOrganization } from "../../src/services/organizations.ts";
+import { registerTimerHandlers } from "../../src/timerHandlers.ts";
 import { type RunnerOptions, TimerRunner } from "../../src/timers/runner.ts";
 import { createTestDatabase, type TestDatabase } from "./db.ts";
 
@@ -43,7 +41,6 @@ export async function createTestContext(
   const logs: string[] = [];
   const log = opts.log ?? createLogger("debug", (line) => logs.push(line));
   const env: Env = parseEnv({ SIMULATION_TIME_SCALE: "0.01", ...opts.env });
-  const deps: Deps = { sql: db.sql, clock: opts.clock ?? systemClock, log, env };
   let runner: TimerRunner | null = null;
   if (opts.timers) {
     runner = new TimerRunner({
@@ -54,7 +51,15 @@ export async function createTestContext(
       horizonMs: 500,
       ...(opts.timers === true ? {} : opts.timers),
     });
-    deps.timers = runner;
+  }
+  const deps: Deps = composeDeps({
+    sql: db.sql,
+    env,
+    log,
+    clock: opts.clock ?? systemClock,
+    ...(runner ? { timers: runner } : {}),
+  });
+  if (runner) {
     registerTimerHandlers(runner, deps);
     await runner.start();
   }
@@ -98,7 +103,7 @@ export async function seedOrganization(
     cap?: number;
   } = {},
 ) {
-  const c = { sql: ctx.deps.sql, clock: ctx.deps.clock };
+  const c = ctx.deps;
   const org = await createOrganization(c, {
     name: "Acme",
     paidPlan: opts.paidPlan ?? true,
@@ -114,4 +119,9 @@ export async function seedOrganization(
   });
   const kb = await createKnowledgeBase(c, org.id, { name: "FAQ" });
   return { org, agent, liveKey: live.key, testKey: test.key, live, test, publishable, kb };
+}
+
+/** Dependencies over a database of the test's own, for seeding without an app (no runner). */
+export function depsFor(sql: Deps["sql"]): Deps {
+  return composeDeps({ sql, env: parseEnv({}), log: silentLogger });
 }

@@ -1,8 +1,8 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import type { Sql } from "postgres";
-import { requireSecretKey } from "../../src/auth/secretKey.ts";
-import type { App } from "../../src/deps.ts";
+import type { Deps } from "../../src/deps.ts";
 import { errorResponses } from "../../src/errors.ts";
+import type { App } from "../../src/http/appEnv.ts";
+import { requireSecretKey } from "../../src/http/secretKey.ts";
 import type { TestContext } from "./app.ts";
 
 /**
@@ -185,14 +185,14 @@ export function looksLikeStackTrace(text: string): boolean {
  * added to a test app before its first request. The cross-cutting tests run on it as well as on the
  * real operations, so they prove their own checks even where the document has few write routes.
  */
-export function addFixtureWriteRoute(app: App, sql: Sql) {
+export function addFixtureWriteRoute(app: App, deps: Deps) {
   const route = createRoute({
     method: "post",
     path: "/api/v1/test-fixtures/{id}/echo",
     tags: ["Test fixture"],
     summary: "Echo (test fixture)",
     security: [{ secretKey: ["calls:write"] }],
-    middleware: [requireSecretKey(sql, "calls:write")] as const,
+    middleware: [requireSecretKey(deps, "calls:write")] as const,
     request: {
       params: z.object({ id: z.string().openapi({ example: "call_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }) }),
       body: {

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { createAgent, createSecretKey, revokeSecretKey } from "../../src/services/tenancy.ts";
+import { createAgent } from "../../src/services/agents.ts";
+import { createSecretKey, revokeSecretKey } from "../../src/services/keys.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 
 let ctx: TestContext;
@@ -20,7 +21,7 @@ describe("GET /api/v1/agents", () => {
   });
 
   test("a key restricted to one agent sees only that agent", async () => {
-    const c = { sql: ctx.deps.sql, clock: ctx.deps.clock };
+    const c = ctx.deps;
     const other = await createAgent(c, seed.org.id, { name: "Sales" });
     const restricted = await createSecretKey(c, seed.org.id, {
       mode: "test",
@@ -32,7 +33,7 @@ describe("GET /api/v1/agents", () => {
   });
 
   test("missing, garbage, unknown and revoked keys are 401 invalid_key", async () => {
-    const c = { sql: ctx.deps.sql, clock: ctx.deps.clock };
+    const c = ctx.deps;
     const revoked = await createSecretKey(c, seed.org.id, { mode: "live", scopes: ["*"] });
     await revokeSecretKey(c, revoked.id);
     const unknown = `inf_live_${"A".repeat(43)}`;
@@ -46,7 +47,7 @@ describe("GET /api/v1/agents", () => {
   });
 
   test("a key without agents:read is 403 missing_scope", async () => {
-    const c = { sql: ctx.deps.sql, clock: ctx.deps.clock };
+    const c = ctx.deps;
     const k = await createSecretKey(c, seed.org.id, { mode: "live", scopes: ["calls:read"] });
     const res = await ctx.request("/api/v1/agents", { key: k.key });
     expect(res.status).toBe(403);

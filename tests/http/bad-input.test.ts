@@ -21,7 +21,7 @@ import {
 
 const ctx = await createTestContext({ env: FULL_ENV });
 afterAll(() => ctx.close());
-addFixtureWriteRoute(ctx.app, ctx.deps.sql);
+addFixtureWriteRoute(ctx.app, ctx.deps);
 // Two handlers with a bug: one throws an Error (carrying a secret in its message), one a bare value.
 const BOOM_SECRET = `inf_live_${"S".repeat(43)}`;
 ctx.app.get("/api/v1/test-fixtures/boom", () => {

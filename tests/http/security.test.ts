@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { SCOPES, type Scope } from "../../src/auth/scopes.ts";
-import { createSecretKey, revokeSecretKey } from "../../src/services/tenancy.ts";
+import { createSecretKey, revokeSecretKey } from "../../src/services/keys.ts";
 import { createTestContext, seedOrganization } from "../helpers/app.ts";
 import {
   addFixtureWriteRoute,
@@ -21,9 +21,9 @@ import {
 
 const ctx = await createTestContext({ env: FULL_ENV });
 afterAll(() => ctx.close());
-addFixtureWriteRoute(ctx.app, ctx.deps.sql);
+addFixtureWriteRoute(ctx.app, ctx.deps);
 const seed = await seedOrganization(ctx);
-const c = { sql: ctx.deps.sql, clock: ctx.deps.clock };
+const c = ctx.deps;
 const revokedLive = await createSecretKey(c, seed.org.id, { mode: "live", scopes: ["*"] });
 await revokeSecretKey(c, revokedLive.id);
 const revokedTest = await createSecretKey(c, seed.org.id, { mode: "test", scopes: ["*"] });

@@ -8,7 +8,7 @@ import { addFixtureWriteRoute, expectErrorEnvelope } from "../helpers/openapi.ts
 /** The app behind the real Bun server, over TCP: what the tests through app.fetch cannot see. */
 
 const ctx = await createTestContext();
-addFixtureWriteRoute(ctx.app, ctx.deps.sql);
+addFixtureWriteRoute(ctx.app, ctx.deps);
 
 /** A request that waits for the test to let it finish: an in-flight request during shutdown. */
 let slowEntered = Promise.withResolvers<void>();

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { CHUNK_MAX_CHARS, chunkText } from "../../src/services/documents.ts";
-import { createSecretKey } from "../../src/services/tenancy.ts";
+import { createSecretKey } from "../../src/services/keys.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
 
@@ -184,7 +184,7 @@ describe("refusals", () => {
   });
 
   test("a key without knowledge:write is 403 missing_scope; no key is 401", async () => {
-    const limited = await createSecretKey({ sql: ctx.deps.sql, clock: ctx.deps.clock }, seed.org.id, {
+    const limited = await createSecretKey(ctx.deps, seed.org.id, {
       mode: "live",
       scopes: ["contacts:write"],
     });

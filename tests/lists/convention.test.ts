@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import { defaultHook } from "../../src/app.ts";
-import { requireSecretKey } from "../../src/auth/secretKey.ts";
 import { ManualClock } from "../../src/clock.ts";
-import type { AppEnv } from "../../src/deps.ts";
 import { errorResponses, onError } from "../../src/errors.ts";
+import type { AppEnv } from "../../src/http/appEnv.ts";
 import { requestContext } from "../../src/http/requestId.ts";
+import { requireSecretKey } from "../../src/http/secretKey.ts";
 import {
   assertLivemodeMatches,
   listEnvelope,
@@ -186,7 +186,7 @@ describe("livemode filter, as calls and campaigns use the helper", () => {
     const route = createRoute({
       method: "get",
       path: "/list",
-      middleware: [requireSecretKey(ctx.deps.sql, "events:read")] as const,
+      middleware: [requireSecretKey(ctx.deps, "events:read")] as const,
       request: { query: listQuery({ livemode: livemodeParam }) },
       responses: {
         200: {
@@ -220,7 +220,7 @@ describe("livemode filter, as calls and campaigns use the helper", () => {
 
   beforeAll(async () => {
     for (const livemode of [true, false]) {
-      await recordEvent(ctx.deps.sql, clock, {
+      await recordEvent(ctx.deps.sql, ctx.deps, {
         organizationId: seed.org.id,
         type: "call.started",
         livemode,

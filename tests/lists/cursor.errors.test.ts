@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createContact, deleteContact } from "../../src/services/contacts.ts";
 import { recordEvent } from "../../src/services/events.ts";
-import { createSecretKey } from "../../src/services/tenancy.ts";
+import { createSecretKey } from "../../src/services/keys.ts";
 import { createWebhookEndpoint } from "../../src/services/webhookEndpoints.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 
@@ -35,7 +35,7 @@ beforeAll(async () => {
       { phone: "+33612345678" },
     )
   ).id;
-  ids.liveEvent = await recordEvent(ctx.deps.sql, ctx.deps.clock, {
+  ids.liveEvent = await recordEvent(ctx.deps.sql, ctx.deps, {
     organizationId: seed.org.id,
     type: "call.started",
     livemode: true,
@@ -45,7 +45,7 @@ beforeAll(async () => {
     select id from events where organization_id = ${seed.org.id} and livemode = false
     and type = 'contact.created' order by created_at desc, id desc limit 1`;
   ids.testEvent = testEvent!.id;
-  ids.foreignEvent = await recordEvent(ctx.deps.sql, ctx.deps.clock, {
+  ids.foreignEvent = await recordEvent(ctx.deps.sql, ctx.deps, {
     organizationId: other.org.id,
     type: "contact.created",
     livemode: false,

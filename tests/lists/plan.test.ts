@@ -22,7 +22,7 @@ beforeAll(async () => {
   for (let i = 0; i < 30; i++) {
     clock.advance(1);
     ids.push(
-      await recordEvent(ctx.deps.sql, clock, {
+      await recordEvent(ctx.deps.sql, ctx.deps, {
         organizationId: orgId,
         type: "call.started",
         livemode: false,

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { createAgent, createSecretKey, revokeSecretKey } from "../../src/services/tenancy.ts";
+import { createAgent } from "../../src/services/agents.ts";
+import { createSecretKey, revokeSecretKey } from "../../src/services/keys.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { errorOf, mint, SETUP_TIMEOUT_MS } from "./helpers.ts";
 
@@ -20,7 +21,7 @@ async function keyRestrictedToNewAgent(
   mode: "live" | "test",
   scopes: Parameters<typeof createSecretKey>[2]["scopes"],
 ) {
-  const c = { sql: ctx.deps.sql, clock: ctx.deps.clock };
+  const c = ctx.deps;
   const second = await createAgent(c, orgId, { name: "Second" });
   const k = await createSecretKey(c, orgId, { mode, scopes, agentIds: [second.id] });
   return { second, k };
@@ -33,7 +34,7 @@ async function rowCount(): Promise<number> {
 
 describe("POST /api/v1/web-call-sessions: authentication and permissions", () => {
   test("missing, garbage, publishable and revoked keys are 401 invalid_key", async () => {
-    const c = { sql: ctx.deps.sql, clock: ctx.deps.clock };
+    const c = ctx.deps;
     const revoked = await createSecretKey(c, seed.org.id, { mode: "live", scopes: ["*"] });
     await revokeSecretKey(c, revoked.id);
     for (const key of [
@@ -50,7 +51,7 @@ describe("POST /api/v1/web-call-sessions: authentication and permissions", () =>
   });
 
   test("a key without webcalls:write is 403 missing_scope", async () => {
-    const k = await createSecretKey({ sql: ctx.deps.sql, clock: ctx.deps.clock }, seed.org.id, {
+    const k = await createSecretKey(ctx.deps, seed.org.id, {
       mode: "live",
       scopes: ["calls:read", "calls:write"],
     });

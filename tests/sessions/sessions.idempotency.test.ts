@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { ManualClock } from "../../src/clock.ts";
-import { findSessionToken, redeemSessionToken } from "../../src/services/sessions.ts";
-import { updateOrganization } from "../../src/services/tenancy.ts";
+import { updateOrganization } from "../../src/services/organizations.ts";
+import { findSessionToken, redeemSessionToken } from "../../src/services/sessionTokens.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { errorOf, mint, SETUP_TIMEOUT_MS, TOKEN_RE } from "./helpers.ts";
 
@@ -116,7 +116,7 @@ describe("Idempotency-Key on POST /api/v1/web-call-sessions", () => {
     expect((await errorOf(refused)).code).toBe("plan_required");
     const notFound = await mint(ctx, s.liveKey, { agentId: "agt_unknown" }, idem("k-refused"));
     expect((await errorOf(notFound)).code).toBe("not_found");
-    await updateOrganization({ sql: ctx.deps.sql, clock: ctx.deps.clock }, s.org.id, { paidPlan: true });
+    await updateOrganization(ctx.deps, s.org.id, { paidPlan: true });
     const ok = await mint(
       ctx,
       s.liveKey,

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sha256 } from "../../src/auth/keys.ts";
 import { ManualClock } from "../../src/clock.ts";
-import { createSecretKey, updateOrganization } from "../../src/services/tenancy.ts";
+import { createSecretKey } from "../../src/services/keys.ts";
+import { updateOrganization } from "../../src/services/organizations.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { errorOf, mint, SETUP_TIMEOUT_MS, TOKEN_RE } from "./helpers.ts";
 
@@ -131,12 +132,12 @@ describe("POST /api/v1/web-call-sessions", () => {
   test("the paid plan is read when minting: granting it lets a live key mint", async () => {
     const s = await seedOrganization(ctx, { paidPlan: false });
     expect((await errorOf(await mint(ctx, s.liveKey, { agentId: s.agent.id }))).code).toBe("plan_required");
-    await updateOrganization({ sql: ctx.deps.sql, clock: ctx.deps.clock }, s.org.id, { paidPlan: true });
+    await updateOrganization(ctx.deps, s.org.id, { paidPlan: true });
     expect((await mint(ctx, s.liveKey, { agentId: s.agent.id })).status).toBe(201);
   });
 
   test("a key with only webcalls:write mints", async () => {
-    const k = await createSecretKey({ sql: ctx.deps.sql, clock: ctx.deps.clock }, seed.org.id, {
+    const k = await createSecretKey(ctx.deps, seed.org.id, {
       mode: "test",
       scopes: ["webcalls:write"],
     });

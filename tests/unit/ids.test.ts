@@ -1,10 +1,10 @@
 import { describe, expect, test } from "bun:test";
-import { ManualClock } from "../../src/clock.ts";
-import { idTime, isAnyId, isId, newId } from "../../src/ids.ts";
+import { ManualClock, systemClock } from "../../src/clock.ts";
+import { IdGenerator, idTime, isAnyId, isId } from "../../src/ids.ts";
 
-describe("newId", () => {
+describe("IdGenerator", () => {
   test("is <prefix>_<26 Crockford base32 characters>", () => {
-    const id = newId("call");
+    const id = new IdGenerator(systemClock).next("call");
     expect(id).toMatch(/^call_[0-9A-HJKMNP-TV-Z]{26}$/);
     expect(isId(id, "call")).toBe(true);
     expect(isId(id, "ct")).toBe(false);
@@ -13,30 +13,41 @@ describe("newId", () => {
 
   test("encodes the clock's time, so ids sort by creation time", () => {
     const clock = new ManualClock("2026-11-21T09:30:00.000Z");
-    const a = newId("ct", clock);
+    const ids = new IdGenerator(clock);
+    const a = ids.next("ct");
     clock.advance(1);
-    const b = newId("ct", clock);
+    const b = ids.next("ct");
     expect(idTime(a)).toBe(Date.parse("2026-11-21T09:30:00.000Z"));
     expect(a < b).toBe(true);
   });
 
   test("is strictly increasing within one millisecond (monotonic random part)", () => {
-    const clock = new ManualClock();
-    const ids = Array.from({ length: 10_000 }, () => newId("evt", clock));
+    const generator = new IdGenerator(new ManualClock());
+    const ids = Array.from({ length: 10_000 }, () => generator.next("evt"));
     expect(new Set(ids).size).toBe(ids.length);
     expect([...ids].sort()).toEqual(ids);
   });
 
+  test("two generators on two clocks keep separate sequences", () => {
+    const past = new IdGenerator(new ManualClock("2020-01-01T00:00:00.000Z"));
+    const now = new IdGenerator(systemClock);
+    const a = now.next("call");
+    const b = past.next("call");
+    expect(idTime(b)).toBe(Date.parse("2020-01-01T00:00:00.000Z"));
+    expect(b < a).toBe(true);
+  });
+
   test("a clock moving backwards never produces an id that sorts before an earlier one of that clock", () => {
     const clock = new ManualClock("2026-11-21T09:30:00.000Z");
-    const first = newId("call", clock);
+    const ids = new IdGenerator(clock);
+    const first = ids.next("call");
     clock.advance(-5_000);
-    expect(newId("call", clock) > first).toBe(true);
+    expect(ids.next("call") > first).toBe(true);
   });
 });
 
 describe("isId / isAnyId refuse what is not an id", () => {
-  const good = newId("ct");
+  const good = new IdGenerator(systemClock).next("ct");
   test.each([
     ["", "empty"],
     ["ct_", "prefix only"],

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { generateKey } from "../../src/auth/keys.ts";
-import { newId } from "../../src/ids.ts";
+import { createAgent } from "../../src/services/agents.ts";
 import { hitRateLimit } from "../../src/services/rateLimit.ts";
-import { createAgent } from "../../src/services/tenancy.ts";
+import { newId } from "../helpers/ids.ts";
 import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
 import {
   codeOf,

@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
 import { TokenVerifier } from "livekit-server-sdk";
 import { parseEnv } from "../../src/env.ts";
-import { newId } from "../../src/ids.ts";
 import {
   clientServerUrl,
   createLiveKit,
@@ -12,6 +11,7 @@ import {
   PARTICIPANT_TOKEN_TTL_SECONDS,
 } from "../../src/livekit/client.ts";
 import { type FakeLiveKit, liveKitEvents, startFakeLiveKit } from "../helpers/fakeLivekit.ts";
+import { newId } from "../helpers/ids.ts";
 
 let fake: FakeLiveKit;
 let lk: LiveKit;

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { ManualClock } from "../../src/clock.ts";
 import { ApiError } from "../../src/errors.ts";
-import { newId } from "../../src/ids.ts";
+import { createPublishableKey } from "../../src/services/keys.ts";
 import {
   MAX_CALL_SECONDS,
   monthOf,
@@ -11,8 +11,9 @@ import {
   settleMinutes,
   usedMinutes,
 } from "../../src/services/minutes.ts";
-import { createPublishableKey, updateOrganization } from "../../src/services/tenancy.ts";
+import { updateOrganization } from "../../src/services/organizations.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
+import { newId } from "../helpers/ids.ts";
 import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
 
 let ctx: TestContext;
@@ -125,7 +126,7 @@ describe("reserveMinutes", () => {
       retryAfter: String(secondsUntilNextMonth(clock.now())),
     });
     // Another key of the same organization has its own cap.
-    const other = await createPublishableKey({ sql: ctx.deps.sql, clock }, s.org.id, {
+    const other = await createPublishableKey({ ...ctx.deps, clock }, s.org.id, {
       agentId: s.agent.id,
       allowedOrigins: ["https://a.example.com"],
       monthlyMinuteCap: 5,
@@ -154,7 +155,7 @@ describe("reserveMinutes", () => {
   test("a plan allowance lowered below usage leaves nothing (and no negative maxSeconds)", async () => {
     const s = await setup({ planMinutes: 20 });
     await reserve({ organizationId: s.org.id, livemode: true });
-    await updateOrganization({ sql: ctx.deps.sql, clock }, s.org.id, { paidPlan: true, planMinutes: 5 });
+    await updateOrganization({ ...ctx.deps, clock }, s.org.id, { paidPlan: true, planMinutes: 5 });
     expect((await refusal(reserve({ organizationId: s.org.id, livemode: true }))).code).toBe(
       "plan_minutes_exhausted",
     );

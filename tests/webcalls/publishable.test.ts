@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { updateAgent } from "../../src/services/agents.ts";
+import { revokePublishableKey } from "../../src/services/keys.ts";
 import { usedMinutes } from "../../src/services/minutes.ts";
-import { revokePublishableKey, updateAgent, updateOrganization } from "../../src/services/tenancy.ts";
+import { updateOrganization } from "../../src/services/organizations.ts";
 import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
 import {
   codeOf,
@@ -24,7 +26,7 @@ beforeAll(async () => {
 }, SETUP_TIMEOUT_MS);
 afterAll(() => w.close());
 
-const c = () => ({ sql: w.ctx.deps.sql, clock: w.ctx.deps.clock });
+const c = () => w.ctx.deps;
 /** A bot-check token the fake verifier accepts (once), for `hostname`. */
 const good = (hostname = "shop.example.com") => w.captcha.token(`good-${++tokens}`, { hostname });
 const bad = () => w.captcha.token(`bad-${++tokens}`, { success: false });

@@ -2,8 +2,11 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sha256 } from "../../src/auth/keys.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { ApiError } from "../../src/errors.ts";
-import { newId } from "../../src/ids.ts";
+import { assertAgentAvailable, assertPaidPlan } from "../../src/services/admission.ts";
+import { updateAgent } from "../../src/services/agents.ts";
+import { createSecretKey, revokeSecretKey } from "../../src/services/keys.ts";
 import { reserveMinutes, usedMinutes } from "../../src/services/minutes.ts";
+import { updateOrganization } from "../../src/services/organizations.ts";
 import {
   hitRateLimit,
   rateLimitHit,
@@ -11,21 +14,14 @@ import {
   WebCallRateLimit,
 } from "../../src/services/rateLimit.ts";
 import {
-  assertAgentAvailable,
-  assertPaidPlan,
   findSessionToken,
   redeemSessionToken,
   withRedeemedSessionToken,
-} from "../../src/services/sessions.ts";
-import {
-  createSecretKey,
-  revokeSecretKey,
-  updateAgent,
-  updateOrganization,
-} from "../../src/services/tenancy.ts";
+} from "../../src/services/sessionTokens.ts";
 import { startWithSessionToken } from "../../src/services/webCalls.ts";
 import type { TimerScheduler } from "../../src/timers/scheduler.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
+import { newId } from "../helpers/ids.ts";
 import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
 
 let ctx: TestContext;
@@ -103,7 +99,7 @@ describe("redeemSessionToken", () => {
   test("revoking the key that minted a token invalidates the token", async () => {
     const s = await seedOrganization(ctx);
     const token = await mintToken(s.liveKey, { agentId: s.agent.id });
-    await revokeSecretKey({ sql: ctx.deps.sql, clock }, s.live.id);
+    await revokeSecretKey({ ...ctx.deps, clock }, s.live.id);
     expect(await findSessionToken(ctx.db.sql, token, clock)).toBeNull();
     expect(await redeemSessionToken(ctx.db.sql, token, clock)).toBeNull();
   });
@@ -200,7 +196,7 @@ describe("withRedeemedSessionToken: the session form up to the start of the call
   test("the order of CONTRACT.md §4 composed: paid plan → agent → plan minutes, each refusal leaving the token valid", async () => {
     const s = await seedOrganization(ctx, { planMinutes: 0 });
     const token = await mintToken(s.liveKey, { agentId: s.agent.id });
-    const c = { sql: ctx.deps.sql, clock };
+    const c = { ...ctx.deps, clock };
     const use = () =>
       withRedeemedSessionToken(ctx.db.sql, token, clock, async (tx, session) => {
         if (session.livemode) await assertPaidPlan(tx, session.organizationId);
@@ -244,7 +240,7 @@ describe("withRedeemedSessionToken: the session form up to the start of the call
 });
 
 describe("a test token: the claim checks its agent", () => {
-  const c = () => ({ sql: ctx.deps.sql, clock });
+  const c = () => ({ ...ctx.deps, clock });
   let addressSeq = 0;
   let lastAddress = "";
   const hitFrom = (address: string) =>
@@ -254,7 +250,7 @@ describe("a test token: the claim checks its agent", () => {
     lastAddress = `2001:db8::${(++addressSeq).toString(16)}`;
     return hitFrom(lastAddress);
   };
-  const start = (token: string) => startWithSessionToken(ctx.deps, null, token, freshHit());
+  const start = (token: string) => startWithSessionToken(ctx.deps, token, freshHit());
   const spentCount = async (orgId: string) => {
     const [row] = await ctx.db.sql<{ n: number }[]>`
       select count(*)::int as n from session_tokens where organization_id = ${orgId} and spent_at is not null`;
@@ -331,7 +327,7 @@ describe("a test token: the claim checks its agent", () => {
       .catch((e) => e.session);
     expect(claimed?.agent).toEqual({ active: false, language: "en" });
     expect(await findSessionToken(ctx.db.sql, token, clock)).not.toBeNull();
-    expect(codeOf(await startWithSessionToken(ctx.deps, null, token, freshHit()).catch((e) => e))).toBe(
+    expect(codeOf(await startWithSessionToken(ctx.deps, token, freshHit()).catch((e) => e))).toBe(
       "agent_unavailable",
     );
     expect(await findSessionToken(ctx.db.sql, token, clock)).not.toBeNull();
@@ -358,7 +354,7 @@ describe("a test token: the claim checks its agent", () => {
     const callCount = async () =>
       (await ctx.db.sql<{ n: number }[]>`select count(*)::int as n from calls`)[0]!.n;
     const before = await callCount();
-    const refused = await startWithSessionToken(ctx.deps, null, token, hitFrom(address)).catch((e) => e);
+    const refused = await startWithSessionToken(ctx.deps, token, hitFrom(address)).catch((e) => e);
     expect(codeOf(refused)).toBe("rate_limited");
     expect((refused as ApiError).headers).toEqual({ "Retry-After": "600" });
     expect(await findSessionToken(ctx.db.sql, token, clock)).not.toBeNull();
@@ -381,11 +377,12 @@ describe("a test token: the claim checks its agent", () => {
       },
       cancel: async () => false,
     };
+    const timers = ctx.deps.timers;
     ctx.deps.timers = failing;
     try {
       expect(String(await start(token).catch((e) => e))).toContain("division by zero");
     } finally {
-      delete ctx.deps.timers;
+      ctx.deps.timers = timers;
     }
     const [calls] = await ctx.db.sql<{ n: number }[]>`
       select count(*)::int as n from calls where organization_id = ${s.org.id}`;
@@ -417,7 +414,7 @@ describe("a test token: the claim checks its agent", () => {
 
 describe("checks used by the web call", () => {
   test("assertAgentAvailable: inactive agent, unknown agent, or a live call without media server are 503", async () => {
-    const c = { sql: ctx.deps.sql, clock };
+    const c = { ...ctx.deps, clock };
     const s = await seedOrganization(ctx);
     const ok = await assertAgentAvailable(ctx.db.sql, s.org.id, s.agent.id, {
       livemode: true,
@@ -439,7 +436,7 @@ describe("checks used by the web call", () => {
   test("assertPaidPlan reads the organization now", async () => {
     const s = await seedOrganization(ctx, { paidPlan: false });
     expect(await assertPaidPlan(ctx.db.sql, s.org.id).then(() => "ok", codeOf)).toBe("plan_required");
-    await updateOrganization({ sql: ctx.deps.sql, clock }, s.org.id, { paidPlan: true });
+    await updateOrganization({ ...ctx.deps, clock }, s.org.id, { paidPlan: true });
     expect(await assertPaidPlan(ctx.db.sql, s.org.id).then(() => "ok", codeOf)).toBe("ok");
   });
 });

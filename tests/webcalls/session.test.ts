@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { updateAgent } from "../../src/services/agents.ts";
 import { usedMinutes } from "../../src/services/minutes.ts";
-import { updateAgent, updateOrganization } from "../../src/services/tenancy.ts";
+import { updateOrganization } from "../../src/services/organizations.ts";
 import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
 import {
   codeOf,
@@ -25,7 +26,7 @@ beforeAll(async () => {
 }, SETUP_TIMEOUT_MS);
 afterAll(() => w.close());
 
-const c = () => ({ sql: w.ctx.deps.sql, clock: w.ctx.deps.clock });
+const c = () => w.ctx.deps;
 
 describe("a test session token", () => {
   test("answers a simulated call that plays out and is readable with a test key; nothing is connected", async () => {

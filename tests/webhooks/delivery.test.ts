@@ -4,8 +4,8 @@ import type { Server } from "bun";
 import type { Sql } from "postgres";
 import { recordEvent } from "../../src/services/events.ts";
 import { deliverWebhook, MAX_ATTEMPTS, WebhookSender } from "../../src/services/webhookDelivery.ts";
-import type { FiredTimer, HandlerContext } from "../../src/timers/runner.ts";
 import { databaseScheduler } from "../../src/timers/scheduler.ts";
+import type { FiredTimer, HandlerContext } from "../../src/timers/types.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
 
@@ -175,7 +175,7 @@ describe("with the timer runner", () => {
     const endpoint = await createEndpoint(ctx, seed.liveKey, receiver.url("/deleted"));
     let eventId = "";
     await ctx.db.sql.begin(async (tx) => {
-      eventId = await recordEvent(tx, ctx.deps.clock, {
+      eventId = await recordEvent(tx, ctx.deps, {
         organizationId: seed.org.id,
         type: "contact.created",
         livemode: true,
@@ -203,7 +203,7 @@ describe("one attempt at a time (no runner: the handler is called by the test)",
   /** Writes an event for one new endpoint at `path`; returns the delivery the trigger created. */
   async function pendingDelivery(path: string) {
     const endpoint = await createEndpoint(ctx, seed.liveKey, receiver.url(path));
-    const eventId = await recordEvent(ctx.db.sql, ctx.deps.clock, {
+    const eventId = await recordEvent(ctx.db.sql, ctx.deps, {
       organizationId: seed.org.id,
       type: "contact.deleted",
       livemode: true,

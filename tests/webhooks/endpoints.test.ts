@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { EVENT_TYPES } from "../../src/services/eventTypes.ts";
-import { createSecretKey } from "../../src/services/tenancy.ts";
+import { EVENT_TYPES } from "../../src/services/events.ts";
+import { createSecretKey } from "../../src/services/keys.ts";
 import { isPrivateHost, parseIPv6 } from "../../src/services/webhookUrls.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 
@@ -237,7 +237,7 @@ describe("WEBHOOK_ALLOW_PRIVATE_URLS=true", () => {
 
 describe("keys and scopes", () => {
   test("webhooks:read lists, webhooks:write creates and deletes; no key is 401", async () => {
-    const c = { sql: ctx.deps.sql, clock: ctx.deps.clock };
+    const c = ctx.deps;
     const reader = await createSecretKey(c, seed.org.id, { mode: "live", scopes: ["webhooks:read"] });
     const writer = await createSecretKey(c, seed.org.id, { mode: "test", scopes: ["webhooks:write"] });
     expect((await ctx.request("/api/v1/webhook-endpoints", { key: reader.key })).status).toBe(200);

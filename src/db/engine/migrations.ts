@@ -12,6 +12,7 @@ import m0009 from "../../../sql/0009_session_token_language.sql" with { type: "t
 import m0010 from "../../../sql/0010_documents.sql" with { type: "text" };
 import m0011 from "../../../sql/0011_webhook_deliveries.sql" with { type: "text" };
 import m0012 from "../../../sql/0012_batch_rows.sql" with { type: "text" };
+import m0013 from "../../../sql/0013_single_timers.sql" with { type: "text" };
 
 export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0001_init", sql: m0001 },
@@ -26,4 +27,5 @@ export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0010_documents", sql: m0010 },
   { name: "0011_webhook_deliveries", sql: m0011 },
   { name: "0012_batch_rows", sql: m0012 },
+  { name: "0013_single_timers", sql: m0013 },
 ];

@@ -1,18 +1,16 @@
 import type { MiddlewareHandler } from "hono";
 import { sha256, timingSafeEqual } from "../../auth/keys.ts";
-import type { App, AppEnv, Deps } from "../../deps.ts";
+import type { Deps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
-
-const guards = new WeakMap<Deps["env"], MiddlewareHandler<AppEnv>>();
+import type { App, AppEnv } from "../../http/appEnv.ts";
 
 /**
  * The gate of every admin route. Without ADMIN_TOKEN the admin API does not exist: the answer is
  * the same 404 as for an unknown route. With it, `Authorization: Bearer <ADMIN_TOKEN>` is required;
- * the SHA-256 hashes of both tokens are compared in constant time so timing reveals nothing.
+ * the SHA-256 hashes of both tokens are compared in constant time so timing reveals nothing. Made once
+ * per app (routes/admin/index.ts), which hashes the token once.
  */
 export function requireAdminToken(deps: Pick<Deps, "env">): MiddlewareHandler<AppEnv> {
-  const existing = guards.get(deps.env);
-  if (existing) return existing;
   const token = deps.env.ADMIN_TOKEN;
   const expected = token ? sha256(token) : null;
   const guard: MiddlewareHandler<AppEnv> = async (c, next) => {
@@ -24,7 +22,6 @@ export function requireAdminToken(deps: Pick<Deps, "env">): MiddlewareHandler<Ap
     }
     await next();
   };
-  guards.set(deps.env, guard);
   return guard;
 }
 

@@ -1,25 +1,55 @@
-import type { App, Deps } from "../../deps.ts";
-import { registerAdminSecurityScheme } from "./auth.ts";
-import { registerAdminCreateAgent } from "./createAgent.ts";
-import { registerAdminCreateKnowledgeBase } from "./createKnowledgeBase.ts";
-import { registerAdminCreateOrganization } from "./createOrganization.ts";
-import { registerAdminCreatePublishableKey } from "./createPublishableKey.ts";
-import { registerAdminCreateSecretKey } from "./createSecretKey.ts";
-import { registerAdminRevokePublishableKey } from "./revokePublishableKey.ts";
-import { registerAdminRevokeSecretKey } from "./revokeSecretKey.ts";
-import { registerAdminUpdateAgent } from "./updateAgent.ts";
-import { registerAdminUpdateOrganization } from "./updateOrganization.ts";
+import { createRoute } from "@hono/zod-openapi";
+import { type AdminOperation, adminOperations } from "../../admin/operations.ts";
+import { idParams, jsonRequest } from "../../admin/schema.ts";
+import type { Deps } from "../../deps.ts";
+import { type ErrorCode, errorResponses } from "../../errors.ts";
+import type { App, RouteRegistration } from "../../http/appEnv.ts";
+import { ADMIN_NOTE, adminSecurity, registerAdminSecurityScheme, requireAdminToken } from "./auth.ts";
 
-/** The operators' API of CONTRACT.md §3, under /api/admin/v1. Always registered and documented; gated at request time. */
-export const adminRoutes: ((app: App, deps: Deps) => void)[] = [
-  registerAdminSecurityScheme,
-  registerAdminCreateOrganization,
-  registerAdminUpdateOrganization,
-  registerAdminCreateAgent,
-  registerAdminUpdateAgent,
-  registerAdminCreateSecretKey,
-  registerAdminCreatePublishableKey,
-  registerAdminRevokeSecretKey,
-  registerAdminRevokePublishableKey,
-  registerAdminCreateKnowledgeBase,
+/**
+ * The operators' API under /api/admin/v1: one route per operation of admin/operations.ts. Always
+ * registered and documented; gated at request time (404 without ADMIN_TOKEN).
+ */
+export const adminRoutes: RouteRegistration[] = [
+  (app, deps) => {
+    registerAdminSecurityScheme(app);
+    const guard = requireAdminToken(deps);
+    for (const op of adminOperations) if (!op.cliOnly) registerOperation(app, deps, op, guard);
+  },
 ];
+
+function registerOperation(
+  app: App,
+  deps: Deps,
+  op: AdminOperation,
+  guard: ReturnType<typeof requireAdminToken>,
+) {
+  // Without ADMIN_TOKEN every admin route answers 404 `not_found`, as if absent.
+  const codes: ErrorCode[] = ["invalid_request", "invalid_key", "not_found", ...op.errors];
+  if (op.body) codes.push("payload_too_large", "unsupported_media_type");
+  const route = createRoute({
+    method: op.method,
+    path: `/api/admin/v1${op.path}`,
+    tags: ["Admin"],
+    summary: op.summary,
+    description: `${op.description} ${ADMIN_NOTE}`,
+    security: adminSecurity,
+    middleware: [guard] as const,
+    request: {
+      ...(op.id ? { params: idParams(op.id.prefix, op.id.example) } : {}),
+      ...(op.body ? jsonRequest(op.body) : {}),
+    },
+    responses: {
+      [op.response.status]: {
+        description: op.response.description,
+        content: { "application/json": { schema: op.response.schema } },
+      },
+      ...errorResponses(...new Set(codes)),
+    },
+  });
+  app.openapi(route, async (c) => {
+    const id = op.id ? (c.req.valid("param" as never) as { id: string }).id : "";
+    const body = op.body ? (c.req.valid("json" as never) as Record<string, unknown>) : {};
+    return c.json(await op.run(deps, id, body), op.response.status) as never;
+  });
+}

@@ -1,8 +1,9 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { secretKeyAuth } from "../../auth/secretKey.ts";
-import { listAgents } from "../../db/agents.ts";
-import type { App, Deps } from "../../deps.ts";
+import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
+import type { App } from "../../http/appEnv.ts";
+import { secretKeyAuth } from "../../http/secretKey.ts";
+import { listAgentsForKey } from "../../services/agents.ts";
 import { AgentSchema } from "./schema.ts";
 
 export function registerListAgents(app: App, deps: Deps) {
@@ -14,7 +15,7 @@ export function registerListAgents(app: App, deps: Deps) {
     description:
       "Lists the agents of the organization (those the key is restricted to, if any). This list keeps its own format " +
       "(`{agents: [...]}`) until it adopts the cursor convention.",
-    ...secretKeyAuth(deps.sql, "agents:read"),
+    ...secretKeyAuth(deps, "agents:read"),
     responses: {
       200: {
         description: "The agents, newest first.",
@@ -24,8 +25,6 @@ export function registerListAgents(app: App, deps: Deps) {
     },
   });
   app.openapi(route, async (c) => {
-    const auth = c.get("auth");
-    const agents = await listAgents(deps.sql, auth.organizationId, auth.agentIds);
-    return c.json({ agents }, 200);
+    return c.json(await listAgentsForKey(deps, c.get("auth")), 200);
   });
 }

@@ -1,9 +1,10 @@
 import { createRoute } from "@hono/zod-openapi";
-import { secretKeyAuth } from "../../auth/secretKey.ts";
-import type { App, Deps } from "../../deps.ts";
+import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
-import { CreateCallInput, createCall } from "../../services/calls.ts";
-import { CallSchema } from "./schema.ts";
+import type { App } from "../../http/appEnv.ts";
+import { secretKeyAuth } from "../../http/secretKey.ts";
+import { createCall } from "../../services/calls.ts";
+import { CallSchema, CreateCallInput } from "./schema.ts";
 
 export function registerCreateCall(app: App, deps: Deps) {
   const route = createRoute({
@@ -20,7 +21,7 @@ export function registerCreateCall(app: App, deps: Deps) {
       "With a live key: a paid plan is required (403 `plan_required`), then a carrier (503 " +
       "`carrier_unavailable`). A future `runAt` creates the call in status `scheduled` with a `taskId` " +
       "(see `GET /v1/tasks`).",
-    ...secretKeyAuth(deps.sql, "calls:write"),
+    ...secretKeyAuth(deps, "calls:write"),
     request: { body: { required: true, content: { "application/json": { schema: CreateCallInput } } } },
     responses: {
       201: { description: "The call.", content: { "application/json": { schema: CallSchema } } },

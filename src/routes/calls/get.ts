@@ -1,7 +1,8 @@
 import { createRoute } from "@hono/zod-openapi";
-import { secretKeyAuth } from "../../auth/secretKey.ts";
-import type { App, Deps } from "../../deps.ts";
+import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
+import type { App } from "../../http/appEnv.ts";
+import { secretKeyAuth } from "../../http/secretKey.ts";
 import { getCall } from "../../services/calls.ts";
 import { CallIdParams, CallSchema } from "./schema.ts";
 
@@ -13,7 +14,7 @@ export function registerGetCall(app: App, deps: Deps) {
     summary: "Retrieve a call",
     description:
       "A call of the key's mode. A call of the other mode, or of another organization, is 404 `not_found`.",
-    ...secretKeyAuth(deps.sql, "calls:read"),
+    ...secretKeyAuth(deps, "calls:read"),
     request: { params: CallIdParams },
     responses: {
       200: { description: "The call.", content: { "application/json": { schema: CallSchema } } },

@@ -1,7 +1,8 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { secretKeyAuth } from "../../auth/secretKey.ts";
-import type { App, Deps } from "../../deps.ts";
+import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
+import type { App } from "../../http/appEnv.ts";
+import { secretKeyAuth } from "../../http/secretKey.ts";
 import { assertLivemodeMatches, listEnvelope, listQuery, livemodeParam } from "../../lists/cursor.ts";
 import { CALL_STATUSES, listCalls } from "../../services/calls.ts";
 import { CallSchema } from "./schema.ts";
@@ -31,7 +32,7 @@ export function registerListCalls(app: App, deps: Deps) {
     description:
       "Calls of the key's mode only, newest first, cursor pagination (`limit`, `starting_after`). A `livemode` " +
       "value that differs from the key's mode is 400 `invalid_query`.",
-    ...secretKeyAuth(deps.sql, "calls:read"),
+    ...secretKeyAuth(deps, "calls:read"),
     request: { query: CallListQuery },
     responses: {
       200: {

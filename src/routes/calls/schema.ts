@@ -1,5 +1,37 @@
 import { z } from "@hono/zod-openapi";
+import { E164, FlatObjectSchema } from "../../schemas.ts";
 import { CALL_STATUSES } from "../../services/calls.ts";
+
+/** `variables` of a call: a flat object. */
+export const FlatVariables = FlatObjectSchema.openapi({
+  description: "Flat object of simple values (string ≤ 1,000 characters, number, boolean, null); ≤ 50 keys.",
+  example: { firstName: "Claire", language: "fr" },
+});
+
+export const CreateCallInput = z
+  .object({
+    agentId: z.string().openapi({ example: "agt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
+    to: z
+      .string()
+      .regex(E164, { message: "to must be a phone number in E.164 format, such as +33612345678" })
+      .openapi({ example: "+33612345678" }),
+    contactId: z.string().nullable().optional().openapi({ example: "ct_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
+    variables: FlatVariables.optional(),
+    runAt: z.iso
+      .datetime({
+        offset: true,
+        message: "runAt must be an ISO 8601 timestamp, such as 2026-11-21T09:30:00.000Z",
+      })
+      .optional()
+      .openapi({
+        description:
+          "Live keys: a future time creates a scheduled call and a task. Test keys: ignored (the call is simulated now).",
+        example: "2026-11-22T09:30:00.000Z",
+      }),
+  })
+  .strict()
+  .openapi("CreateCallRequest");
+export type CreateCallInput = z.infer<typeof CreateCallInput>;
 
 const timestamp = (description: string) =>
   z.string().nullable().openapi({ description, example: "2026-11-21T09:30:05.000Z" });

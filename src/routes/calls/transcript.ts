@@ -1,7 +1,8 @@
 import { createRoute } from "@hono/zod-openapi";
-import { secretKeyAuth } from "../../auth/secretKey.ts";
-import type { App, Deps } from "../../deps.ts";
+import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
+import type { App } from "../../http/appEnv.ts";
+import { secretKeyAuth } from "../../http/secretKey.ts";
 import { getTranscript } from "../../services/calls.ts";
 import { CallIdParams, TranscriptSchema } from "./schema.ts";
 
@@ -14,7 +15,7 @@ export function registerGetTranscript(app: App, deps: Deps) {
     description:
       "404 `not_found` until the transcript exists (a simulated call has one once `completed`), and for a call " +
       "of the other mode.",
-    ...secretKeyAuth(deps.sql, "calls:read"),
+    ...secretKeyAuth(deps, "calls:read"),
     request: { params: CallIdParams },
     responses: {
       200: { description: "The transcript.", content: { "application/json": { schema: TranscriptSchema } } },

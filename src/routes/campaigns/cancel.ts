@@ -1,7 +1,8 @@
 import { createRoute } from "@hono/zod-openapi";
-import { secretKeyAuth } from "../../auth/secretKey.ts";
-import type { App, Deps } from "../../deps.ts";
+import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
+import type { App } from "../../http/appEnv.ts";
+import { secretKeyAuth } from "../../http/secretKey.ts";
 import { cancelCampaign } from "../../services/campaigns.ts";
 import { CampaignIdParams, CampaignSchema } from "./schema.ts";
 
@@ -17,7 +18,7 @@ export function registerCancelCampaign(app: App, deps: Deps) {
       "`campaign.cancelled` once. A campaign already `completed` or `cancelled` is answered 200 as it is, " +
       "unchanged, with no event. A campaign whose every call has already ended is answered `completed` " +
       "(`campaign.completed`) rather than cancelled. A campaign of the other mode is 404 `not_found`. No body.",
-    ...secretKeyAuth(deps.sql, "campaigns:write"),
+    ...secretKeyAuth(deps, "campaigns:write"),
     request: { params: CampaignIdParams },
     responses: {
       200: { description: "The campaign.", content: { "application/json": { schema: CampaignSchema } } },

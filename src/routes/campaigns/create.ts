@@ -1,9 +1,10 @@
 import { createRoute } from "@hono/zod-openapi";
-import { secretKeyAuth } from "../../auth/secretKey.ts";
-import type { App, Deps } from "../../deps.ts";
+import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
-import { CreateCampaignInput, createCampaign } from "../../services/campaigns.ts";
-import { CampaignSchema } from "./schema.ts";
+import type { App } from "../../http/appEnv.ts";
+import { secretKeyAuth } from "../../http/secretKey.ts";
+import { createCampaign } from "../../services/campaigns.ts";
+import { CampaignSchema, CreateCampaignInput } from "./schema.ts";
 
 export function registerCreateCampaign(app: App, deps: Deps) {
   const route = createRoute({
@@ -21,7 +22,7 @@ export function registerCreateCampaign(app: App, deps: Deps) {
       "With a live key: a paid plan is required (403 `plan_required`), then plan minutes left this month " +
       "(403 `plan_minutes_exhausted`), then a carrier (503 `carrier_unavailable`); nothing is written.\n\n" +
       "An unknown or foreign `agentId` or contact id is 404 `not_found` with `param` naming it.",
-    ...secretKeyAuth(deps.sql, "campaigns:write"),
+    ...secretKeyAuth(deps, "campaigns:write"),
     request: { body: { required: true, content: { "application/json": { schema: CreateCampaignInput } } } },
     responses: {
       201: {

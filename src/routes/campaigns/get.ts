@@ -1,7 +1,8 @@
 import { createRoute } from "@hono/zod-openapi";
-import { secretKeyAuth } from "../../auth/secretKey.ts";
-import type { App, Deps } from "../../deps.ts";
+import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
+import type { App } from "../../http/appEnv.ts";
+import { secretKeyAuth } from "../../http/secretKey.ts";
 import { getCampaign } from "../../services/campaigns.ts";
 import { CampaignIdParams, CampaignSchema } from "./schema.ts";
 
@@ -13,7 +14,7 @@ export function registerGetCampaign(app: App, deps: Deps) {
     summary: "Retrieve a campaign",
     description:
       "A campaign of the key's mode. A campaign of the other mode, or of another organization, is 404 `not_found`.",
-    ...secretKeyAuth(deps.sql, "campaigns:read"),
+    ...secretKeyAuth(deps, "campaigns:read"),
     request: { params: CampaignIdParams },
     responses: {
       200: { description: "The campaign.", content: { "application/json": { schema: CampaignSchema } } },

@@ -1,10 +1,10 @@
-import type { App, Deps } from "../../deps.ts";
+import type { RouteRegistration } from "../../http/appEnv.ts";
 import { registerCancelCampaign } from "./cancel.ts";
 import { registerCreateCampaign } from "./create.ts";
 import { registerGetCampaign } from "./get.ts";
 import { registerListCampaigns } from "./list.ts";
 
-export const campaignRoutes: ((app: App, deps: Deps) => void)[] = [
+export const campaignRoutes: RouteRegistration[] = [
   registerCreateCampaign,
   registerListCampaigns,
   registerGetCampaign,

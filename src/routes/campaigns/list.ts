@@ -1,7 +1,8 @@
 import { createRoute } from "@hono/zod-openapi";
-import { secretKeyAuth } from "../../auth/secretKey.ts";
-import type { App, Deps } from "../../deps.ts";
+import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
+import type { App } from "../../http/appEnv.ts";
+import { secretKeyAuth } from "../../http/secretKey.ts";
 import { assertLivemodeMatches } from "../../lists/cursor.ts";
 import { listCampaigns } from "../../services/campaigns.ts";
 import { CampaignList, CampaignListQuery } from "./schema.ts";
@@ -15,7 +16,7 @@ export function registerListCampaigns(app: App, deps: Deps) {
     description:
       "Campaigns of the key's mode only, newest first, cursor pagination (`limit`, `starting_after`). A " +
       "`livemode` value that differs from the key's mode is 400 `invalid_query`.",
-    ...secretKeyAuth(deps.sql, "campaigns:read"),
+    ...secretKeyAuth(deps, "campaigns:read"),
     request: { query: CampaignListQuery },
     responses: {
       200: { description: "A page of campaigns.", content: { "application/json": { schema: CampaignList } } },

@@ -1,6 +1,7 @@
 import { z } from "@hono/zod-openapi";
-import { CAMPAIGN_STATUSES } from "../../db/campaigns.ts";
 import { enumFilter, listEnvelope, listQuery, livemodeParam } from "../../lists/cursor.ts";
+import { FlatObjectSchema, PhoneSchema } from "../../schemas.ts";
+import { CAMPAIGN_STATUSES } from "../../services/campaigns.ts";
 
 const count = (description: string) => z.number().int().openapi({ description });
 
@@ -55,3 +56,81 @@ export const CampaignListQuery = listQuery({
 });
 
 export const CampaignList = listEnvelope(CampaignSchema, "CampaignList");
+
+const CampaignContactInput = z
+  .object({
+    phone: PhoneSchema,
+    name: z
+      .string()
+      .trim()
+      .min(1, { message: "must not be empty" })
+      .max(200, { message: "must be at most 200 characters" })
+      .nullable()
+      .optional()
+      .openapi({ example: "Jeanne Martin" }),
+    variables: FlatObjectSchema.optional().openapi({
+      description: "Flat object passed to the call of this contact (like the `variables` of a call).",
+      example: { firstName: "Jeanne" },
+    }),
+  })
+  .strict()
+  .openapi("CampaignContactInput");
+
+export const CreateCampaignInput = z
+  .object({
+    name: z
+      .string({ error: (iss) => (iss.input === undefined ? "is required" : "must be a string") })
+      .trim()
+      .min(1, { message: "must not be empty" })
+      .max(200, { message: "must be at most 200 characters" })
+      .openapi({ example: "November reminders" }),
+    agentId: z
+      .string({ error: (iss) => (iss.input === undefined ? "is required" : "must be a string") })
+      .openapi({ example: "agt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
+    contacts: z
+      .array(CampaignContactInput, { error: "must be an array of contacts" })
+      .min(1, { message: "must not be empty" })
+      .optional()
+      .openapi({ description: "The numbers to call, in order. Exactly one of `contacts` and `contactIds`." }),
+    contactIds: z
+      .array(z.string({ error: "must be contact ids" }), { error: "must be an array of contact ids" })
+      .min(1, { message: "must not be empty" })
+      .refine((ids) => new Set(ids).size === ids.length, { message: "must not repeat an id" })
+      .optional()
+      .openapi({
+        description:
+          "Contacts of the organization to call, in order. Exactly one of `contacts` and `contactIds`.",
+        example: ["ct_01JD8Y3M6W9Q2T4V5X7Z8A9B0C"],
+      }),
+    concurrency: z
+      .number({ error: "must be an integer from 1 to 20" })
+      .int({ message: "must be an integer from 1 to 20" })
+      .min(1, { message: "must be an integer from 1 to 20" })
+      .max(20, { message: "must be an integer from 1 to 20" })
+      .default(5)
+      .openapi({ description: "Most calls in progress at once.", example: 5 }),
+    maxAttempts: z
+      .number({ error: "must be an integer from 1 to 5" })
+      .int({ message: "must be an integer from 1 to 5" })
+      .min(1, { message: "must be an integer from 1 to 5" })
+      .max(5, { message: "must be an integer from 1 to 5" })
+      .default(2)
+      .openapi({
+        description:
+          "Calls placed at most per contact: a call that is not answered is retried until this number. " +
+          "Simulated calls are always answered, so a test campaign never retries.",
+        example: 2,
+      }),
+  })
+  .strict()
+  .superRefine((v, ctx) => {
+    if ((v.contacts === undefined) === (v.contactIds === undefined)) {
+      ctx.addIssue({
+        code: "custom",
+        message: "send exactly one of contacts and contactIds",
+        path: [v.contacts === undefined ? "contacts" : "contactIds"],
+      });
+    }
+  })
+  .openapi("CreateCampaignRequest");
+export type CreateCampaignInput = z.infer<typeof CreateCampaignInput>;

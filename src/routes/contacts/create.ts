@@ -1,9 +1,10 @@
 import { createRoute } from "@hono/zod-openapi";
-import { secretKeyAuth } from "../../auth/secretKey.ts";
-import type { App, Deps } from "../../deps.ts";
+import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
-import { ContactInputSchema, createContact } from "../../services/contacts.ts";
-import { ContactSchema } from "./schema.ts";
+import type { App } from "../../http/appEnv.ts";
+import { secretKeyAuth } from "../../http/secretKey.ts";
+import { createContact } from "../../services/contacts.ts";
+import { ContactInputSchema, ContactSchema } from "./schema.ts";
 
 export function registerCreateContact(app: App, deps: Deps) {
   const route = createRoute({
@@ -14,7 +15,7 @@ export function registerCreateContact(app: App, deps: Deps) {
     description:
       "Creates a contact of the organization and emits `contact.created`. Contacts are real data in both modes: " +
       "with a test key the contact really is created, and the event carries `livemode` false.",
-    ...secretKeyAuth(deps.sql, "contacts:write"),
+    ...secretKeyAuth(deps, "contacts:write"),
     request: {
       body: { required: true, content: { "application/json": { schema: ContactInputSchema } } },
     },

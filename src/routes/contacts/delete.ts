@@ -1,7 +1,8 @@
 import { createRoute } from "@hono/zod-openapi";
-import { secretKeyAuth } from "../../auth/secretKey.ts";
-import type { App, Deps } from "../../deps.ts";
+import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
+import type { App } from "../../http/appEnv.ts";
+import { secretKeyAuth } from "../../http/secretKey.ts";
 import { deleteContact } from "../../services/contacts.ts";
 import { ContactIdParams, DeletedContactSchema } from "./schema.ts";
 
@@ -14,7 +15,7 @@ export function registerDeleteContact(app: App, deps: Deps) {
     description:
       "Deletes the contact for good and emits `contact.deleted` with data `{id, deleted: true}`. Its id then " +
       "answers 404 and is refused as a cursor (`invalid_cursor`).",
-    ...secretKeyAuth(deps.sql, "contacts:write"),
+    ...secretKeyAuth(deps, "contacts:write"),
     request: { params: ContactIdParams },
     responses: {
       200: {

@@ -1,7 +1,8 @@
 import { createRoute } from "@hono/zod-openapi";
-import { secretKeyAuth } from "../../auth/secretKey.ts";
-import type { App, Deps } from "../../deps.ts";
+import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
+import type { App } from "../../http/appEnv.ts";
+import { secretKeyAuth } from "../../http/secretKey.ts";
 import { getContact } from "../../services/contacts.ts";
 import { ContactIdParams, ContactSchema } from "./schema.ts";
 
@@ -11,7 +12,7 @@ export function registerGetContact(app: App, deps: Deps) {
     path: "/api/v1/contacts/{id}",
     tags: ["Contacts"],
     summary: "Retrieve a contact",
-    ...secretKeyAuth(deps.sql, "contacts:read"),
+    ...secretKeyAuth(deps, "contacts:read"),
     request: { params: ContactIdParams },
     responses: {
       200: { description: "The contact.", content: { "application/json": { schema: ContactSchema } } },

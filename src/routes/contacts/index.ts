@@ -1,11 +1,11 @@
-import type { App, Deps } from "../../deps.ts";
+import type { RouteRegistration } from "../../http/appEnv.ts";
 import { registerCreateContact } from "./create.ts";
 import { registerDeleteContact } from "./delete.ts";
 import { registerGetContact } from "./get.ts";
 import { registerListContacts } from "./list.ts";
 import { registerUpdateContact } from "./update.ts";
 
-export const contactRoutes: ((app: App, deps: Deps) => void)[] = [
+export const contactRoutes: RouteRegistration[] = [
   registerCreateContact,
   registerListContacts,
   registerGetContact,

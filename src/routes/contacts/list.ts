@@ -1,7 +1,8 @@
 import { createRoute } from "@hono/zod-openapi";
-import { secretKeyAuth } from "../../auth/secretKey.ts";
-import type { App, Deps } from "../../deps.ts";
+import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
+import type { App } from "../../http/appEnv.ts";
+import { secretKeyAuth } from "../../http/secretKey.ts";
 import { listContacts } from "../../services/contacts.ts";
 import { ContactListQuery, ContactListSchema } from "./schema.ts";
 
@@ -13,7 +14,7 @@ export function registerListContacts(app: App, deps: Deps) {
     summary: "List contacts",
     description:
       "Lists the contacts of the organization (the same in both modes), newest first, with the cursor convention.",
-    ...secretKeyAuth(deps.sql, "contacts:read"),
+    ...secretKeyAuth(deps, "contacts:read"),
     request: { query: ContactListQuery },
     responses: {
       200: {

@@ -1,9 +1,10 @@
 import { createRoute } from "@hono/zod-openapi";
-import { secretKeyAuth } from "../../auth/secretKey.ts";
-import type { App, Deps } from "../../deps.ts";
+import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
-import { ContactPatchSchema, updateContact } from "../../services/contacts.ts";
-import { ContactIdParams, ContactSchema } from "./schema.ts";
+import type { App } from "../../http/appEnv.ts";
+import { secretKeyAuth } from "../../http/secretKey.ts";
+import { updateContact } from "../../services/contacts.ts";
+import { ContactIdParams, ContactPatchSchema, ContactSchema } from "./schema.ts";
 
 export function registerUpdateContact(app: App, deps: Deps) {
   const route = createRoute({
@@ -14,7 +15,7 @@ export function registerUpdateContact(app: App, deps: Deps) {
     description:
       "Changes the fields sent; `null` clears `name` or `email` and empties `metadata` (which is replaced as a " +
       "whole when sent). Emits `contact.updated` when something changed, with `livemode` of the key.",
-    ...secretKeyAuth(deps.sql, "contacts:write"),
+    ...secretKeyAuth(deps, "contacts:write"),
     request: {
       params: ContactIdParams,
       body: { required: true, content: { "application/json": { schema: ContactPatchSchema } } },

@@ -1,9 +1,10 @@
 import { createRoute } from "@hono/zod-openapi";
-import { secretKeyAuth } from "../../auth/secretKey.ts";
-import type { App, Deps } from "../../deps.ts";
+import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
+import type { App } from "../../http/appEnv.ts";
+import { secretKeyAuth } from "../../http/secretKey.ts";
 import { assertLivemodeMatches } from "../../lists/cursor.ts";
-import { listEvents } from "../../services/eventLog.ts";
+import { listEvents } from "../../services/events.ts";
 import { EventListQuery, EventListSchema } from "./schema.ts";
 
 export function registerListEvents(app: App, deps: Deps) {
@@ -15,7 +16,7 @@ export function registerListEvents(app: App, deps: Deps) {
     description:
       "Lists the events of the organization in the mode of the key (test keys see `livemode` false events only), " +
       "newest first, with the cursor convention. A `livemode` value other than the key's mode is 400 `invalid_query`.",
-    ...secretKeyAuth(deps.sql, "events:read"),
+    ...secretKeyAuth(deps, "events:read"),
     request: { query: EventListQuery },
     responses: {
       200: {
@@ -29,6 +30,6 @@ export function registerListEvents(app: App, deps: Deps) {
     const auth = c.get("auth");
     const query = c.req.valid("query");
     assertLivemodeMatches(query.livemode, auth.livemode);
-    return c.json(await listEvents(deps.sql, auth, query), 200);
+    return c.json(await listEvents(deps, auth, query), 200);
   });
 }

@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { enumFilter, listEnvelope, listQuery, livemodeParam } from "../../lists/cursor.ts";
-import { EVENT_TYPES } from "../../services/eventTypes.ts";
+import { EVENT_TYPES } from "../../services/events.ts";
 
 export const EventTypeSchema = z.enum(EVENT_TYPES).openapi("EventType");
 

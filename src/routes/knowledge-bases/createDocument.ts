@@ -1,8 +1,10 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { secretKeyAuth } from "../../auth/secretKey.ts";
-import type { App, Deps } from "../../deps.ts";
+import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
-import { addDocument, CHUNK_MAX_CHARS, DocumentInputSchema } from "../../services/documents.ts";
+import type { App } from "../../http/appEnv.ts";
+import { secretKeyAuth } from "../../http/secretKey.ts";
+import { addDocument, CHUNK_MAX_CHARS } from "../../services/documents.ts";
+import { DocumentInputSchema } from "./schema.ts";
 
 const KnowledgeBaseIdParams = z.object({
   id: z.string().openapi({ param: { name: "id", in: "path" }, example: "kb_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
@@ -33,7 +35,7 @@ export function registerCreateDocument(app: App, deps: Deps) {
       "sentences and words. With a test key the request is validated the same way, nothing is stored, " +
       "the answer carries `simulated: true` and a fictitious `documentId` (the document does not exist " +
       "afterwards) and the event has `livemode` false. No paid plan is needed. The body may be up to 1 MiB.",
-    ...secretKeyAuth(deps.sql, "knowledge:write"),
+    ...secretKeyAuth(deps, "knowledge:write"),
     request: {
       params: KnowledgeBaseIdParams,
       body: { required: true, content: { "application/json": { schema: DocumentInputSchema } } },

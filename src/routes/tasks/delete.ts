@@ -1,7 +1,8 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { secretKeyAuth } from "../../auth/secretKey.ts";
-import type { App, Deps } from "../../deps.ts";
+import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
+import type { App } from "../../http/appEnv.ts";
+import { secretKeyAuth } from "../../http/secretKey.ts";
 import { deleteTask } from "../../services/tasks.ts";
 import { liveModeOnly } from "./list.ts";
 
@@ -14,7 +15,7 @@ export function registerDeleteTask(app: App, deps: Deps) {
     description:
       "Live keys only (a test key gets 403 `test_mode_not_supported`, before the id is looked at). Cancels the " +
       "task and its call (status `cancelled`). A task that already ran is 404 `not_found`.",
-    ...secretKeyAuth(deps.sql, "tasks:write", liveModeOnly),
+    ...secretKeyAuth(deps, "tasks:write", liveModeOnly),
     request: {
       params: z.object({
         id: z

@@ -1,8 +1,9 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import type { MiddlewareHandler } from "hono";
-import { secretKeyAuth } from "../../auth/secretKey.ts";
-import type { App, AppEnv, Deps } from "../../deps.ts";
+import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
+import type { App, AppEnv } from "../../http/appEnv.ts";
+import { secretKeyAuth } from "../../http/secretKey.ts";
 import { assertLiveMode, listTasks } from "../../services/tasks.ts";
 import { TaskSchema } from "./schema.ts";
 
@@ -21,7 +22,7 @@ export function registerListTasks(app: App, deps: Deps) {
     description:
       "Live keys only (a test key gets 403 `test_mode_not_supported`). The tasks still to run, soonest first, " +
       "in this list's own format `{tasks: [...]}` (not the cursor convention yet).",
-    ...secretKeyAuth(deps.sql, "tasks:read", liveModeOnly),
+    ...secretKeyAuth(deps, "tasks:read", liveModeOnly),
     responses: {
       200: {
         description: "Scheduled tasks.",

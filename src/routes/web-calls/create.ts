@@ -1,8 +1,8 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import type { App, Deps } from "../../deps.ts";
+import type { Deps } from "../../deps.ts";
 import { ApiError, errorResponses } from "../../errors.ts";
+import type { App } from "../../http/appEnv.ts";
 import { clientAddressResolver } from "../../http/clientAddress.ts";
-import type { LiveKit } from "../../livekit/client.ts";
 import { startWithPublishableKey, startWithSessionToken } from "../../services/webCalls.ts";
 
 /**
@@ -70,7 +70,7 @@ const SimulatedWebCallSchema = z
       "A test session token: nothing is connected; the call plays as a simulated call, readable with a test key.",
   });
 
-export function registerStartWebCall(app: App, deps: Deps, liveKit: LiveKit | null) {
+export function registerStartWebCall(app: App, deps: Deps) {
   const clientAddress = clientAddressResolver(deps.env.TRUST_PROXY);
   const route = createRoute({
     method: "post",
@@ -127,7 +127,7 @@ export function registerStartWebCall(app: App, deps: Deps, liveKit: LiveKit | nu
     // the publishable form does anything (http/webCallGate.ts).
     const rateLimit = c.get("webCallRateLimit");
     if (hasSession) {
-      return c.json(await startWithSessionToken(deps, liveKit, body.sessionToken, rateLimit), 201);
+      return c.json(await startWithSessionToken(deps, body.sessionToken, rateLimit), 201);
     }
     if (body.publishableKey === undefined) {
       throw new ApiError("invalid_request", "publishableKey is required with captchaToken.", {
@@ -135,7 +135,7 @@ export function registerStartWebCall(app: App, deps: Deps, liveKit: LiveKit | nu
       });
     }
     await rateLimit.settle();
-    const started = await startWithPublishableKey(deps, liveKit, {
+    const started = await startWithPublishableKey(deps, {
       publishableKey: body.publishableKey,
       captchaToken: body.captchaToken,
       origin: c.req.header("origin"),

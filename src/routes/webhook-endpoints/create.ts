@@ -1,9 +1,10 @@
 import { createRoute } from "@hono/zod-openapi";
-import { secretKeyAuth } from "../../auth/secretKey.ts";
-import type { App, Deps } from "../../deps.ts";
+import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
-import { createWebhookEndpoint, WebhookEndpointInputSchema } from "../../services/webhookEndpoints.ts";
-import { CreatedWebhookEndpointSchema } from "./schema.ts";
+import type { App } from "../../http/appEnv.ts";
+import { secretKeyAuth } from "../../http/secretKey.ts";
+import { createWebhookEndpoint } from "../../services/webhookEndpoints.ts";
+import { CreatedWebhookEndpointSchema, WebhookEndpointInputSchema } from "./schema.ts";
 
 export function registerCreateWebhookEndpoint(app: App, deps: Deps) {
   const route = createRoute({
@@ -20,7 +21,7 @@ export function registerCreateWebhookEndpoint(app: App, deps: Deps) {
       "under the base64-decoded part of the secret after `whsec_`). At least once: an answer other than 2xx " +
       "(redirects are not followed) or none within 15 s is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and " +
       "10 h after the failure, then given up. Use `webhook-id` to ignore a repeat.",
-    ...secretKeyAuth(deps.sql, "webhooks:write"),
+    ...secretKeyAuth(deps, "webhooks:write"),
     request: {
       body: { required: true, content: { "application/json": { schema: WebhookEndpointInputSchema } } },
     },

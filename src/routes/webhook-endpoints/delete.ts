@@ -1,7 +1,8 @@
 import { createRoute } from "@hono/zod-openapi";
-import { secretKeyAuth } from "../../auth/secretKey.ts";
-import type { App, Deps } from "../../deps.ts";
+import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
+import type { App } from "../../http/appEnv.ts";
+import { secretKeyAuth } from "../../http/secretKey.ts";
 import { deleteWebhookEndpoint } from "../../services/webhookEndpoints.ts";
 import { DeletedWebhookEndpointSchema, WebhookEndpointIdParams } from "./schema.ts";
 
@@ -12,7 +13,7 @@ export function registerDeleteWebhookEndpoint(app: App, deps: Deps) {
     tags: ["Webhook endpoints"],
     summary: "Delete a webhook endpoint",
     description: "Removes the endpoint: no event is sent to it any more.",
-    ...secretKeyAuth(deps.sql, "webhooks:write"),
+    ...secretKeyAuth(deps, "webhooks:write"),
     request: { params: WebhookEndpointIdParams },
     responses: {
       200: {

@@ -1,9 +1,9 @@
-import type { App, Deps } from "../../deps.ts";
+import type { RouteRegistration } from "../../http/appEnv.ts";
 import { registerCreateWebhookEndpoint } from "./create.ts";
 import { registerDeleteWebhookEndpoint } from "./delete.ts";
 import { registerListWebhookEndpoints } from "./list.ts";
 
-export const webhookEndpointRoutes: ((app: App, deps: Deps) => void)[] = [
+export const webhookEndpointRoutes: RouteRegistration[] = [
   registerCreateWebhookEndpoint,
   registerListWebhookEndpoints,
   registerDeleteWebhookEndpoint,

@@ -1,7 +1,8 @@
 import { createRoute } from "@hono/zod-openapi";
-import { secretKeyAuth } from "../../auth/secretKey.ts";
-import type { App, Deps } from "../../deps.ts";
+import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
+import type { App } from "../../http/appEnv.ts";
+import { secretKeyAuth } from "../../http/secretKey.ts";
 import { listWebhookEndpoints } from "../../services/webhookEndpoints.ts";
 import { WebhookEndpointListQuery, WebhookEndpointListSchema } from "./schema.ts";
 
@@ -14,7 +15,7 @@ export function registerListWebhookEndpoints(app: App, deps: Deps) {
     description:
       "Lists the organization's webhook endpoints (the same for live and test keys), newest first, with the " +
       "cursor convention. Secrets are never listed.",
-    ...secretKeyAuth(deps.sql, "webhooks:read"),
+    ...secretKeyAuth(deps, "webhooks:read"),
     request: { query: WebhookEndpointListQuery },
     responses: {
       200: {

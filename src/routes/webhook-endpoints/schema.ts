@@ -1,6 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import { listEnvelope, listQuery } from "../../lists/cursor.ts";
-import { EVENT_TYPES } from "../../services/eventTypes.ts";
+import { EVENT_TYPES } from "../../services/events.ts";
+import { WEBHOOK_URL_MAX } from "../../services/webhookUrls.ts";
 
 const ENDPOINT_ID_EXAMPLE = "we_01JD8Y3M6W9Q2T4V5X7Z8A9B0C";
 
@@ -34,3 +35,28 @@ export const WebhookEndpointIdParams = z.object({
 export const DeletedWebhookEndpointSchema = z
   .object({ id: z.string().openapi({ example: ENDPOINT_ID_EXAMPLE }), deleted: z.literal(true) })
   .openapi("DeletedWebhookEndpoint");
+
+export const WebhookEndpointInputSchema = z
+  .object({
+    url: z
+      .string()
+      .max(WEBHOOK_URL_MAX, { message: `must be at most ${WEBHOOK_URL_MAX} characters` })
+      .openapi({
+        example: "https://example.com/webhooks",
+        description:
+          "Where events are sent. `https:` to a public host (`http:` and private hosts only when the server " +
+          "allows private webhook URLs).",
+      }),
+    events: z
+      .array(z.enum(EVENT_TYPES, { error: `must be one of ${EVENT_TYPES.join(", ")}` }), {
+        error: "must be an array of event types",
+      })
+      .min(1, { message: "must list at least one event type (omit it for all)" })
+      .max(100, { message: "must list at most 100 event types" })
+      .optional()
+      .openapi({ description: "Event types to receive. Omitted: all of them, including types added later." }),
+  })
+  .strict()
+  .openapi("WebhookEndpointInput");
+
+export type WebhookEndpointInput = z.output<typeof WebhookEndpointInputSchema>;

@@ -1,0 +1,282 @@
+import type { z } from "@hono/zod-openapi";
+import type { Deps } from "../deps.ts";
+import type { ErrorCode } from "../errors.ts";
+import type { IdPrefix } from "../ids.ts";
+import { createAgent, listAgentsOf, updateAgent } from "../services/agents.ts";
+import {
+  createPublishableKey,
+  createSecretKey,
+  revokePublishableKey,
+  revokeSecretKey,
+} from "../services/keys.ts";
+import { createKnowledgeBase } from "../services/knowledgeBases.ts";
+import { createOrganization, listOrganizations, updateOrganization } from "../services/organizations.ts";
+import {
+  AgentDetailsSchema,
+  AgentInput,
+  AgentPatch,
+  CreatedPublishableKeySchema,
+  CreatedSecretKeySchema,
+  KnowledgeBaseInput,
+  KnowledgeBaseSchema,
+  OrganizationInput,
+  OrganizationPatch,
+  OrganizationSchema,
+  PublishableKeyInput,
+  RevokedPublishableKeySchema,
+  RevokedSecretKeySchema,
+  SecretKeyInput,
+} from "./schema.ts";
+
+/**
+ * The operators' operations, described once. Each becomes an admin API route under /api/admin/v1
+ * (routes/admin/index.ts) and a `voice-service admin <name>` command (cli/admin.ts): the same
+ * validation, the same service call and the same answer.
+ */
+export interface AdminOperation {
+  /** The CLI command. */
+  name: string;
+  method: "get" | "post" | "patch";
+  /** Under /api/admin/v1; `{id}` is the object the operation acts on. */
+  path: string;
+  summary: string;
+  description: string;
+  /** The `{id}` of the path: its prefix, and how the CLI takes it (a positional argument or a flag). */
+  id?: {
+    prefix: IdPrefix;
+    example: string;
+    cli: { positional: string } | { flag: string; value: string; help: string };
+  };
+  /** The JSON body (strict); a missing body is validated as `{}`. */
+  body?: z.ZodType;
+  /** CLI flags whose name, placeholder or help differ from what the body field gives. */
+  flags?: Record<string, { flag?: string; value?: string; help?: string }>;
+  response: { status: 200 | 201; description: string; schema: z.ZodType };
+  /** Codes beyond those every admin operation can answer (invalid_key, and with a body invalid_request …). */
+  errors: ErrorCode[];
+  /** Only a CLI command (no route yet). */
+  cliOnly?: boolean;
+  run(deps: Deps, id: string, body: Record<string, unknown>): Promise<unknown>;
+}
+
+const ORG_ID = "org_01JD8Y3M6W9Q2T4V5X7Z8A9B0C";
+const AGENT_ID = "agt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C";
+const KEY_ID = "key_01JD8Y3M6W9Q2T4V5X7Z8A9B0C";
+
+const inOrganization = {
+  prefix: "org",
+  example: ORG_ID,
+  cli: { flag: "organization", value: "<org-id>", help: "The organization (org_…)." },
+} as const;
+
+export const adminOperations: AdminOperation[] = [
+  {
+    name: "create-organization",
+    method: "post",
+    path: "/organizations",
+    summary: "Create an organization",
+    description:
+      "Creates an organization, optionally with a paid plan and a monthly allowance of live minutes.",
+    body: OrganizationInput,
+    flags: {
+      name: { value: "<text>", help: "Name of the organization." },
+      paidPlan: { value: "true|false", help: "Active paid plan (default false)." },
+      planMinutes: { value: "<n>", help: "Monthly allowance of live minutes (default 0)." },
+    },
+    response: { status: 201, description: "The organization.", schema: OrganizationSchema },
+    errors: [],
+    run: (deps, _id, body) => createOrganization(deps, body as z.output<typeof OrganizationInput>),
+  },
+  {
+    name: "update-organization",
+    method: "patch",
+    path: "/organizations/{id}",
+    summary: "Update an organization",
+    description:
+      "Changes any of `name`, `paidPlan`, `planMinutes`; fields left out keep their value. Changing " +
+      "`planMinutes` changes the monthly allowance, not the minutes already used.",
+    id: { prefix: "org", example: ORG_ID, cli: { positional: "<org-id>" } },
+    body: OrganizationPatch,
+    flags: {
+      name: { value: "<text>", help: "New name." },
+      paidPlan: { value: "true|false", help: "Active paid plan." },
+      planMinutes: { value: "<n>", help: "Monthly allowance of live minutes (the usage is kept)." },
+    },
+    response: { status: 200, description: "The organization.", schema: OrganizationSchema },
+    errors: ["not_found"],
+    run: (deps, id, body) => updateOrganization(deps, id, body as z.output<typeof OrganizationPatch>),
+  },
+  {
+    name: "list-organizations",
+    method: "get",
+    path: "/organizations",
+    summary: "List organizations",
+    description: "Lists every organization, newest first.",
+    response: { status: 200, description: "The organizations.", schema: OrganizationSchema },
+    errors: [],
+    cliOnly: true,
+    run: (deps) => listOrganizations(deps),
+  },
+  {
+    name: "create-agent",
+    method: "post",
+    path: "/organizations/{id}/agents",
+    summary: "Create an agent",
+    description:
+      "Creates an agent in the organization. `livekitAgentName` is the agent name dispatched on the media " +
+      "server (default: the agent id).",
+    id: inOrganization,
+    body: AgentInput,
+    flags: {
+      name: { value: "<text>", help: "Name of the agent." },
+      active: { value: "[true|false]", help: "Takes calls (default true)." },
+      livekitAgentName: {
+        value: "<text>",
+        help: "Agent name dispatched on the media server (default: the agent id).",
+      },
+      language: { value: "en|fr", help: "Language of the agent (default en)." },
+    },
+    response: { status: 201, description: "The agent.", schema: AgentDetailsSchema },
+    errors: ["not_found"],
+    run: (deps, id, body) => createAgent(deps, id, body as z.output<typeof AgentInput>),
+  },
+  {
+    name: "update-agent",
+    method: "patch",
+    path: "/agents/{id}",
+    summary: "Update an agent",
+    description:
+      "Changes any of `name`, `active`, `livekitAgentName` (`null` clears it), `language`; fields left out keep " +
+      "their value. An inactive agent takes no new web call (503 `agent_unavailable`).",
+    id: { prefix: "agt", example: AGENT_ID, cli: { positional: "<agent-id>" } },
+    body: AgentPatch,
+    flags: {
+      name: { value: "<text>", help: "New name." },
+      active: { value: "[true|false]", help: "Takes calls or not." },
+      livekitAgentName: {
+        value: "<text>",
+        help: 'Agent name dispatched on the media server; "" clears it (the agent id is used).',
+      },
+      language: { value: "en|fr", help: "Language of the agent." },
+    },
+    response: { status: 200, description: "The agent.", schema: AgentDetailsSchema },
+    errors: ["not_found"],
+    run: (deps, id, body) => updateAgent(deps, id, body as z.output<typeof AgentPatch>),
+  },
+  {
+    name: "list-agents",
+    method: "get",
+    path: "/organizations/{id}/agents",
+    summary: "List the agents of an organization",
+    description: "Lists the agents of an organization, newest first.",
+    id: inOrganization,
+    response: { status: 200, description: "The agents.", schema: AgentDetailsSchema },
+    errors: ["not_found"],
+    cliOnly: true,
+    run: (deps, id) => listAgentsOf(deps, id),
+  },
+  {
+    name: "create-secret-key",
+    method: "post",
+    path: "/organizations/{id}/secret-keys",
+    summary: "Create a secret key",
+    description:
+      "Creates a live (`inf_live_…`) or test (`inf_test_…`) secret key with the given scopes, optionally " +
+      "restricted to some agents of the organization (404 `not_found` with `param` for another organization's " +
+      "agent). The key is in this answer only; it is stored as a SHA-256 hash.",
+    id: inOrganization,
+    body: SecretKeyInput,
+    flags: {
+      mode: { value: "live|test", help: "Live or test key." },
+      scopes: {
+        value: "<a,b,…>",
+        help: "Comma-separated scopes, e.g. webcalls:write,calls:write, or * for all.",
+      },
+      agentIds: { value: "<agt_…,…>", help: "Restrict the key to these agents of the organization." },
+    },
+    response: {
+      status: 201,
+      description: "The key, with its secret value shown this once.",
+      schema: CreatedSecretKeySchema,
+    },
+    errors: ["not_found"],
+    run: (deps, id, body) => createSecretKey(deps, id, body as z.output<typeof SecretKeyInput>),
+  },
+  {
+    name: "create-publishable-key",
+    method: "post",
+    path: "/organizations/{id}/publishable-keys",
+    summary: "Create a publishable key",
+    description:
+      "Creates a publishable key (`inf_pub_…`) bound to one agent of the organization, usable only from the " +
+      "listed HTTPS origins (no wildcard, no path) and within its monthly minute cap. The key is in this " +
+      "answer only; it is stored as a SHA-256 hash.",
+    id: inOrganization,
+    body: PublishableKeyInput,
+    flags: {
+      agentId: { flag: "agent", value: "<agent-id>", help: "The agent (agt_…)." },
+      allowedOrigins: {
+        flag: "origins",
+        value: "<https://a,…>",
+        help: "Comma-separated HTTPS origins allowed to use the key (no wildcard, no path).",
+      },
+      monthlyMinuteCap: { value: "<n>", help: "Web call minutes per calendar month (at least 1)." },
+    },
+    response: {
+      status: 201,
+      description: "The key, with its value shown this once.",
+      schema: CreatedPublishableKeySchema,
+    },
+    errors: ["not_found"],
+    run: (deps, id, body) => createPublishableKey(deps, id, body as z.output<typeof PublishableKeyInput>),
+  },
+  {
+    name: "revoke-secret-key",
+    method: "post",
+    path: "/secret-keys/{id}/revoke",
+    summary: "Revoke a secret key",
+    description:
+      "Revokes a secret key: from now on it is refused with 401 `invalid_key`. Revoking again changes " +
+      "nothing and answers the same.",
+    id: { prefix: "key", example: KEY_ID, cli: { positional: "<key-id>" } },
+    response: {
+      status: 200,
+      description: "The revoked key (without its secret value).",
+      schema: RevokedSecretKeySchema,
+    },
+    errors: ["not_found"],
+    run: (deps, id) => revokeSecretKey(deps, id),
+  },
+  {
+    name: "revoke-publishable-key",
+    method: "post",
+    path: "/publishable-keys/{id}/revoke",
+    summary: "Revoke a publishable key",
+    description:
+      "Revokes a publishable key: from now on web calls with it are refused with 401 `invalid_key`. Revoking " +
+      "again changes nothing and answers the same.",
+    id: { prefix: "key", example: KEY_ID, cli: { positional: "<key-id>" } },
+    response: {
+      status: 200,
+      description: "The revoked key (without its value).",
+      schema: RevokedPublishableKeySchema,
+    },
+    errors: ["not_found"],
+    run: (deps, id) => revokePublishableKey(deps, id),
+  },
+  {
+    name: "create-knowledge-base",
+    method: "post",
+    path: "/organizations/{id}/knowledge-bases",
+    summary: "Create a knowledge base",
+    description:
+      "Creates an empty knowledge base in the organization; documents are added with " +
+      "`POST /api/v1/knowledge-bases/{id}/documents`.",
+    id: inOrganization,
+    body: KnowledgeBaseInput,
+    flags: { name: { value: "<text>", help: "Name of the knowledge base." } },
+    response: { status: 201, description: "The knowledge base.", schema: KnowledgeBaseSchema },
+    errors: ["not_found"],
+    run: (deps, id, body) => createKnowledgeBase(deps, id, body as z.output<typeof KnowledgeBaseInput>),
+  },
+];

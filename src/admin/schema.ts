@@ -1,0 +1,245 @@
+import { z } from "@hono/zod-openapi";
+import { SCOPES } from "../auth/scopes.ts";
+import { type IdPrefix, isId } from "../ids.ts";
+
+/**
+ * Request and response schemas of the operators' operations, shared by the admin API (which
+ * documents them in the OpenAPI) and the CLI: one validation of operator input.
+ */
+
+/** Requests: all strict, an unknown field is an error. */
+const Name = z.string().trim().min(1).max(200);
+const PlanMinutes = z
+  .number()
+  .int()
+  .min(0)
+  .max(10_000_000)
+  .openapi({ description: "Monthly allowance of live minutes.", example: 1000 });
+const PaidPlan = z.boolean().openapi({ description: "Whether the organization has an active paid plan." });
+const Language = z.enum(["en", "fr"]).openapi({ description: "Language the agent speaks." });
+const LivekitAgentName = Name.nullable().openapi({
+  description: "Agent name dispatched on the media server; `null` means the agent id.",
+  example: "reception-bot",
+});
+
+export const OrganizationInput = z
+  .object({
+    name: Name.openapi({ example: "Acme" }),
+    paidPlan: PaidPlan.default(false),
+    planMinutes: PlanMinutes.default(0),
+  })
+  .strict()
+  .openapi("CreateOrganizationRequest");
+
+/** No defaults here: a field left out of a PATCH keeps its value. */
+export const OrganizationPatch = z
+  .object({ name: Name.openapi({ example: "Acme Inc." }), paidPlan: PaidPlan, planMinutes: PlanMinutes })
+  .partial()
+  .strict()
+  .openapi("UpdateOrganizationRequest");
+
+export const AgentInput = z
+  .object({
+    name: Name.openapi({ example: "Reception" }),
+    active: z.boolean().default(true),
+    livekitAgentName: LivekitAgentName.optional(),
+    language: Language.default("en"),
+  })
+  .strict()
+  .openapi("CreateAgentRequest");
+
+export const AgentPatch = z
+  .object({
+    name: Name.openapi({ example: "Front desk" }),
+    active: z.boolean(),
+    livekitAgentName: LivekitAgentName,
+    language: Language,
+  })
+  .partial()
+  .strict()
+  .openapi("UpdateAgentRequest");
+
+export const ScopeSchema = z.enum([...SCOPES, "*"]).openapi({ description: "A scope, or `*` for all." });
+export type GrantedScope = z.infer<typeof ScopeSchema>;
+
+export const SecretKeyInput = z
+  .object({
+    mode: z
+      .enum(["live", "test"])
+      .openapi({ description: "`live` keys act for real; `test` keys simulate." }),
+    scopes: z
+      .array(ScopeSchema)
+      .min(1)
+      .openapi({ example: ["webcalls:write", "calls:write"] }),
+    agentIds: z
+      .array(z.string())
+      .min(1)
+      .nullable()
+      .optional()
+      .openapi({
+        description: "Restricts the key to these agents of the organization. Omitted or `null`: every agent.",
+        example: ["agt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C"],
+      }),
+  })
+  .strict()
+  .openapi("CreateSecretKeyRequest");
+
+/** An allowed website: an HTTPS origin, no wildcard, no path, query or credentials. Normalised to URL.origin. */
+export const OriginSchema = z
+  .string()
+  .transform((value, ctx) => {
+    let url: URL | null = null;
+    try {
+      url = new URL(value);
+    } catch {}
+    if (
+      url?.protocol !== "https:" ||
+      value.includes("*") ||
+      url.username ||
+      url.password ||
+      url.pathname !== "/" ||
+      url.search ||
+      url.hash ||
+      !/^https:\/\/[^/?#]+\/?$/i.test(value)
+    ) {
+      ctx.addIssue({
+        code: "custom",
+        message: `"${value}" is not an HTTPS origin such as https://www.example.com`,
+      });
+      return z.NEVER;
+    }
+    return url.origin;
+  })
+  .openapi({
+    type: "string",
+    description: "An HTTPS origin: scheme and host (and port), no wildcard, no path.",
+    example: "https://www.example.com",
+  });
+
+export const PublishableKeyInput = z
+  .object({
+    agentId: z.string().openapi({ example: "agt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
+    allowedOrigins: z
+      .array(OriginSchema)
+      .min(1)
+      .max(100)
+      .openapi({ example: ["https://www.example.com", "https://shop.example.com"] }),
+    monthlyMinuteCap: z.number().int().min(1).max(10_000_000).openapi({
+      description: "Web call minutes this key may start per calendar month (UTC).",
+      example: 500,
+    }),
+  })
+  .strict()
+  .openapi("CreatePublishableKeyRequest");
+
+export const KnowledgeBaseInput = z
+  .object({ name: Name.openapi({ example: "FAQ" }) })
+  .strict()
+  .openapi("CreateKnowledgeBaseRequest");
+
+/** Responses: what the services return, documented. */
+
+const Timestamp = z.string().openapi({ example: "2026-11-21T09:30:00.000Z" });
+const orgId = z.string().openapi({ example: "org_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" });
+const agentId = z.string().openapi({ example: "agt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" });
+const keyId = z.string().openapi({ example: "key_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" });
+const start = z
+  .string()
+  .openapi({ description: "The visible start of the key, for operators.", example: "inf_test_Ab3x…" });
+
+export const OrganizationSchema = z
+  .object({
+    id: orgId,
+    name: z.string().openapi({ example: "Acme" }),
+    paidPlan: z.boolean(),
+    planMinutes: z.number().int().openapi({ example: 1000 }),
+    createdAt: Timestamp,
+  })
+  .openapi("Organization");
+
+export const AgentDetailsSchema = z
+  .object({
+    id: agentId,
+    organizationId: orgId,
+    name: z.string().openapi({ example: "Reception" }),
+    active: z.boolean(),
+    livekitAgentName: z.string().nullable().openapi({ example: null }),
+    language: z.enum(["en", "fr"]),
+    createdAt: Timestamp,
+  })
+  .openapi("AgentDetails");
+
+const secretKeyFields = {
+  id: keyId,
+  organizationId: orgId,
+  mode: z.enum(["live", "test"]),
+  scopes: z.array(ScopeSchema).openapi({ example: ["webcalls:write", "calls:write"] }),
+  agentIds: z.array(z.string()).nullable().openapi({ description: "`null`: every agent.", example: null }),
+  start,
+  createdAt: Timestamp,
+};
+
+export const CreatedSecretKeySchema = z
+  .object({
+    ...secretKeyFields,
+    key: z.string().openapi({
+      description: "The secret key. Shown only in this answer: only its hash is stored.",
+      example: "inf_test_4fT9…",
+    }),
+  })
+  .openapi("CreatedSecretKey");
+
+export const RevokedSecretKeySchema = z
+  .object({ ...secretKeyFields, revoked: z.literal(true), revokedAt: Timestamp })
+  .openapi("RevokedSecretKey");
+
+const publishableKeyFields = {
+  id: keyId,
+  organizationId: orgId,
+  agentId,
+  allowedOrigins: z.array(z.string()).openapi({ example: ["https://www.example.com"] }),
+  monthlyMinuteCap: z.number().int().openapi({ example: 500 }),
+  start,
+  createdAt: Timestamp,
+};
+
+export const CreatedPublishableKeySchema = z
+  .object({
+    ...publishableKeyFields,
+    key: z.string().openapi({
+      description: "The publishable key. Shown only in this answer: only its hash is stored.",
+      example: "inf_pub_7kQ2…",
+    }),
+  })
+  .openapi("CreatedPublishableKey");
+
+export const RevokedPublishableKeySchema = z
+  .object({ ...publishableKeyFields, revoked: z.literal(true), revokedAt: Timestamp })
+  .openapi("RevokedPublishableKey");
+
+export const KnowledgeBaseSchema = z
+  .object({
+    id: z.string().openapi({ example: "kb_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
+    organizationId: orgId,
+    name: z.string(),
+    createdAt: Timestamp,
+  })
+  .openapi("KnowledgeBase");
+
+/**
+ * The `{id}` path parameter. A malformed id is refused here (404 `not_found` through the
+ * default hook) so it answers the same as an unknown one, whatever the body holds.
+ */
+export function idParams(prefix: IdPrefix, example: string) {
+  return z.object({
+    id: z
+      .string()
+      .refine((v) => isId(v, prefix), { message: "No such object." })
+      .openapi({ param: { name: "id", in: "path" }, example }),
+  });
+}
+
+/** The JSON request body of a route, required (a missing body is validated as `{}`). */
+export function jsonRequest<T extends z.ZodType>(schema: T) {
+  return { body: { required: true, content: { "application/json": { schema } } } } as const;
+}

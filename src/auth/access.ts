@@ -1,0 +1,29 @@
+import { ApiError } from "../errors.ts";
+
+/** What a valid secret key resolves to: its organization, mode, scopes and agent restriction. */
+export interface SecretKeyAuth {
+  keyId: string;
+  organizationId: string;
+  mode: "live" | "test";
+  livemode: boolean;
+  scopes: string[];
+  /** null: every agent of the organization. */
+  agentIds: string[] | null;
+  paidPlan: boolean;
+}
+
+/** False when the key is restricted to other agents. */
+export function agentAllowed(auth: Pick<SecretKeyAuth, "agentIds">, agentId: string): boolean {
+  return !auth.agentIds || auth.agentIds.includes(agentId);
+}
+
+/** 403 `agent_not_allowed` when the key is restricted to other agents. */
+export function assertAgentAllowed(
+  auth: Pick<SecretKeyAuth, "agentIds">,
+  agentId: string,
+  param = "agentId",
+): void {
+  if (!agentAllowed(auth, agentId)) {
+    throw new ApiError("agent_not_allowed", "This key is restricted to other agents.", { param });
+  }
+}

@@ -1,0 +1,57 @@
+import type { Sql } from "postgres";
+import { KeyCache } from "./auth/keyCache.ts";
+import { type Clock, systemClock } from "./clock.ts";
+import { ServerSecrets } from "./db/serverSecrets.ts";
+import { sessionTokenInserts } from "./db/sessionTokens.ts";
+import { testTokenRedemptions } from "./db/webCallRedemptions.ts";
+import type { Deps } from "./deps.ts";
+import type { Env } from "./env.ts";
+import { IdGenerator } from "./ids.ts";
+import { createLiveKit } from "./livekit/client.ts";
+import type { Logger } from "./log.ts";
+import { WEB_CALL_RATE_LIMIT } from "./services/rateLimit.ts";
+import { ringDelayMs } from "./services/simulatedCalls.ts";
+import { TIMER_KINDS } from "./timers/kinds.ts";
+import { databaseScheduler, type TimerScheduler } from "./timers/scheduler.ts";
+
+/**
+ * The composition root: every piece of process state is made here, once, and handed down in `Deps`
+ * (caches, secrets, the id sequence, the media-server client, the statements requests share). main.ts
+ * calls it for the server and the CLI; tests call it for each app they build.
+ */
+export function composeDeps(input: {
+  sql: Sql;
+  env: Env;
+  log: Logger;
+  clock?: Clock;
+  /** The process's timer runner when it runs one; without it timers are only written to the table. */
+  timers?: TimerScheduler;
+}): Deps {
+  const { sql, env, log } = input;
+  const clock = input.clock ?? systemClock;
+  const timers = input.timers ?? databaseScheduler;
+  const deps: Deps = {
+    sql,
+    clock,
+    ids: new IdGenerator(clock),
+    log,
+    env,
+    timers,
+    keyCache: new KeyCache(),
+    secrets: new ServerSecrets(sql),
+    liveKit: createLiveKit(env),
+    batches: {
+      sessionTokenInserts: sessionTokenInserts(sql, log),
+      testTokenRedemptions: testTokenRedemptions(sql, log, {
+        rule: WEB_CALL_RATE_LIMIT,
+        timer: {
+          kind: TIMER_KINDS.simulationStep,
+          delayMs: ringDelayMs({ env }),
+          // Read when the statement is built: the scheduler is the one the dependencies hold then.
+          insert: (tx, rows) => deps.timers.insertFrom(tx, rows),
+        },
+      }),
+    },
+  };
+  return deps;
+}

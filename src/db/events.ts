@@ -1,0 +1,48 @@
+import type { Fragment } from "postgres";
+import type { Db } from "./engine/connection.ts";
+
+/** Statements of the events outbox. A trigger (sql/0011) creates each event's webhook deliveries. */
+
+export interface EventRow {
+  id: string;
+  organization_id: string;
+  type: string;
+  livemode: boolean;
+  data: Record<string, unknown>;
+  created_at: Date;
+}
+
+/** Writes events in one statement, in the order given. */
+export async function insertEvents(sql: Db, events: readonly EventRow[]): Promise<void> {
+  if (events.length === 0) return;
+  if (events.length === 1) {
+    const e = events[0]!;
+    await sql`
+      insert into events (id, organization_id, type, livemode, data, created_at)
+      values (${e.id}, ${e.organization_id}, ${e.type}, ${e.livemode}, ${sql.json(e.data as never)}, ${e.created_at})`;
+    return;
+  }
+  // Booleans travel as text: the driver writes a boolean[] parameter from JS booleans only.
+  await sql`
+    insert into events (id, organization_id, type, livemode, data, created_at)
+    select id, org, type, livemode::boolean, data::jsonb, created_at
+    from unnest(${events.map((e) => e.id)}::text[], ${events.map((e) => e.organization_id)}::text[],
+      ${events.map((e) => e.type)}::text[], ${events.map((e) => String(e.livemode))}::text[],
+      ${events.map((e) => JSON.stringify(e.data))}::text[], ${events.map((e) => e.created_at.toISOString())}::timestamptz[])
+      as v(id, org, type, livemode, data, created_at)`;
+}
+
+/** The scope of an events list; each shape has its index: (organization_id, livemode[, type], created_at desc, id desc). */
+export function eventsScope(
+  sql: Db,
+  scope: { organizationId: string; livemode: boolean },
+  filters: { type?: string | undefined },
+): Fragment {
+  return sql`organization_id = ${scope.organizationId} and livemode = ${scope.livemode}
+    ${filters.type !== undefined ? sql`and type = ${filters.type}` : sql``}`;
+}
+
+/** The columns an events list reads. */
+export function eventListColumns(sql: Db): Fragment {
+  return sql`id, type, livemode, data, created_at`;
+}

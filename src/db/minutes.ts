@@ -1,0 +1,89 @@
+import type { Db } from "./engine/connection.ts";
+
+/**
+ * Statements of minute usage (minute_usage: minutes counted per month for an organization's plan or a
+ * publishable key's cap) and of the reservations of running calls (minute_reservations).
+ */
+
+export type UsageKind = "plan" | "key";
+
+/** Creates the month's usage row if needed and locks it until the transaction ends; returns minutes used. */
+export async function lockUsage(tx: Db, kind: UsageKind, subjectId: string, month: string): Promise<number> {
+  const [row] = await tx<{ used_minutes: number }[]>`
+    insert into minute_usage (kind, subject_id, month, used_minutes) values (${kind}, ${subjectId}, ${month}, 0)
+    on conflict (kind, subject_id, month) do update set used_minutes = minute_usage.used_minutes
+    returning used_minutes`;
+  return row!.used_minutes;
+}
+
+/** Adds minutes to the month's plan row, and to the key's row when there is a key. */
+export async function addUsage(
+  tx: Db,
+  month: string,
+  organizationId: string,
+  publishableKeyId: string | null,
+  minutes: number,
+): Promise<void> {
+  await tx`
+    update minute_usage set used_minutes = used_minutes + ${minutes}
+    where month = ${month} and ((kind = 'plan' and subject_id = ${organizationId})
+      ${publishableKeyId ? tx`or (kind = 'key' and subject_id = ${publishableKeyId})` : tx``})`;
+}
+
+/** Takes minutes back from a usage row (never below zero). */
+export async function subtractUsage(
+  tx: Db,
+  kind: UsageKind,
+  subjectId: string,
+  month: string,
+  minutes: number,
+): Promise<void> {
+  await tx`
+    update minute_usage set used_minutes = greatest(0, used_minutes - ${minutes})
+    where kind = ${kind} and subject_id = ${subjectId} and month = ${month}`;
+}
+
+/** Minutes counted for a subject in a month (0 without a row). */
+export async function usageOf(sql: Db, kind: UsageKind, subjectId: string, month: string): Promise<number> {
+  const [row] = await sql<{ used_minutes: number }[]>`
+    select used_minutes from minute_usage where kind = ${kind} and subject_id = ${subjectId} and month = ${month}`;
+  return row?.used_minutes ?? 0;
+}
+
+export interface ReservationRow {
+  call_id: string;
+  organization_id: string;
+  publishable_key_id: string | null;
+  plan_charged: boolean;
+  /** `YYYY-MM-01`. */
+  month: string;
+  reserved_minutes: number;
+  max_seconds: number;
+  created_at: Date;
+}
+
+export async function insertReservation(tx: Db, r: ReservationRow): Promise<void> {
+  await tx`
+    insert into minute_reservations
+      (call_id, organization_id, publishable_key_id, plan_charged, month, reserved_minutes, max_seconds, created_at)
+    values (${r.call_id}, ${r.organization_id}, ${r.publishable_key_id}, ${r.plan_charged}, ${r.month},
+            ${r.reserved_minutes}, ${r.max_seconds}, ${r.created_at})`;
+}
+
+/** The call's reservation if it is not settled yet, locked until the transaction ends. */
+export async function lockOpenReservation(
+  tx: Db,
+  callId: string,
+): Promise<Omit<ReservationRow, "call_id" | "max_seconds" | "created_at"> | null> {
+  const [row] = await tx<Omit<ReservationRow, "call_id" | "max_seconds" | "created_at">[]>`
+    select organization_id, publishable_key_id, plan_charged, to_char(month, 'YYYY-MM-DD') as month,
+           reserved_minutes
+    from minute_reservations where call_id = ${callId} and settled_at is null
+    for update`;
+  return row ?? null;
+}
+
+export async function markSettled(tx: Db, callId: string, keptMinutes: number, at: Date): Promise<void> {
+  await tx`
+    update minute_reservations set kept_minutes = ${keptMinutes}, settled_at = ${at} where call_id = ${callId}`;
+}

@@ -1,0 +1,49 @@
+import type { Db } from "./engine/connection.ts";
+
+/** Statements of the publishable_keys table. Only the SHA-256 of a key is stored. */
+
+export interface PublishableKeyRow {
+  id: string;
+  organization_id: string;
+  agent_id: string;
+  key_hash: Uint8Array;
+  start: string;
+  allowed_origins: string[];
+  monthly_minute_cap: number;
+  revoked_at: Date | null;
+  created_at: Date;
+}
+
+export async function insertPublishableKey(
+  sql: Db,
+  row: Omit<PublishableKeyRow, "revoked_at">,
+): Promise<PublishableKeyRow> {
+  const [inserted] = await sql<PublishableKeyRow[]>`
+    insert into publishable_keys
+      (id, organization_id, agent_id, key_hash, start, allowed_origins, monthly_minute_cap, created_at)
+    values (${row.id}, ${row.organization_id}, ${row.agent_id}, ${row.key_hash}, ${row.start},
+            ${row.allowed_origins}, ${row.monthly_minute_cap}, ${row.created_at})
+    returning *`;
+  return inserted!;
+}
+
+/** Revokes a key; revoking twice keeps the first time. Null when there is no such key. */
+export async function revokePublishableKey(sql: Db, id: string, at: Date): Promise<PublishableKeyRow | null> {
+  const [row] = await sql<PublishableKeyRow[]>`
+    update publishable_keys set revoked_at = coalesce(revoked_at, ${at}) where id = ${id} returning *`;
+  return row ?? null;
+}
+
+/** A key that is not revoked, by the hash of its value. */
+export async function findActivePublishableKey(sql: Db, hash: Uint8Array): Promise<PublishableKeyRow | null> {
+  const [row] = await sql<PublishableKeyRow[]>`
+    select * from publishable_keys where key_hash = ${hash} and revoked_at is null`;
+  return row ?? null;
+}
+
+/** The monthly cap of a key (0 when there is no such key). */
+export async function monthlyMinuteCap(sql: Db, id: string): Promise<number> {
+  const [row] = await sql<{ monthly_minute_cap: number }[]>`
+    select monthly_minute_cap from publishable_keys where id = ${id}`;
+  return row?.monthly_minute_cap ?? 0;
+}

@@ -1,0 +1,71 @@
+import type { MiddlewareHandler } from "hono";
+import type { SecretKeyAuth } from "../auth/access.ts";
+import { keyKind, sha256, timingSafeEqual } from "../auth/keys.ts";
+import { hasScope, type Scope } from "../auth/scopes.ts";
+import { toHex } from "../bytes.ts";
+import { findSecretKeyByHash } from "../db/secretKeys.ts";
+import type { Deps } from "../deps.ts";
+import { ApiError } from "../errors.ts";
+import type { AppEnv } from "./appEnv.ts";
+
+/** Reads `Authorization: Bearer <key>` and resolves a live or test secret key, or null. */
+export async function resolveSecretKey(
+  deps: Pick<Deps, "sql" | "keyCache">,
+  header: string | undefined,
+): Promise<SecretKeyAuth | null> {
+  const match = header ? /^Bearer ([^\s]+)$/.exec(header.trim()) : null;
+  const presented = match?.[1];
+  if (!presented) return null;
+  const kind = keyKind(presented);
+  if (kind !== "live" && kind !== "test") return null;
+  const hash = sha256(presented);
+  const cache = deps.keyCache;
+  const hashHex = toHex(hash);
+  const cached = cache.get(hashHex);
+  if (cached) return cached.mode === kind ? cached : null;
+  const generation = cache.generation;
+  const row = await findSecretKeyByHash(deps.sql, hash);
+  if (!row || row.revoked_at || !timingSafeEqual(row.key_hash, hash) || row.mode !== kind) return null;
+  const auth: SecretKeyAuth = {
+    keyId: row.id,
+    organizationId: row.organization_id,
+    mode: row.mode,
+    livemode: row.mode === "live",
+    scopes: row.scopes,
+    agentIds: row.agent_ids,
+    paidPlan: row.paid_plan,
+  };
+  cache.set(hashHex, auth, generation);
+  return auth;
+}
+
+/** Route middleware: a valid secret key with `scope`, else 401 `invalid_key` / 403 `missing_scope`. */
+export function requireSecretKey(
+  deps: Pick<Deps, "sql" | "keyCache">,
+  scope: Scope,
+): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const auth = await resolveSecretKey(deps, c.req.header("authorization"));
+    if (!auth)
+      throw new ApiError("invalid_key", "Provide a valid secret key as `Authorization: Bearer <key>`.");
+    if (!hasScope(auth.scopes, scope))
+      throw new ApiError("missing_scope", `This key lacks the scope \`${scope}\`.`);
+    c.set("auth", auth);
+    await next();
+  };
+}
+
+/**
+ * The one way a route declares its secret key: the OpenAPI security requirement names the scope
+ * that the middleware enforces, so the document and the check cannot drift apart.
+ */
+export function secretKeyAuth(
+  deps: Pick<Deps, "sql" | "keyCache">,
+  scope: Scope,
+  ...then: MiddlewareHandler<AppEnv>[]
+) {
+  return {
+    security: [{ secretKey: [scope] }],
+    middleware: [requireSecretKey(deps, scope), ...then] as MiddlewareHandler<AppEnv>[],
+  };
+}

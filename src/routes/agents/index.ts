@@ -1,0 +1,4 @@
+import type { RouteRegistration } from "../../http/appEnv.ts";
+import { registerListAgents } from "./list.ts";
+
+export const agentRoutes: RouteRegistration[] = [registerListAgents];

@@ -1,0 +1,155 @@
+import type { Context } from "hono";
+import { SCOPES } from "../../auth/scopes.ts";
+import { ApiError, errorStatus } from "../../errors.ts";
+import type { App } from "../../http/appEnv.ts";
+import { BODY_LIMIT, DOCUMENT_BODY_LIMIT } from "../../http/body.ts";
+import { chooseEncoding, matchesEtag } from "../../http/contentNegotiation.ts";
+import { VERSION } from "../../version.ts";
+import { type DocsAsset, docsAssets } from "./assets.ts";
+
+/**
+ * `/api/openapi.json` (OpenAPI 3.1, generated from the routes' own schemas) and `/api/docs`, the
+ * API reference rendered in the browser from files this server serves itself.
+ *
+ * How an operation documents what it needs:
+ * - `...secretKeyAuth(deps, "calls:read")`: a secret key with that one scope. It writes both the
+ *   security requirement `[{ secretKey: ["calls:read"] }]` (OpenAPI 3.1 lets the array of a non-OAuth
+ *   scheme name the roles an operation requires) and the middleware that enforces that same scope
+ *   (tests/http/security.test.ts proves both agree, route by route).
+ * - `...errorResponses(code, …)`: every error the operation can answer, with an example per code.
+ *   Operations with a JSON body also list `invalid_request`, `payload_too_large` and
+ *   `unsupported_media_type` (tests/http/openapi.test.ts checks this).
+ */
+export function registerDocs(app: App) {
+  app.openAPIRegistry.registerComponent("securitySchemes", "secretKey", {
+    type: "http",
+    scheme: "bearer",
+    description:
+      "A secret key, `inf_live_…` or `inf_test_…`, sent as `Authorization: Bearer <key>`. Never place it in a web " +
+      "page. Each operation names the one scope it needs in its security requirement; a key granted `*` has them " +
+      `all. Scopes: ${SCOPES.map((s) => `\`${s}\``).join(", ")}. A missing, malformed, unknown or revoked key is ` +
+      "401 `invalid_key`; a key without the scope is 403 `missing_scope`.",
+  });
+
+  // The routes are fixed once the app is built: the document is generated on first use, then kept.
+  let documentJson: string | undefined;
+  app.get("/api/openapi.json", (c) => {
+    documentJson ??= JSON.stringify(
+      app.getOpenAPI31Document({
+        openapi: "3.1.0",
+        info: { title: "Voice agent service API", version: VERSION, description: API_DESCRIPTION },
+        servers: [{ url: "/", description: "This server" }],
+      }),
+    );
+    c.header("Cache-Control", "no-cache");
+    // Public (CONTRACT.md): any tool may read it, from any origin.
+    c.header("Access-Control-Allow-Origin", "*");
+    c.header("Content-Type", "application/json");
+    return c.body(documentJson);
+  });
+
+  app.get("/api/docs", (c) => {
+    const { script, style, init } = docsAssets();
+    c.header("Content-Security-Policy", DOCS_CSP);
+    c.header("X-Content-Type-Options", "nosniff");
+    c.header("Referrer-Policy", "no-referrer");
+    c.header("Cache-Control", "no-cache");
+    return c.html(docsPage(style.file, script.file, init.file));
+  });
+
+  app.get("/api/docs/assets/:file", (c) => {
+    const found = docsAssets().byFile.get(c.req.param("file"));
+    if (!found) throw new ApiError("not_found", "No such file.");
+    return serveAsset(c, found);
+  });
+}
+
+/**
+ * The page runs only its own files: no inline script or style, no other origin. Swagger UI sets styles
+ * through the DOM (allowed by `style-src 'self'`), and its CSS embeds icons as `data:` images.
+ */
+const DOCS_CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "font-src 'self'",
+  "connect-src 'self'",
+  "base-uri 'none'",
+  "form-action 'none'",
+  "frame-ancestors 'none'",
+].join("; ");
+
+/** Relative addresses: `/api/docs` resolves them under `/api/`, even behind a proxy's path prefix. */
+function docsPage(css: string, js: string, init: string): string {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Voice agent service API</title>
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="docs/assets/${css}">
+</head>
+<body>
+<div id="api-reference"></div>
+<script src="docs/assets/${js}"></script>
+<script src="docs/assets/${init}"></script>
+</body>
+</html>
+`;
+}
+
+function serveAsset(c: Context, asset: DocsAsset): Response {
+  c.header("Content-Type", asset.contentType);
+  c.header("Cache-Control", "public, max-age=31536000, immutable");
+  c.header("ETag", asset.etag);
+  c.header("Vary", "Accept-Encoding");
+  c.header("X-Content-Type-Options", "nosniff");
+  if (matchesEtag(c.req.header("if-none-match"), [asset.etag])) return c.body(null, 304);
+  if (chooseEncoding(c.req.header("accept-encoding"), ["gzip", "identity"]) === "gzip") {
+    c.header("Content-Encoding", "gzip");
+    return c.body(asset.gzipped());
+  }
+  return c.body(asset.body);
+}
+
+const codesByStatus = new Map<number, string[]>();
+for (const [code, status] of Object.entries(errorStatus)) {
+  codesByStatus.set(status, [...(codesByStatus.get(status) ?? []), `\`${code}\``]);
+}
+const errorTable = [...codesByStatus]
+  .sort(([a], [b]) => a - b)
+  .map(([status, codes]) => `| ${status} | ${codes.join(", ")} |`)
+  .join("\n");
+
+const API_DESCRIPTION = `Web calls, single-use session tokens, test mode and cursor-paginated lists.
+
+## Authentication
+- **Secret keys** (\`inf_live_…\`, \`inf_test_…\`): \`Authorization: Bearer <key>\`, server side only. Each operation
+  names the scope it needs (see the \`secretKey\` scheme).
+- **Publishable keys** (\`inf_pub_…\`) and **session tokens** (\`inf_wcs_…\`) travel only in the body of
+  \`POST /api/v1/web-calls\`, never in a header or a URL.
+
+## Test mode
+A test key (\`inf_test_…\`) calls the same operations as a live key; it sees and creates only simulated objects
+(\`livemode: false\`), except contacts, which are real. Nothing that costs money or reaches a person happens.
+
+## Requests
+JSON only: a body needs \`Content-Type: application/json\` (415 \`unsupported_media_type\` otherwise), must be valid
+JSON (400 \`invalid_request\`) and at most ${BODY_LIMIT / 1024} KiB (${DOCUMENT_BODY_LIMIT / 1024 / 1024} MiB for
+knowledge-base documents; 413 \`payload_too_large\`). Every answer carries \`X-Request-Id\` (\`req_\` + ULID).
+
+## Lists
+Cursor lists take \`limit\` (1–100, default 20) and \`starting_after\` (the \`id\` of the last item received) and answer
+\`{"data": [...], "has_more": bool}\`, newest first. To read everything, repeat with the last id until \`has_more\`
+is false. A \`starting_after\` that does not belong to the list is 400 \`invalid_cursor\`.
+
+## Errors
+Every error has one shape: \`{"error": {"code", "message", "param"?, "requestId"}}\`, where \`requestId\` equals the
+\`X-Request-Id\` header. Decide on \`code\`, not on \`message\`. Every 429 carries \`Retry-After\` (seconds).
+
+| Status | Codes |
+|---|---|
+${errorTable}
+`;

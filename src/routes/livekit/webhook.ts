@@ -1,0 +1,73 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import type { Deps } from "../../deps.ts";
+import { ApiError, errorResponses } from "../../errors.ts";
+import type { App } from "../../http/appEnv.ts";
+import { applyLiveKitEvent } from "../../services/liveCalls.ts";
+
+/**
+ * POST /api/livekit/webhook: LiveKit's events about the rooms of live calls.
+ * The Authorization header is a JWT signed with LIVEKIT_API_SECRET that carries the body's SHA-256;
+ * anything that does not verify is 401 `invalid_signature` and changes nothing. Every transition is
+ * fenced by the status it expects, so LiveKit's retries and replays change nothing.
+ */
+
+const WebhookEventBody = z.record(z.string(), z.unknown()).openapi("LiveKitWebhookEvent", {
+  description:
+    "A LiveKit webhook event (protobuf JSON). `participant_joined` moves the call to `ongoing`; " +
+    "`room_finished` ends it. Other events are acknowledged and ignored.",
+  example: { event: "room_finished", id: "EV_abc", room: { name: "call_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" } },
+});
+
+export function registerLiveKitWebhook(app: App, deps: Deps) {
+  app.openAPIRegistry.registerComponent("securitySchemes", "liveKitWebhook", {
+    type: "apiKey",
+    in: "header",
+    name: "Authorization",
+    description:
+      "LiveKit's webhook signature: a JWT issued by LIVEKIT_API_KEY, signed with LIVEKIT_API_SECRET, whose " +
+      "`sha256` claim is the SHA-256 of the body. Configure LiveKit to send webhooks to this URL.",
+  });
+  const route = createRoute({
+    method: "post",
+    path: "/api/livekit/webhook",
+    tags: ["Web calls"],
+    summary: "Receive LiveKit webhooks",
+    description:
+      "For the media server only. Accepts `application/webhook+json` (what LiveKit sends) and " +
+      "`application/json`. A missing or bad signature is 401 `invalid_signature` and changes nothing; " +
+      "so is every request while LIVEKIT_URL, LIVEKIT_API_KEY and LIVEKIT_API_SECRET are not all set. " +
+      "`participant_joined` → the call is `ongoing` (`call.started`); `room_finished` → `completed` with its " +
+      "duration (`call.ended`), or `no_answer` when nobody had joined; unused reserved minutes are returned. " +
+      "Replays change nothing. Answers 200 `{received: true}`.",
+    security: [{ liveKitWebhook: [] }],
+    request: {
+      body: {
+        required: true,
+        content: {
+          "application/webhook+json": { schema: WebhookEventBody },
+          "application/json": { schema: WebhookEventBody },
+        },
+      },
+    },
+    responses: {
+      200: {
+        description: "Received (whether or not it changed anything).",
+        content: { "application/json": { schema: z.object({ received: z.literal(true) }) } },
+      },
+      ...errorResponses(
+        "invalid_request",
+        "invalid_signature",
+        "payload_too_large",
+        "unsupported_media_type",
+      ),
+    },
+  });
+  app.openapi(route, async (c) => {
+    const raw = await c.req.text();
+    const event = deps.liveKit ? await deps.liveKit.receiveWebhook(raw, c.req.header("authorization")) : null;
+    if (!event)
+      throw new ApiError("invalid_signature", "The webhook signature is missing or does not verify.");
+    await applyLiveKitEvent(deps, event);
+    return c.json({ received: true as const }, 200);
+  });
+}

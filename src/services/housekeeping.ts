@@ -1,0 +1,55 @@
+import { CAPTCHA_TOKEN_MEMORY_MS } from "../captcha/verify.ts";
+import { deleteCaptchaTokensBefore } from "../db/captchaTokens.ts";
+import type { Db } from "../db/engine/connection.ts";
+import { deleteIdleRateLimitWindows } from "../db/rateLimits.ts";
+import { deleteStaleSessionData } from "../db/sessionTokens.ts";
+import { ensureSingleTimer } from "../db/timers.ts";
+import type { Deps } from "../deps.ts";
+import { TIMER_KINDS } from "../timers/kinds.ts";
+import type { HandlerContext, TimerHandler } from "../timers/types.ts";
+import { WEB_CALL_RATE_LIMIT } from "./rateLimit.ts";
+import { IDEMPOTENCY_TTL_MS, SESSION_TOKEN_TTL_MS } from "./sessionTokens.ts";
+
+/**
+ * Housekeeping: rows that only served a while are removed by one periodic durable timer, never on a
+ * request's path. Each pass removes
+ * - idempotency records past their 24 hours, and session tokens expired for longer than that (a replay
+ *   may still need a token's row until its record expires);
+ * - rate-limit windows whose hits all left the window;
+ * - accepted bot-check tokens past the time they are remembered.
+ * Every decision that these rows serve stays right whether or not a pass has run.
+ */
+
+export const HOUSEKEEPING_EVERY_MS = 10 * 60 * 1000;
+
+/** Makes sure one housekeeping timer is pending (any process may call it at start: one row results). */
+export async function scheduleHousekeeping(deps: Pick<Deps, "sql">): Promise<void> {
+  await ensureSingleTimer(deps.sql, TIMER_KINDS.housekeeping, 0);
+}
+
+/** One pass: removes what has served its time; returns how many rows of each kind went. */
+export async function housekeepingPass(sql: Db, deps: Pick<Deps, "clock">) {
+  const now = deps.clock.now().getTime();
+  return {
+    ...(await deleteStaleSessionData(
+      sql,
+      new Date(now - IDEMPOTENCY_TTL_MS),
+      new Date(now - IDEMPOTENCY_TTL_MS - SESSION_TOKEN_TTL_MS),
+    )),
+    rateLimitWindows: await deleteIdleRateLimitWindows(
+      sql,
+      WEB_CALL_RATE_LIMIT.bucket,
+      new Date(now - WEB_CALL_RATE_LIMIT.windowSeconds * 1000),
+    ),
+    captchaTokens: await deleteCaptchaTokensBefore(sql, new Date(now - CAPTCHA_TOKEN_MEMORY_MS)),
+  };
+}
+
+/** The `housekeeping` timer: one pass, then the next one in HOUSEKEEPING_EVERY_MS. */
+export function housekeeping(deps: Deps): TimerHandler {
+  return async ({ tx, schedule }: HandlerContext) => {
+    const removed = await housekeepingPass(tx, deps);
+    await schedule({ kind: TIMER_KINDS.housekeeping, delayMs: HOUSEKEEPING_EVERY_MS });
+    deps.log.debug("housekeeping", removed);
+  };
+}

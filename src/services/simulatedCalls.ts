@@ -1,0 +1,195 @@
+import { findAgent } from "../db/agents.ts";
+import {
+  type CallView,
+  callView,
+  completeCalls,
+  insertSimulatedCall,
+  readOngoingCalls,
+  ringCalls,
+  startCalls,
+  transcriptView,
+} from "../db/calls.ts";
+import { campaignAdvanceTimers } from "../db/campaigns.ts";
+import type { Db } from "../db/engine/connection.ts";
+import type { InsertedTimerRow } from "../db/timers.ts";
+import type { Deps } from "../deps.ts";
+import { drawDurationSeconds, pickLanguage, simulateOutcome } from "../simulation/content.ts";
+import { SIMULATED_SCHEDULE } from "../simulation/schedule.ts";
+import { TIMER_KINDS } from "../timers/kinds.ts";
+import type { BatchContext, BatchTimerHandler, FiredTimer } from "../timers/types.ts";
+import { recordEvents } from "./events.ts";
+
+/**
+ * Simulated calls (test mode): created `initiated` with the timer of their first step, then played by
+ * the timers: `ringing` at +2 s, `ongoing` at +5 s, `completed` after the drawn duration, each delay
+ * multiplied by SIMULATION_TIME_SCALE. Nothing reaches a carrier and nothing counts in usage.
+ */
+
+export interface SimulatedCallInput {
+  organizationId: string;
+  agentId: string;
+  direction: "outbound" | "web";
+  to: string | null;
+  contactId?: string | null;
+  campaignId?: string | null;
+  variables?: Record<string, unknown>;
+  /** The agent's language, when the caller already read the agent; read otherwise. */
+  agentLanguage?: string;
+}
+
+/** Milliseconds from creation to `ringing`, at this process's time scale. */
+export function ringDelayMs(deps: Pick<Deps, "env">): number {
+  return SIMULATED_SCHEDULE.ringingAfter * 1000 * deps.env.SIMULATION_TIME_SCALE;
+}
+
+/**
+ * Creates a simulated call (`livemode` false) and the timer of its first step in one statement, inside
+ * the caller's transaction: outbound calls of test keys, and the calls of test campaigns.
+ */
+export async function createSimulatedCall(tx: Db, deps: Deps, input: SimulatedCallInput): Promise<CallView> {
+  const agentLanguage =
+    input.agentLanguage ?? (await findAgent(tx, input.organizationId, input.agentId))?.language ?? "en";
+  const variables = input.variables ?? {};
+  const id = deps.ids.next("call");
+  const { call, timers } = await insertSimulatedCall<InsertedTimerRow>(
+    tx,
+    tx`
+      select ${id}::text as id, ${input.organizationId}::text as organization_id, ${input.agentId}::text as agent_id,
+        ${input.to}::text as to_number, ${input.contactId ?? null}::text as contact_id,
+        ${input.campaignId ?? null}::text as campaign_id, ${input.direction}::text as direction,
+        ${tx.json(variables as never)}::jsonb as variables, ${drawDurationSeconds(id)}::integer as simulated_duration_seconds,
+        ${pickLanguage(variables, agentLanguage)}::text as language, ${deps.clock.now()}::timestamptz as created_at`,
+    {
+      kind: TIMER_KINDS.simulationStep,
+      delayMs: ringDelayMs(deps),
+      insert: (sql, rows) => deps.timers.insertFrom(sql, rows),
+    },
+  );
+  deps.timers.scheduled(timers);
+  return callView(call);
+}
+
+/**
+ * The steps of simulated calls, a batch at a time: every call due for the same step moves in one
+ * statement. Each step moves a call only from the state it expects, so a step that runs again (a
+ * takeover after a crash) changes nothing. The next step is scheduled from this step's due time, so
+ * lateness does not add up and, at scale 1, endedAt − startedAt = durationSeconds.
+ */
+export function simulationSteps(deps: Deps): BatchTimerHandler {
+  const scale = deps.env.SIMULATION_TIME_SCALE;
+  const ringToAnswerMs = (SIMULATED_SCHEDULE.ongoingAfter - SIMULATED_SCHEDULE.ringingAfter) * 1000 * scale;
+
+  // One statement: the calls that were `initiated` ring, and their next step is scheduled from this
+  // step's due time (the firing sends it with its take: two round trips with the commit).
+  const ring = async ({ tx, timers, followUps, scheduled }: BatchContext) => {
+    const next = await ringCalls<InsertedTimerRow>(
+      tx,
+      timers.map((t) => ({ id: String(t.payload.callId), due: t.dueAt })),
+      (moved) =>
+        followUps(tx`
+          select ${TIMER_KINDS.simulationStep}::text as kind,
+            due + ${ringToAnswerMs}::float8 * interval '1 millisecond' as due_at,
+            jsonb_build_object('callId', id, 'to', 'ongoing') as payload
+          from ${moved}`),
+    );
+    scheduled(next);
+  };
+
+  const answer = async ({ tx, timers, schedule }: BatchContext) => {
+    const moved = await startCalls(
+      tx,
+      timers.map((t) => ({ id: String(t.payload.callId), at: t.dueAt })),
+    );
+    await Promise.all([
+      recordEvents(
+        tx,
+        deps,
+        moved.map((call) => ({
+          organizationId: call.organization_id,
+          type: "call.started" as const,
+          livemode: call.livemode,
+          data: callView(call),
+        })),
+      ),
+      schedule(
+        moved.map((call) => ({
+          kind: TIMER_KINDS.simulationStep,
+          at: new Date(call.started_at!.getTime() + (call.simulated_duration_seconds ?? 30) * 1000 * scale),
+          payload: { callId: call.id, to: "completed" },
+        })),
+      ),
+    ]);
+  };
+
+  const complete = async ({ tx, timers, schedule }: BatchContext) => {
+    const due = new Map(timers.map((t) => [String(t.payload.callId), t.dueAt]));
+    const calls = await readOngoingCalls(tx, [...due.keys()]);
+    const outcomes = new Map(
+      calls.map((call) => [
+        call.id,
+        simulateOutcome({
+          seed: call.id,
+          language: call.language,
+          durationSeconds: call.simulated_duration_seconds ?? 30,
+          at: call.created_at,
+          variables: call.variables,
+        }),
+      ]),
+    );
+    const moved = await completeCalls(
+      tx,
+      calls.map((call) => {
+        const o = outcomes.get(call.id)!;
+        return {
+          id: call.id,
+          endedAt: due.get(call.id)!,
+          durationSeconds: call.simulated_duration_seconds ?? 30,
+          summary: o.summary,
+          collectedData: o.collectedData,
+          transcript: o.segments,
+        };
+      }),
+    );
+    // One statement; ids are drawn in this order, so the outbox keeps it per call: the call ended,
+    // then its transcript and its analysis are ready. Each once.
+    await recordEvents(
+      tx,
+      deps,
+      moved.flatMap((call) => {
+        const base = { organizationId: call.organization_id, livemode: call.livemode };
+        const view = callView(call);
+        const segments = outcomes.get(call.id)!.segments;
+        return [
+          { ...base, type: "call.ended" as const, data: view },
+          {
+            ...base,
+            type: "call.transcript_ready" as const,
+            data: transcriptView({ id: call.id, livemode: call.livemode, transcript: segments }),
+          },
+          { ...base, type: "call.analysis_ready" as const, data: view },
+        ];
+      }),
+    );
+    // A campaign call that ended advances its campaign, in this same transaction (services/campaigns.ts).
+    await schedule(campaignAdvanceTimers(moved));
+  };
+
+  const steps: Record<string, (ctx: BatchContext) => Promise<void>> = {
+    ringing: ring,
+    ongoing: answer,
+    completed: complete,
+  };
+  return async (ctx) => {
+    const byStep = new Map<string, FiredTimer[]>();
+    for (const t of ctx.timers) {
+      const step = String(t.payload.to);
+      if (!steps[step]) throw new Error(`unknown simulation step ${JSON.stringify(t.payload.to)}`);
+      byStep.set(step, [...(byStep.get(step) ?? []), t]);
+    }
+    const results = await Promise.allSettled(
+      [...byStep].map(([step, timers]) => steps[step]!({ ...ctx, timers })),
+    );
+    const failed = results.find((r) => r.status === "rejected");
+    if (failed) throw (failed as PromiseRejectedResult).reason;
+  };
+}

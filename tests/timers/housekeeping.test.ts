@@ -1,0 +1,97 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { sha256 } from "../../src/auth/keys.ts";
+import { ManualClock } from "../../src/clock.ts";
+import { rememberCaptchaToken } from "../../src/db/captchaTokens.ts";
+import { rateLimitHitsSql } from "../../src/db/rateLimits.ts";
+import { insertSessionToken } from "../../src/db/sessionTokens.ts";
+import { HOUSEKEEPING_EVERY_MS, scheduleHousekeeping } from "../../src/services/housekeeping.ts";
+import { WEB_CALL_RATE_LIMIT } from "../../src/services/rateLimit.ts";
+import { registerTimerHandlers } from "../../src/timerHandlers.ts";
+import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
+import { testRunner, waitFor } from "./support.ts";
+
+/**
+ * Housekeeping: one periodic durable timer removes what has served its time (idempotency records,
+ * expired session tokens, idle rate-limit windows, remembered bot-check tokens), never a request.
+ */
+const DAY = 24 * 3600_000;
+const clock = new ManualClock("2026-11-21T09:30:00.000Z");
+let ctx: TestContext;
+let seed: Awaited<ReturnType<typeof seedOrganization>>;
+
+beforeAll(async () => {
+  ctx = await createTestContext({ clock });
+  seed = await seedOrganization(ctx);
+});
+afterAll(() => ctx.close());
+
+const pendingHousekeeping = async () =>
+  (
+    await ctx.db.sql<{ due_at: Date }[]>`
+      select due_at from timers where kind = 'housekeeping' and status = 'pending'`
+  ).map((r) => r.due_at);
+
+describe("the housekeeping timer", () => {
+  test("is one pending timer however many processes make sure of it, at once or not", async () => {
+    await Promise.all(Array.from({ length: 8 }, () => scheduleHousekeeping(ctx.deps)));
+    await scheduleHousekeeping(ctx.deps);
+    expect(await pendingHousekeeping()).toHaveLength(1);
+  });
+
+  test("a pass removes what served its time, keeps the rest, and schedules the next pass", async () => {
+    const sql = ctx.db.sql;
+    const now = clock.now().getTime();
+    const token = (n: number, expiresAt: number) => ({
+      hash: sha256(`token-${n}`),
+      organizationId: seed.org.id,
+      livemode: false,
+      secretKeyId: seed.test.id,
+      agentId: seed.agent.id,
+      variables: {},
+      language: null,
+      expiresAt: new Date(expiresAt),
+      now: new Date(expiresAt - 300_000),
+    });
+    // Expired a day and more ago (gone), expired an hour ago (kept: a replay may still need it).
+    await insertSessionToken(sql, token(1, now - DAY - 600_000));
+    await insertSessionToken(sql, token(2, now - 3600_000));
+    await sql`
+      insert into session_idempotency_keys
+        (organization_id, livemode, idempotency_key, request_hash, salt, token_hash, created_at)
+      values (${seed.org.id}, false, 'old', ${sha256("a")}, 's', ${sha256("token-1")}, ${new Date(now - DAY - 1)}),
+             (${seed.org.id}, false, 'new', ${sha256("b")}, 's', ${sha256("token-2")}, ${new Date(now - 60_000)})`;
+    // An address whose hits all left the window (gone), one with a recent hit (kept).
+    const hit = (address: string, at: number) =>
+      sql`${rateLimitHitsSql(sql, WEB_CALL_RATE_LIMIT, sql`select ${address}::text as address, ${new Date(at)}::timestamptz as at`)}`;
+    await hit("192.0.2.1", now - 3600_000);
+    await hit("192.0.2.2", now - 60_000);
+    // A bot-check token accepted long ago (gone), one just now (kept).
+    await rememberCaptchaToken(sql, sha256("captcha-old"), new Date(now - 3600_000), new Date(0));
+    await rememberCaptchaToken(sql, sha256("captcha-new"), new Date(now - 1000), new Date(0));
+
+    await sql`update timers set due_at = now() where kind = 'housekeeping'`;
+    const runner = testRunner(ctx.db);
+    registerTimerHandlers(runner, { ...ctx.deps, timers: runner });
+    await runner.start();
+    try {
+      await waitFor(async () => {
+        const due = await pendingHousekeeping();
+        return due.length === 1 && due[0]!.getTime() > Date.now() + HOUSEKEEPING_EVERY_MS / 2;
+      });
+    } finally {
+      await runner.stop();
+    }
+    const tokens = await sql<{ token_hash: Uint8Array }[]>`select token_hash from session_tokens`;
+    expect(tokens.map((t) => Buffer.from(t.token_hash).toString("hex"))).toEqual([
+      Buffer.from(sha256("token-2")).toString("hex"),
+    ]);
+    expect(
+      (await sql`select idempotency_key from session_idempotency_keys`).map((r) => r.idempotency_key),
+    ).toEqual(["new"]);
+    expect((await sql`select address from rate_limit_windows`).map((r) => r.address)).toEqual(["192.0.2.2"]);
+    const captcha = await sql<{ token_hash: Uint8Array }[]>`select token_hash from captcha_tokens_used`;
+    expect(captcha.map((t) => Buffer.from(t.token_hash).toString("hex"))).toEqual([
+      Buffer.from(sha256("captcha-new")).toString("hex"),
+    ]);
+  });
+});
