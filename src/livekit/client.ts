@@ -1,11 +1,22 @@
 import type { WebhookEvent } from "livekit-server-sdk";
-import { AccessToken, AgentDispatchClient, RoomServiceClient, WebhookReceiver } from "livekit-server-sdk";
+import {
+  AccessToken,
+  AgentDispatchClient,
+  RoomServiceClient,
+  SipClient,
+  WebhookReceiver,
+} from "livekit-server-sdk";
 import type { Env } from "../env.ts";
+import { LiveKitError, type LiveKitStep } from "./errors.ts";
+import { RINGING_TIMEOUT_SECONDS, type RoomParticipant, sipIdentity } from "./sip.ts";
+
+export { LiveKitError } from "./errors.ts";
 
 /**
- * The media server (LiveKit), reached with livekit-server-sdk: rooms through RoomService, the agent
- * through AgentDispatchService, the visitor's access token, and verification of LiveKit's webhooks.
- * Live web calls need all three of LIVEKIT_URL, LIVEKIT_API_KEY and LIVEKIT_API_SECRET.
+ * The media server (LiveKit), reached with livekit-server-sdk: rooms and their participants through
+ * RoomService, the agent through AgentDispatchService, phone calls through the SIP service, the
+ * visitor's access token, and verification of LiveKit's webhooks. Every failure is a LiveKitError.
+ * Live calls need all three of LIVEKIT_URL, LIVEKIT_API_KEY and LIVEKIT_API_SECRET.
  */
 
 export interface LiveKitConfig {
@@ -27,29 +38,29 @@ export function clientServerUrl(url: string): string {
   return url.replace(/^http(s?):\/\//i, (_, s: string) => (s ? "wss://" : "ws://"));
 }
 
-/** LiveKit's name for an agent (CONTRACT.md §8): its `livekitAgentName`, or else its id. */
+/** LiveKit's name for an agent: its `livekitAgentName`, or else its id. */
 export function liveKitAgentName(agent: { id: string; livekit_agent_name: string | null }): string {
   return agent.livekit_agent_name || agent.id;
 }
 
-/** The visitor's access token never outlives this (CONTRACT.md §4: at most 10 minutes). */
+/** The visitor's access token never outlives this (at most 10 minutes). */
 export const PARTICIPANT_TOKEN_TTL_SECONDS = 600;
 /** Seconds a room waits for its first participant before LiveKit closes it. */
 export const ROOM_EMPTY_TIMEOUT_SECONDS = 120;
 /** Seconds a room stays open after the last participant leaves. */
 export const ROOM_DEPARTURE_TIMEOUT_SECONDS = 20;
-/** The visitor and the agent. */
+/** The caller (visitor or callee) and the agent. */
 export const ROOM_MAX_PARTICIPANTS = 2;
-/** A media server slower than this is a failed start (502 `call_start_failed`), not a hung request. */
+/** A media server slower than this is a failed request (502 `call_start_failed`), not a hung one. */
 const REQUEST_TIMEOUT_SECONDS = 8;
-
-/** Starting a call failed at the media server; the caller answers 502 `call_start_failed`. */
-export class LiveKitError extends Error {
-  constructor(step: string, cause: unknown) {
-    super(`${step} failed: ${cause instanceof Error ? cause.message : String(cause)}`);
-    this.name = "LiveKitError";
-  }
-}
+/**
+ * A dial waits for the callee: LiveKit answers when the phone is picked up, refused, or has rung for
+ * the ringing timeout. After an answer the callee still has to join the room before LiveKit replies,
+ * so the request may last this long past the ringing timeout (the SDK's own floor is 2 s; LiveKit's
+ * server allows itself 80 s in all).
+ */
+export const DIAL_ANSWER_MARGIN_SECONDS = 20;
+export const DIAL_REQUEST_TIMEOUT_SECONDS = RINGING_TIMEOUT_SECONDS + DIAL_ANSWER_MARGIN_SECONDS;
 
 export interface WebCallRoom {
   name: string;
@@ -65,20 +76,56 @@ export interface StartRoomInput {
   variables: Record<string, unknown>;
 }
 
+export interface CreateRoomOptions {
+  /** Room metadata, visible to every participant (the browser too): never the call's variables. */
+  metadata?: Record<string, unknown>;
+  emptyTimeoutSeconds?: number;
+  departureTimeoutSeconds?: number;
+  maxParticipants?: number;
+}
+
+export interface DialSipInput {
+  callId: string;
+  roomName: string;
+  /** The outbound SIP trunk (`ST_…`). */
+  trunkId: string;
+  /** The callee, E.164. */
+  to: string;
+  /** The caller number shown to the callee (E.164), or null for the trunk's own. */
+  from: string | null;
+  /** LiveKit hangs up the call after this many seconds. */
+  maxSeconds: number;
+}
+
+/** The callee's participant, once the call is answered. */
+export interface AnsweredSipCall {
+  participantId: string;
+  participantIdentity: string;
+  roomName: string;
+  sipCallId: string;
+}
+
+/** DeleteRoom's answer: the room was closed now, or LiveKit no longer knew it (closed before). */
+export type DeleteRoomResult = "deleted" | "already_closed";
+
 export class LiveKit {
   readonly config: LiveKitConfig;
   readonly #rooms: RoomServiceClient;
   readonly #dispatch: AgentDispatchClient;
+  readonly #sip: SipClient;
   readonly #webhooks: WebhookReceiver;
 
   constructor(config: LiveKitConfig, opts: { requestTimeoutSeconds?: number } = {}) {
     this.config = config;
+    // Failover off: on a 5xx or a dropped connection the SDK would replay the request against another
+    // region (LiveKit Cloud), and a replayed CreateSIPParticipant dials the callee a second time.
     const options = {
       requestTimeout: opts.requestTimeoutSeconds ?? REQUEST_TIMEOUT_SECONDS,
       failover: false,
     };
     this.#rooms = new RoomServiceClient(config.url, config.apiKey, config.apiSecret, options);
     this.#dispatch = new AgentDispatchClient(config.url, config.apiKey, config.apiSecret, options);
+    this.#sip = new SipClient(config.url, config.apiKey, config.apiSecret, options);
     this.#webhooks = new WebhookReceiver(config.apiKey, config.apiSecret);
   }
 
@@ -93,47 +140,127 @@ export class LiveKit {
    */
   async startWebCall(input: StartRoomInput): Promise<WebCallRoom> {
     const name = LiveKit.roomName(input.callId);
+    await this.createRoom(name, { metadata: { callId: input.callId } });
     try {
-      await this.#rooms.createRoom({
-        name,
-        emptyTimeout: ROOM_EMPTY_TIMEOUT_SECONDS,
-        departureTimeout: ROOM_DEPARTURE_TIMEOUT_SECONDS,
-        maxParticipants: ROOM_MAX_PARTICIPANTS,
-        metadata: JSON.stringify({ callId: input.callId }),
-      });
-    } catch (err) {
-      throw new LiveKitError("CreateRoom", err);
-    }
-    let step = "CreateDispatch";
-    try {
-      await this.#dispatch.createDispatch(name, input.agentName, {
-        metadata: JSON.stringify({ callId: input.callId, variables: input.variables }),
-      });
-      step = "AccessToken";
+      await this.dispatchAgent(name, input.agentName, { callId: input.callId, variables: input.variables });
       const participantToken = await this.participantToken(name, `visitor-${input.callId}`);
       return { name, serverUrl: clientServerUrl(this.config.url), participantToken };
     } catch (err) {
       await this.deleteRoom(name).catch(() => {});
-      throw new LiveKitError(step, err);
+      throw err;
     }
   }
 
-  /** A token that joins this one room only: publish and subscribe, nothing administrative. */
-  async participantToken(room: string, identity: string): Promise<string> {
-    const at = new AccessToken(this.config.apiKey, this.config.apiSecret, {
-      identity,
-      ttl: PARTICIPANT_TOKEN_TTL_SECONDS,
-    });
-    at.addGrant({ roomJoin: true, room, canPublish: true, canSubscribe: true });
-    return at.toJwt();
+  /** Creates a room (CreateRoom). Creating a room that exists returns it unchanged. */
+  async createRoom(name: string, opts: CreateRoomOptions = {}): Promise<void> {
+    await this.#call("CreateRoom", () =>
+      this.#rooms.createRoom({
+        name,
+        emptyTimeout: opts.emptyTimeoutSeconds ?? ROOM_EMPTY_TIMEOUT_SECONDS,
+        departureTimeout: opts.departureTimeoutSeconds ?? ROOM_DEPARTURE_TIMEOUT_SECONDS,
+        maxParticipants: opts.maxParticipants ?? ROOM_MAX_PARTICIPANTS,
+        metadata: opts.metadata ? JSON.stringify(opts.metadata) : undefined,
+      }),
+    );
   }
 
-  /** Closes a room and disconnects everyone in it (the `maxSeconds` timer of a call). */
-  async deleteRoom(name: string): Promise<void> {
+  /**
+   * Sends the agent into the room (CreateDispatch). `metadata` reaches the agent only: a web call's
+   * `{callId, variables}`, a phone call's `{callId, variables, direction: "outbound", to}`.
+   * Returns the dispatch id.
+   */
+  async dispatchAgent(room: string, agentName: string, metadata: Record<string, unknown>): Promise<string> {
+    const dispatch = await this.#call("CreateDispatch", () =>
+      this.#dispatch.createDispatch(room, agentName, { metadata: JSON.stringify(metadata) }),
+    );
+    return dispatch.id;
+  }
+
+  /**
+   * Dials the callee into the room (CreateSIPParticipant) and waits until the phone is answered. The
+   * request may last the ringing timeout and then some; it is sent once, never replayed. Throws a
+   * LiveKitError when the dial fails: `dialFailureEnd()` tells how that ends the call. After a local
+   * `timeout` or `network_error` LiveKit may still have connected the callee: `listParticipants`
+   * (see `sipCallAnswered`) tells, and deleting the room hangs up.
+   */
+  async dialSip(input: DialSipInput): Promise<AnsweredSipCall> {
+    if (!Number.isInteger(input.maxSeconds) || input.maxSeconds < 1) {
+      throw new RangeError(`maxSeconds must be a positive integer, got ${input.maxSeconds}`);
+    }
+    const info = await this.#call("CreateSIPParticipant", () =>
+      this.#sip.createSipParticipant(input.trunkId, input.to, input.roomName, {
+        fromNumber: input.from ?? undefined,
+        participantIdentity: sipIdentity(input.callId),
+        waitUntilAnswered: true,
+        ringingTimeout: RINGING_TIMEOUT_SECONDS,
+        maxCallDuration: input.maxSeconds,
+        timeout: DIAL_REQUEST_TIMEOUT_SECONDS,
+      }),
+    );
+    return {
+      participantId: info.participantId,
+      participantIdentity: info.participantIdentity,
+      roomName: info.roomName,
+      sipCallId: info.sipCallId,
+    };
+  }
+
+  /** Who is in the room, with their attributes. A room LiveKit does not know has nobody in it. */
+  async listParticipants(roomName: string): Promise<RoomParticipant[]> {
+    let participants: Awaited<ReturnType<RoomServiceClient["listParticipants"]>>;
+    try {
+      participants = await this.#rooms.listParticipants(roomName);
+    } catch (err) {
+      const e = this.#error("ListParticipants", err);
+      if (e.code === "not_found") return [];
+      throw e;
+    }
+    return participants.map((p) => {
+      // Protobuf JSON names the enums (kind `SIP`, state `ACTIVE`) and leaves out their zero values.
+      const json = p.toJson() as { kind?: string; state?: string };
+      return {
+        identity: p.identity,
+        kind: json.kind ?? "STANDARD",
+        state: json.state ?? "JOINING",
+        attributes: { ...p.attributes },
+      };
+    });
+  }
+
+  /**
+   * A token that joins this one room only: publish and subscribe, nothing administrative. It lives
+   * `ttlSeconds`, never more than 10 minutes.
+   */
+  async participantToken(
+    room: string,
+    identity: string,
+    ttlSeconds: number = PARTICIPANT_TOKEN_TTL_SECONDS,
+  ): Promise<string> {
+    if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1) {
+      throw new RangeError(`ttlSeconds must be a positive integer, got ${ttlSeconds}`);
+    }
+    return this.#call("AccessToken", () => {
+      const at = new AccessToken(this.config.apiKey, this.config.apiSecret, {
+        identity,
+        ttl: Math.min(ttlSeconds, PARTICIPANT_TOKEN_TTL_SECONDS),
+      });
+      at.addGrant({ roomJoin: true, room, canPublish: true, canSubscribe: true });
+      return at.toJwt();
+    });
+  }
+
+  /**
+   * Closes a room and disconnects everyone in it (a callee whose phone still rings is hung up).
+   * A room LiveKit does not know (`not_found`) was closed already; any other failure is thrown.
+   */
+  async deleteRoom(name: string): Promise<DeleteRoomResult> {
     try {
       await this.#rooms.deleteRoom(name);
+      return "deleted";
     } catch (err) {
-      throw new LiveKitError("DeleteRoom", err);
+      const e = this.#error("DeleteRoom", err);
+      if (e.code === "not_found") return "already_closed";
+      throw e;
     }
   }
 
@@ -149,6 +276,18 @@ export class LiveKit {
     } catch {
       return null;
     }
+  }
+
+  async #call<T>(step: LiveKitStep, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      throw this.#error(step, err);
+    }
+  }
+
+  #error(step: LiveKitStep, err: unknown): LiveKitError {
+    return LiveKitError.from(step, err, [this.config.apiSecret]);
   }
 }
 

@@ -163,7 +163,7 @@ describe("startWebCall with the real SDK against a Twirp server", () => {
 describe("deleteRoom (the maxSeconds timer)", () => {
   test("deletes the call's room", async () => {
     const room = await lk.startWebCall({ callId: newId("call"), agentName: "x", variables: {} });
-    await lk.deleteRoom(room.name);
+    expect(await lk.deleteRoom(room.name)).toBe("deleted");
     expect(fake.rooms.has(room.name)).toBe(false);
     const del = fake.requests.at(-1)!;
     expect(del.method).toBe("DeleteRoom");
@@ -171,11 +171,15 @@ describe("deleteRoom (the maxSeconds timer)", () => {
     expect(del.claims?.video?.roomCreate).toBe(true);
   });
 
-  test("an unknown room or a failing server is a LiveKitError", async () => {
-    expect(await lk.deleteRoom("no-such-room").catch((e) => e)).toBeInstanceOf(LiveKitError);
+  test("a room LiveKit does not know was already closed; a failing server is a LiveKitError", async () => {
+    expect(await lk.deleteRoom("no-such-room")).toBe("already_closed");
+    expect(fake.requests.at(-1)?.status).toBe(404);
     const room = await lk.startWebCall({ callId: newId("call"), agentName: "x", variables: {} });
     fake.fail("DeleteRoom");
-    expect(await lk.deleteRoom(room.name).catch((e) => e)).toBeInstanceOf(LiveKitError);
+    const err = await lk.deleteRoom(room.name).catch((e) => e);
+    expect(err).toBeInstanceOf(LiveKitError);
+    expect(err.code).toBe("internal");
+    expect(fake.rooms.has(room.name)).toBe(true);
   });
 });
 
