@@ -81,7 +81,8 @@ export async function startRoom(
 ): Promise<{ callId: string; livemode: true; maxSeconds: number; room: WebCallRoom }> {
   const liveKit = deps.liveKit;
   try {
-    if (!liveKit) throw new LiveKitError("CreateRoom", "no media server is configured");
+    // Admission refuses live calls without a media server (503 agent_unavailable) before this point.
+    if (!liveKit) throw new Error("no media server is configured");
     const room = await liveKit.startWebCall({
       callId: prepared.callId,
       agentName: liveKitAgentName(agent),
@@ -175,8 +176,7 @@ export async function applyLiveKitEvent(deps: Deps, event: WebhookEvent): Promis
 
 /**
  * The `maxSeconds` timer: closes the room (everyone is disconnected) and ends the call. A call that
- * already ended changes nothing. A room LiveKit no longer knows is already closed; any other failure
- * to close it is thrown, so the runner tries again.
+ * already ended changes nothing. A failure to close the room is thrown, so the runner tries again.
  */
 export function liveCallMaxDuration(deps: Deps): TimerHandler {
   return async ({ tx, timer }: HandlerContext) => {
@@ -184,11 +184,8 @@ export function liveCallMaxDuration(deps: Deps): TimerHandler {
     const call = await findCallState(tx, callId);
     if (!call || (call.status !== "initiated" && call.status !== "ongoing")) return;
     if (deps.liveKit) {
-      try {
-        await deps.liveKit.deleteRoom(callId);
-      } catch (err) {
-        if (!/not.?found/i.test((err as Error).message)) throw err;
-      }
+      // A room LiveKit no longer knows is already closed; any other failure is thrown (retried).
+      await deps.liveKit.deleteRoom(callId);
     } else {
       deps.log.warn("web call reached its maximum duration but no media server is configured", { callId });
     }

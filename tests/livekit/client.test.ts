@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
 import { TokenVerifier } from "livekit-server-sdk";
-import { newId } from "../../src/ids.ts";
 import { LiveKit, LiveKitError, PARTICIPANT_TOKEN_TTL_SECONDS } from "../../src/livekit/client.ts";
 import { sipCallAnswered, sipIdentity } from "../../src/livekit/sip.ts";
 import { type FakeLiveKit, liveKitEvents, startFakeLiveKit } from "../helpers/fakeLivekit.ts";
+import { newId } from "../helpers/ids.ts";
 
 let fake: FakeLiveKit;
 let lk: LiveKit;

@@ -1,9 +1,9 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
 import { AccessToken, SipClient } from "livekit-server-sdk";
-import { newId } from "../../src/ids.ts";
 import { LiveKit, LiveKitError } from "../../src/livekit/client.ts";
 import { dialFailureEnd, sipCallAnswered, sipIdentity } from "../../src/livekit/sip.ts";
 import { type DialScript, type FakeLiveKit, startFakeLiveKit } from "../helpers/fakeLivekit.ts";
+import { newId } from "../helpers/ids.ts";
 
 /**
  * Dialling through the real SDK's SipClient against the fake LiveKit. The fake rings through a
