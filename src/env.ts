@@ -5,7 +5,7 @@ const bool = z
   .optional()
   .transform((v) => v === "true" || v === "1");
 
-/** The environment of CONTRACT.md §1, parsed once at start. */
+/** The environment (every setting of the service), parsed once at start. */
 export const EnvSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   HOST: z.string().min(1).default("127.0.0.1"),

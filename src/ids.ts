@@ -1,6 +1,6 @@
 import type { Clock } from "./clock.ts";
 
-/** Identifier prefixes of CONTRACT.md §2, plus `req` for request ids. */
+/** Identifier prefixes of the API's objects, plus `req` for request ids. */
 export const ID_PREFIXES = [
   "org",
   "agt",

@@ -18,7 +18,7 @@ export type FlatValue = string | number | boolean | null;
 export type FlatObject = Record<string, FlatValue>;
 
 /**
- * A flat object (CONTRACT.md §5 `variables`, §8 contact `metadata`): at most 50 keys of 1–64
+ * A flat object (a call's or session token's `variables`, a contact's `metadata`): at most 50 keys of 1–64
  * characters; values string (≤ 1,000 characters), finite number, boolean or null. The first fault
  * is reported with its key as the parameter (e.g. `variables.orderId`).
  */

@@ -63,6 +63,22 @@ const ORG_ID = "org_01JD8Y3M6W9Q2T4V5X7Z8A9B0C";
 const AGENT_ID = "agt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C";
 const KEY_ID = "key_01JD8Y3M6W9Q2T4V5X7Z8A9B0C";
 
+/** The flags of an agent's fields, for creating and for changing one. */
+const agentFlags = (created: boolean) => ({
+  name: { value: "<text>", help: created ? "Name of the agent." : "New name." },
+  active: { value: "[true|false]", help: created ? "Takes calls (default true)." : "Takes calls or not." },
+  livekitAgentName: {
+    value: "<text>",
+    help: created
+      ? "Agent name dispatched on the media server (default: the agent id)."
+      : 'Agent name dispatched on the media server; "" clears it (the agent id is used).',
+  },
+  language: {
+    value: "en|fr",
+    help: created ? "Language of the agent (default en)." : "Language of the agent.",
+  },
+});
+
 const inOrganization = {
   prefix: "org",
   example: ORG_ID,
@@ -127,15 +143,7 @@ export const adminOperations: AdminOperation[] = [
       "server (default: the agent id).",
     id: inOrganization,
     body: AgentInput,
-    flags: {
-      name: { value: "<text>", help: "Name of the agent." },
-      active: { value: "[true|false]", help: "Takes calls (default true)." },
-      livekitAgentName: {
-        value: "<text>",
-        help: "Agent name dispatched on the media server (default: the agent id).",
-      },
-      language: { value: "en|fr", help: "Language of the agent (default en)." },
-    },
+    flags: agentFlags(true),
     response: { status: 201, description: "The agent.", schema: AgentDetailsSchema },
     errors: ["not_found"],
     run: (deps, id, body) => createAgent(deps, id, body as z.output<typeof AgentInput>),
@@ -150,15 +158,7 @@ export const adminOperations: AdminOperation[] = [
       "their value. An inactive agent takes no new web call (503 `agent_unavailable`).",
     id: { prefix: "agt", example: AGENT_ID, cli: { positional: "<agent-id>" } },
     body: AgentPatch,
-    flags: {
-      name: { value: "<text>", help: "New name." },
-      active: { value: "[true|false]", help: "Takes calls or not." },
-      livekitAgentName: {
-        value: "<text>",
-        help: 'Agent name dispatched on the media server; "" clears it (the agent id is used).',
-      },
-      language: { value: "en|fr", help: "Language of the agent." },
-    },
+    flags: agentFlags(false),
     response: { status: 200, description: "The agent.", schema: AgentDetailsSchema },
     errors: ["not_found"],
     run: (deps, id, body) => updateAgent(deps, id, body as z.output<typeof AgentPatch>),

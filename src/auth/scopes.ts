@@ -1,4 +1,4 @@
-/** The scopes of CONTRACT.md §3; `*` grants all of them. */
+/** The scopes a secret key can be granted; `*` grants all of them. */
 export const SCOPES = [
   "webcalls:write",
   "calls:read",

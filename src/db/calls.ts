@@ -94,7 +94,7 @@ export function columnList(sql: Db, columns: readonly string[], table?: string):
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
-/** The call object of CONTRACT.md §6; `taskId` only for calls placed by a scheduled task. */
+/** The call object of the API; `taskId` only for calls placed by a scheduled task. */
 export function callView(r: CallRow) {
   return {
     id: r.id,
@@ -334,20 +334,58 @@ export function firstStepTimers(sql: Db, kind: string, created: Fragment, delayM
     from ${created}`;
 }
 
+/** A simulated call to create, with the columns a statement of `insertSimulatedCallsFrom` takes. */
+export interface NewSimulatedCall {
+  id: string;
+  organizationId: string;
+  agentId: string;
+  to: string | null;
+  contactId: string | null;
+  campaignId: string | null;
+  direction: "outbound" | "web";
+  variables: Record<string, unknown>;
+  durationSeconds: number;
+  language: string;
+  createdAt: Date;
+}
+
 /**
- * One simulated call and the timer of its first step, in one statement: the call from `call` (one row
- * of the columns `insertSimulatedCallsFrom` takes), the timer through `insertTimers`. Returns the call
- * and the timer rows (for the scheduler's `scheduled`).
+ * One simulated call and the timer of its first step, in one statement: the call, and its timer
+ * through `timer.insert` (the scheduler's `insertFrom`). Returns the call and the timer rows (for the
+ * scheduler's `scheduled`).
  */
 export async function insertSimulatedCall<T>(
   sql: Db,
-  call: Fragment,
+  c: NewSimulatedCall,
   timer: { kind: string; delayMs: number; insert: TimerInsert },
 ): Promise<{ call: CallRow; timers: T[] }> {
+  const call = sql`
+    select ${c.id}::text as id, ${c.organizationId}::text as organization_id, ${c.agentId}::text as agent_id,
+      ${c.to}::text as to_number, ${c.contactId}::text as contact_id, ${c.campaignId}::text as campaign_id,
+      ${c.direction}::text as direction, ${sql.json(c.variables as never)}::jsonb as variables,
+      ${c.durationSeconds}::integer as simulated_duration_seconds, ${c.language}::text as language,
+      ${c.createdAt}::timestamptz as created_at`;
   const [row] = await sql<(CallRow & { timers: T[] })[]>`
     with created_call as (${insertSimulatedCallsFrom(sql, call)}),
       created_timer as (${timer.insert(sql, firstStepTimers(sql, timer.kind, sql`created_call`, timer.delayMs))})
     select created_call.*, (select json_agg(created_timer) from created_timer) as timers from created_call`;
   const { timers, ...rest } = row!;
   return { call: rest as CallRow, timers };
+}
+
+/**
+ * The rows of the next step's timer of each call of `moved` (a relation with `id` and `due`, the due
+ * time of the step that moved it), due `delayMs` after that: `to` names the step.
+ */
+export function nextStepTimers(
+  sql: Db,
+  kind: string,
+  moved: Fragment,
+  delayMs: number,
+  to: string,
+): Fragment {
+  return sql`
+    select ${kind}::text as kind, due + ${delayMs}::float8 * interval '1 millisecond' as due_at,
+      jsonb_build_object('callId', id, 'to', ${to}::text) as payload
+    from ${moved}`;
 }

@@ -35,7 +35,7 @@ export type CampaignRow = {
   completed_at: Date | null;
 };
 
-/** The campaign object of CONTRACT.md §6. */
+/** The campaign object of the API. */
 export function campaignView(r: CampaignRow) {
   return {
     id: r.id,

@@ -46,6 +46,11 @@ export function rateLimitHitsSql(
     returning w.address, w.hits, w.last_allowed`;
 }
 
+/** One hit as the rows `rateLimitHitsSql` counts: the client address and the moment of the request. */
+export function hitRow(sql: Db, address: string, at: Date): Fragment {
+  return sql`select ${address}::text as address, ${at}::timestamptz as at`;
+}
+
 /**
  * Drops the rows of a bucket's addresses whose hits all left the window (at or before `windowStart`).
  * Rows an upsert holds are skipped (they are in use, and waiting on them in no order could deadlock

@@ -3,7 +3,7 @@ import type { Logger } from "../log.ts";
 import { firstStepTimers, insertSimulatedCallsFrom, type TimerInsert } from "./calls.ts";
 import { Coalescer, logRefusedBatch, STATEMENT_COALESCING } from "./engine/coalesce.ts";
 import { type Db, refusedByDatabase } from "./engine/connection.ts";
-import { type RateLimitRow, rateLimitHitsSql } from "./rateLimits.ts";
+import { hitRow, type RateLimitRow, rateLimitHitsSql } from "./rateLimits.ts";
 import { claimSql } from "./sessionTokens.ts";
 
 /**
@@ -39,7 +39,7 @@ async function redeemOne<T>(
   settings: RedemptionSettings,
   r: TestTokenRedemption,
 ): Promise<TestTokenRedemptionRow<T>> {
-  const hit = sql`select ${r.address}::text as address, ${r.hitAt}::timestamptz as at`;
+  const hit = hitRow(sql, r.address, r.hitAt);
   const allowed = sql`(select last_allowed from rate_limit)`;
   const { timer } = settings;
   const [row] = await sql<TestTokenRedemptionRow<T>[]>`

@@ -2,7 +2,7 @@ import type { Context } from "hono";
 import type { AppEnv } from "./appEnv.ts";
 
 /**
- * The client address used for per-visitor limits and sent to the bot check (CONTRACT.md §1, TRUST_PROXY).
+ * The client address used for per-visitor limits and sent to the bot check (see TRUST_PROXY).
  * It is the socket peer handed over by the runtime adapter. `X-Forwarded-For` is read only when that
  * peer is one of the trusted proxies, and then the right-most address that is not a trusted proxy
  * wins: everything left of it was written by the visitor and proves nothing.

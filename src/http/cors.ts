@@ -2,7 +2,7 @@ import type { MiddlewareHandler } from "hono";
 import type { AppEnv } from "./appEnv.ts";
 
 /**
- * CORS for `POST /api/v1/web-calls`, the only API route a web page calls (CONTRACT.md §8): the
+ * CORS for `POST /api/v1/web-calls`, the only API route a web page calls: the
  * preflight allows any origin, since a session token works from any website, and every answer,
  * errors included, names the request's origin so the widget can read the error code. The publishable
  * key's own list of websites is enforced by the route itself (403 `origin_not_allowed`), not here.

@@ -9,7 +9,7 @@ import { webCallCors } from "./cors.ts";
 /**
  * What runs on `POST /api/v1/web-calls` around the route: CORS (so every answer carries it), then the
  * per-address rate limit, which counts every request reaching the route, malformed or not, and
- * decides first (CONTRACT.md §4, §8). Mount it ahead of the body middleware:
+ * decides first. Mount it ahead of the body middleware:
  * `app.use("/api/v1/web-calls", ...webCallGate(deps))`.
  *
  * The gate makes the request's hit (a `WebCallRateLimit`, services/rateLimit.ts) and leaves the

@@ -1,17 +1,16 @@
 import { z } from "@hono/zod-openapi";
-import type { Fragment } from "postgres";
-import type { Db } from "../db/engine/connection.ts";
+import { LIMIT_MAX } from "../db/engine/pages.ts";
 import { ApiError } from "../errors.ts";
 import type { App } from "../http/appEnv.ts";
-import { ID_PREFIXES, type IdPrefix, isAnyId, isId } from "../ids.ts";
+import { isAnyId } from "../ids.ts";
 
 /**
- * The one cursor list convention (SPEC.md "List convention", CONTRACT.md §6):
+ * The one cursor list convention:
  * - query: `limit` 1–100 (default 20), `starting_after` = id of the last item of the previous page,
  *   plus the list's own filters; anything else is refused (400 `invalid_query` with `param`);
  * - answer: `{data, has_more}`, newest first in the total order (created_at desc, id desc), so items
  *   with equal timestamps are neither repeated nor skipped;
- * - keyset pagination: a page is `where <scope> and (created_at, id) < (cursor) order by … limit n+1`
+ * - keyset pagination (db/engine/pages.ts): a page is `where <scope> and (created_at, id) < (cursor) order by … limit n+1`
  *   on an index (<scope columns>, created_at desc, id desc): page 5,000 costs what page 1 costs;
  * - a cursor outside the list (unknown, deleted, foreign, other mode, other filters, other resource
  *   type) is 400 `invalid_cursor`, never an empty page; a malformed one is 400 `invalid_query`.
@@ -21,7 +20,6 @@ import { ID_PREFIXES, type IdPrefix, isAnyId, isId } from "../ids.ts";
  */
 
 export const LIMIT_DEFAULT = 20;
-export const LIMIT_MAX = 100;
 
 /**
  * One value of a query parameter. A repeated parameter reaches the validator as an array and is
@@ -67,7 +65,7 @@ export const startingAfterParam = queryValue("an object id")
     pattern: "^[a-z]+_[0-9A-HJKMNP-TV-Z]{26}$",
   });
 
-/** `livemode` query value: exactly `true` or `false` (CONTRACT.md §2). */
+/** `livemode` query value: exactly `true` or `false`. */
 export const livemodeParam = queryValue("true or false")
   .optional()
   .refine((v) => v === undefined || v === "true" || v === "false", { message: "must be true or false" })
@@ -128,7 +126,7 @@ export function registerListConvention(app: App): void {
   app.openAPIRegistry.registerParameter("Livemode", livemodeParam);
 }
 
-/** 400 `invalid_query` when a `livemode` filter contradicts the key's mode (SPEC.md calls and campaigns, rule 1). */
+/** 400 `invalid_query` when a `livemode` filter contradicts the key's mode (lists show the key's mode only). */
 export function assertLivemodeMatches(requested: boolean | undefined, keyLivemode: boolean): void {
   if (requested !== undefined && requested !== keyLivemode) {
     throw new ApiError(
@@ -140,89 +138,3 @@ export function assertLivemodeMatches(requested: boolean | undefined, keyLivemod
     );
   }
 }
-
-export interface PageRequest<Row> {
-  sql: Db;
-  /** Table to read; must have `id` and `created_at` and an index on (<scope columns>, created_at desc, id desc). */
-  table: string;
-  /**
-   * The whole scope of the list: organization, mode and filters, on unqualified columns of `table`.
-   * The cursor must satisfy it too.
-   */
-  where: Fragment;
-  /** Id prefix of the items; a well-formed cursor of another prefix is `invalid_cursor`. */
-  prefix: IdPrefix;
-  limit: number;
-  startingAfter: string | undefined;
-  /** Columns to select (default `*`); must include what `map` reads. */
-  columns?: Fragment;
-  /** Builds the API object from a row, reading only the columns it needs. */
-  map?: (row: Row) => unknown;
-}
-
-export interface Page<T> {
-  data: T[];
-  has_more: boolean;
-}
-
-/**
- * The one statement that reads a page, exported so benchmarks can EXPLAIN exactly what runs.
- * With a cursor, the anchor row is read within the same scope by a row subquery the planner runs
- * once before the index scan (an InitPlan), and the keyset condition becomes an index condition:
- * the same statement shape and cost as page 1 plus one primary-key lookup. An anchor that is not in
- * the scope makes the comparison null, so the page is empty; `paginate` tells that apart from a real
- * last page.
- */
-export function pageQuery<Row>(req: PageRequest<Row>): Fragment {
-  const { sql, where, limit } = req;
-  const table = sql(req.table);
-  const after =
-    req.startingAfter === undefined
-      ? sql``
-      : sql`and (created_at, id) < (select created_at, id from ${table} where id = ${req.startingAfter} and ${where})`;
-  // The limit is written into the statement (a checked integer, so ≤ 100 shapes per list): with a
-  // parameter there, PostgreSQL cannot cost a generic plan and plans every execution afresh, which
-  // costs more than running the page (0.05–0.2 ms against 0.05 ms). Written in, the prepared
-  // statement's plan is planned once and reused.
-  if (!Number.isInteger(limit) || limit < 1 || limit > LIMIT_MAX)
-    throw new Error(`limit out of range: ${limit}`);
-  return sql`
-    select ${req.columns ?? sql`*`} from ${table}
-    where ${where} ${after}
-    order by created_at desc, id desc
-    limit ${sql.unsafe(String(limit + 1))}`;
-}
-
-/**
- * Reads one page. An unknown, deleted, foreign, other-mode or out-of-filter cursor is
- * `invalid_cursor`, never an empty page. One extra row is read to know `has_more` without a count.
- */
-export async function paginate<Row extends object, T = Row>(req: PageRequest<Row>): Promise<Page<T>> {
-  if (req.startingAfter !== undefined && !isId(req.startingAfter, req.prefix)) throw invalidCursor();
-  const rows = (await pageQuery(req)) as unknown as Row[];
-  // An empty page after a cursor: the end of the list, or a cursor outside it. Only then is the
-  // anchor looked up on its own (the last page of a walk; every other page is one statement).
-  if (rows.length === 0 && req.startingAfter !== undefined && !(await inScope(req, req.startingAfter))) {
-    throw invalidCursor();
-  }
-  const has_more = rows.length > req.limit;
-  const page = has_more ? rows.slice(0, req.limit) : rows;
-  const map = req.map ?? ((r: Row) => r as unknown as T);
-  return { data: page.map((r) => map(r) as T), has_more };
-}
-
-async function inScope<Row>(req: PageRequest<Row>, id: string): Promise<boolean> {
-  const { sql } = req;
-  const rows = await sql`select 1 from ${sql(req.table)} where id = ${id} and ${req.where}`;
-  return rows.length > 0;
-}
-
-function invalidCursor(): ApiError {
-  return new ApiError(
-    "invalid_cursor",
-    "starting_after: no item of this list has this id (unknown, deleted, or of another organization, mode, filter or resource type).",
-    { param: "starting_after" },
-  );
-}
-
-export { ID_PREFIXES };

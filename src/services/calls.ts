@@ -14,17 +14,28 @@ import {
 } from "../db/calls.ts";
 import { contactExists } from "../db/contacts.ts";
 import { pipelinedTransaction } from "../db/engine/connection.ts";
+import { type Page, paginate } from "../db/engine/pages.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
-import { type Page, paginate } from "../lists/cursor.ts";
-import type { CreateCallInput } from "../routes/calls/schema.ts";
+import type { FlatObject } from "../schemas.ts";
 import { createSimulatedCall } from "./simulatedCalls.ts";
 import { scheduleCall } from "./tasks.ts";
 
 export { CALL_STATUSES } from "../db/calls.ts";
 
 /** Calls: creation (simulated with a test key, scheduled or placed with a live key), reads, lists. */
+
+/** What `POST /v1/calls` asks for, once validated. */
+export interface CreateCallInput {
+  agentId: string;
+  /** E.164. */
+  to: string;
+  contactId?: string | null | undefined;
+  variables?: FlatObject | undefined;
+  /** ISO 8601; live keys only: a future time schedules the call. */
+  runAt?: string | undefined;
+}
 
 /** The furthest a call can be scheduled. */
 const MAX_SCHEDULE_AHEAD_MS = 366 * 24 * 3600 * 1000;

@@ -18,12 +18,12 @@ import {
 } from "../db/campaigns.ts";
 import { findContactTargets } from "../db/contacts.ts";
 import { type Db, pipelinedTransaction } from "../db/engine/connection.ts";
+import { paginate } from "../db/engine/pages.ts";
 import { findOrganization } from "../db/organizations.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
-import { paginate } from "../lists/cursor.ts";
-import type { CreateCampaignInput } from "../routes/campaigns/schema.ts";
+import type { FlatObject } from "../schemas.ts";
 import type { BatchTimerHandler } from "../timers/types.ts";
 import { recordEvent } from "./events.ts";
 import { usedMinutes } from "./minutes.ts";
@@ -41,7 +41,19 @@ import { createSimulatedCall } from "./simulatedCalls.ts";
  * the call's completion commit together). Running again changes nothing, so a repeated timer is harmless.
  */
 
-/** SPEC.md "Limits": a test campaign calls at most 100 contacts. */
+/** What `POST /v1/campaigns` asks for, once validated: exactly one of `contacts` and `contactIds`. */
+export interface CreateCampaignInput {
+  name: string;
+  agentId: string;
+  contacts?:
+    | { phone: string; name?: string | null | undefined; variables?: FlatObject | undefined }[]
+    | undefined;
+  contactIds?: string[] | undefined;
+  concurrency: number;
+  maxAttempts: number;
+}
+
+/** A test campaign calls at most 100 contacts. */
 export const TEST_CAMPAIGN_MAX_CONTACTS = 100;
 
 export { CAMPAIGN_STATUSES } from "../db/campaigns.ts";
@@ -76,7 +88,7 @@ export async function createCampaign(
     if (!auth.paidPlan) {
       throw new ApiError("plan_required", "Live campaigns need an active paid plan for the organization.");
     }
-    // SPEC.md: a live campaign needs plan minutes too (none are reserved here: no call can start).
+    // A live campaign needs plan minutes too (none are reserved here: no call can start).
     const org = await findOrganization(deps.sql, auth.organizationId);
     const used = await usedMinutes(deps.sql, deps.clock, { organizationId: auth.organizationId });
     if ((org?.plan_minutes ?? 0) - used <= 0) {

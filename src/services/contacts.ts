@@ -8,11 +8,11 @@ import {
   updateContactRow,
 } from "../db/contacts.ts";
 import { pipelinedTransaction } from "../db/engine/connection.ts";
+import { type Page, paginate } from "../db/engine/pages.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
-import { type Page, paginate } from "../lists/cursor.ts";
-import type { ContactInput, ContactPatch } from "../routes/contacts/schema.ts";
+import type { FlatObject } from "../schemas.ts";
 import { recordEvent } from "./events.ts";
 
 /**
@@ -22,6 +22,17 @@ import { recordEvent } from "./events.ts";
 
 /** Who writes: the organization, and the mode of the key, which only labels the events. */
 export type Actor = { organizationId: string; livemode: boolean };
+
+/** A contact to create, once validated. */
+export interface ContactInput {
+  phone: string;
+  name?: string | null | undefined;
+  email?: string | null | undefined;
+  metadata?: FlatObject | null | undefined;
+}
+
+/** A change to a contact: only the fields present change; null clears `name` and `email`, empties `metadata`. */
+export type ContactPatch = Partial<ContactInput>;
 
 export interface Contact {
   id: string;

@@ -5,7 +5,6 @@ import { knowledgeBaseExists } from "../db/knowledgeBases.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
-import type { DocumentInput } from "../routes/knowledge-bases/schema.ts";
 import { recordEvent } from "./events.ts";
 
 /**
@@ -14,6 +13,12 @@ import { recordEvent } from "./events.ts";
  * document id, writes no document, and emits `knowledge.document_ready` with `livemode` false. Both
  * count the chunks the same way, so a test answer looks like the live one would. No plan is needed.
  */
+
+/** A document to add, once validated. */
+export interface DocumentInput {
+  title: string;
+  text: string;
+}
 
 export interface DocumentReady {
   documentId: string;

@@ -1,7 +1,8 @@
+import { type CallRow, callView } from "../db/calls.ts";
 import type { Db } from "../db/engine/connection.ts";
+import { type Page, paginate } from "../db/engine/pages.ts";
 import { type EventRow, eventListColumns, eventsScope, insertEvents } from "../db/events.ts";
 import type { Deps } from "../deps.ts";
-import { type Page, paginate } from "../lists/cursor.ts";
 
 /**
  * Events: written into the outbox by the transaction that made the change, so an event exists if and
@@ -30,6 +31,14 @@ export interface NewEvent {
   type: EventType;
   livemode: boolean;
   data: Record<string, unknown>;
+}
+
+/** A call event (`call.started`, `call.ended`, `call.analysis_ready`): its data is the call object. */
+export function callEvent(
+  type: "call.started" | "call.ended" | "call.analysis_ready",
+  call: CallRow,
+): NewEvent {
+  return { organizationId: call.organization_id, type, livemode: call.livemode, data: callView(call) };
 }
 
 /** Records an event with the transaction that made the change. Returns its id. */

@@ -1,13 +1,13 @@
 import type { WebhookEvent } from "livekit-server-sdk";
 import type { AgentRow } from "../db/agents.ts";
-import { type CallRow, callView, findCallState, insertCall, moveCall } from "../db/calls.ts";
+import { type CallRow, findCallState, insertCall, moveCall } from "../db/calls.ts";
 import { type Db, pipelinedTransaction } from "../db/engine/connection.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { LiveKitError, liveKitAgentName, type WebCallRoom } from "../livekit/client.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
 import type { HandlerContext, TimerHandler } from "../timers/types.ts";
-import { recordEvent } from "./events.ts";
+import { callEvent, recordEvent } from "./events.ts";
 import { reserveMinutes, settleReservation } from "./minutes.ts";
 
 /**
@@ -131,12 +131,7 @@ export async function endLiveCall(
   }
   if (!moved) return null;
   await settleReservation(tx, deps.clock, callId, actualSeconds);
-  await recordEvent(tx, deps, {
-    organizationId: moved.organization_id,
-    type: "call.ended",
-    livemode: true,
-    data: callView(moved),
-  });
+  await recordEvent(tx, deps, callEvent("call.ended", moved));
   return moved;
 }
 
@@ -151,12 +146,7 @@ export async function markLiveCallStarted(
   if (!call?.livemode || call.direction !== "web") return null;
   const moved = await moveCall(tx, callId, "initiated", "ongoing", { started_at: at });
   if (!moved) return null;
-  await recordEvent(tx, deps, {
-    organizationId: moved.organization_id,
-    type: "call.started",
-    livemode: true,
-    data: callView(moved),
-  });
+  await recordEvent(tx, deps, callEvent("call.started", moved));
   return moved;
 }
 

@@ -15,7 +15,7 @@ import { monthlyMinuteCap } from "../db/publishableKeys.ts";
 import { ApiError } from "../errors.ts";
 
 /**
- * Web-call minutes (CONTRACT.md §4, §8): a publishable key's monthly cap and an organization's plan
+ * Live-call minutes: a publishable key's monthly cap and an organization's plan
  * minutes, both counted per calendar month in UTC. A call reserves the whole minutes of its
  * `maxSeconds` when it starts; when it ends, `ceil(actual / 60)` (at least 1) stays counted and the
  * rest is returned. Usage rows are locked while a reservation is decided, so parallel calls can
@@ -52,7 +52,7 @@ export interface Reservation {
 
 /**
  * Decides `maxSeconds` and reserves its minutes, inside the caller's transaction (the one that
- * creates the call), so a refusal or a rollback reserves nothing. Checks in the order of §4: plan
+ * creates the call), so a refusal or a rollback reserves nothing. Checks plan
  * minutes (403 `plan_minutes_exhausted`) before the key's cap (429 `minute_cap_reached`, Retry-After
  * until the next month). Locks are always taken plan row first, then key row, so no two
  * reservations can deadlock.

@@ -1,7 +1,7 @@
 import type { PendingQuery } from "postgres";
 import type { Clock } from "../clock.ts";
 import type { Db } from "../db/engine/connection.ts";
-import { rateLimitHitsSql } from "../db/rateLimits.ts";
+import { hitRow, rateLimitHitsSql } from "../db/rateLimits.ts";
 import { ApiError } from "../errors.ts";
 
 /**
@@ -23,7 +23,7 @@ export interface RateLimitRule {
   windowSeconds: number;
 }
 
-/** SPEC.md "Limits": 6 web calls per 10 minutes per visitor address. */
+/** 6 web calls per 10 minutes per visitor address. */
 export const WEB_CALL_RATE_LIMIT: RateLimitRule = { bucket: "web_calls", limit: 6, windowSeconds: 600 };
 
 export interface RateLimitDecision {
@@ -59,11 +59,7 @@ export interface RateLimitHit {
 export function rateLimitHit(sql: Db, clock: Clock, address: string, rule: RateLimitRule): RateLimitHit {
   const now = clock.now();
   const windowMs = rule.windowSeconds * 1000;
-  const statement = rateLimitHitsSql(
-    sql,
-    rule,
-    sql`select ${address}::text as address, ${now}::timestamptz as at`,
-  ) as PendingQuery<RateLimitRow[]>;
+  const statement = rateLimitHitsSql(sql, rule, hitRow(sql, address, now)) as PendingQuery<RateLimitRow[]>;
   return {
     sql: statement,
     address,

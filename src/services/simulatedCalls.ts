@@ -4,20 +4,21 @@ import {
   callView,
   completeCalls,
   insertSimulatedCall,
+  nextStepTimers,
   readOngoingCalls,
   ringCalls,
   startCalls,
   transcriptView,
 } from "../db/calls.ts";
 import { campaignAdvanceTimers } from "../db/campaigns.ts";
-import type { Db } from "../db/engine/connection.ts";
+import { type Db, settledAll } from "../db/engine/connection.ts";
 import type { InsertedTimerRow } from "../db/timers.ts";
 import type { Deps } from "../deps.ts";
 import { drawDurationSeconds, pickLanguage, simulateOutcome } from "../simulation/content.ts";
 import { SIMULATED_SCHEDULE } from "../simulation/schedule.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
 import type { BatchContext, BatchTimerHandler, FiredTimer } from "../timers/types.ts";
-import { recordEvents } from "./events.ts";
+import { callEvent, recordEvents } from "./events.ts";
 
 /**
  * Simulated calls (test mode): created `initiated` with the timer of their first step, then played by
@@ -53,12 +54,19 @@ export async function createSimulatedCall(tx: Db, deps: Deps, input: SimulatedCa
   const id = deps.ids.next("call");
   const { call, timers } = await insertSimulatedCall<InsertedTimerRow>(
     tx,
-    tx`
-      select ${id}::text as id, ${input.organizationId}::text as organization_id, ${input.agentId}::text as agent_id,
-        ${input.to}::text as to_number, ${input.contactId ?? null}::text as contact_id,
-        ${input.campaignId ?? null}::text as campaign_id, ${input.direction}::text as direction,
-        ${tx.json(variables as never)}::jsonb as variables, ${drawDurationSeconds(id)}::integer as simulated_duration_seconds,
-        ${pickLanguage(variables, agentLanguage)}::text as language, ${deps.clock.now()}::timestamptz as created_at`,
+    {
+      id,
+      organizationId: input.organizationId,
+      agentId: input.agentId,
+      to: input.to,
+      contactId: input.contactId ?? null,
+      campaignId: input.campaignId ?? null,
+      direction: input.direction,
+      variables,
+      durationSeconds: drawDurationSeconds(id),
+      language: pickLanguage(variables, agentLanguage),
+      createdAt: deps.clock.now(),
+    },
     {
       kind: TIMER_KINDS.simulationStep,
       delayMs: ringDelayMs(deps),
@@ -85,12 +93,7 @@ export function simulationSteps(deps: Deps): BatchTimerHandler {
     const next = await ringCalls<InsertedTimerRow>(
       tx,
       timers.map((t) => ({ id: String(t.payload.callId), due: t.dueAt })),
-      (moved) =>
-        followUps(tx`
-          select ${TIMER_KINDS.simulationStep}::text as kind,
-            due + ${ringToAnswerMs}::float8 * interval '1 millisecond' as due_at,
-            jsonb_build_object('callId', id, 'to', 'ongoing') as payload
-          from ${moved}`),
+      (moved) => followUps(nextStepTimers(tx, TIMER_KINDS.simulationStep, moved, ringToAnswerMs, "ongoing")),
     );
     scheduled(next);
   };
@@ -104,12 +107,7 @@ export function simulationSteps(deps: Deps): BatchTimerHandler {
       recordEvents(
         tx,
         deps,
-        moved.map((call) => ({
-          organizationId: call.organization_id,
-          type: "call.started" as const,
-          livemode: call.livemode,
-          data: callView(call),
-        })),
+        moved.map((call) => callEvent("call.started", call)),
       ),
       schedule(
         moved.map((call) => ({
@@ -155,20 +153,20 @@ export function simulationSteps(deps: Deps): BatchTimerHandler {
     await recordEvents(
       tx,
       deps,
-      moved.flatMap((call) => {
-        const base = { organizationId: call.organization_id, livemode: call.livemode };
-        const view = callView(call);
-        const segments = outcomes.get(call.id)!.segments;
-        return [
-          { ...base, type: "call.ended" as const, data: view },
-          {
-            ...base,
-            type: "call.transcript_ready" as const,
-            data: transcriptView({ id: call.id, livemode: call.livemode, transcript: segments }),
-          },
-          { ...base, type: "call.analysis_ready" as const, data: view },
-        ];
-      }),
+      moved.flatMap((call) => [
+        callEvent("call.ended", call),
+        {
+          organizationId: call.organization_id,
+          type: "call.transcript_ready" as const,
+          livemode: call.livemode,
+          data: transcriptView({
+            id: call.id,
+            livemode: call.livemode,
+            transcript: outcomes.get(call.id)!.segments,
+          }),
+        },
+        callEvent("call.analysis_ready", call),
+      ]),
     );
     // A campaign call that ended advances its campaign, in this same transaction (services/campaigns.ts).
     await schedule(campaignAdvanceTimers(moved));
@@ -186,10 +184,6 @@ export function simulationSteps(deps: Deps): BatchTimerHandler {
       if (!steps[step]) throw new Error(`unknown simulation step ${JSON.stringify(t.payload.to)}`);
       byStep.set(step, [...(byStep.get(step) ?? []), t]);
     }
-    const results = await Promise.allSettled(
-      [...byStep].map(([step, timers]) => steps[step]!({ ...ctx, timers })),
-    );
-    const failed = results.find((r) => r.status === "rejected");
-    if (failed) throw (failed as PromiseRejectedResult).reason;
+    await settledAll([...byStep].map(([step, timers]) => steps[step]!({ ...ctx, timers })));
   };
 }

@@ -7,7 +7,7 @@ import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
 import type { HandlerContext, TimerHandler } from "../timers/types.ts";
-import { recordEvent } from "./events.ts";
+import { callEvent, recordEvent } from "./events.ts";
 
 /** Scheduled tasks (live mode only): a live call to place at `runAt`. */
 
@@ -113,11 +113,6 @@ export function runTask(deps: Deps): TimerHandler {
       outcome: "carrier_unavailable",
     });
     if (!call) return;
-    await recordEvent(tx, deps, {
-      organizationId: call.organization_id,
-      type: "call.ended",
-      livemode: call.livemode,
-      data: callView(call),
-    });
+    await recordEvent(tx, deps, callEvent("call.ended", call));
   };
 }

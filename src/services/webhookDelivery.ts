@@ -14,7 +14,7 @@ import type { HandlerContext, TimerHandler } from "../timers/types.ts";
 import { isPrivateHost, webhookUrlProblem } from "./webhookUrls.ts";
 
 /**
- * Delivering events to webhook endpoints (CONTRACT.md §6): the event's JSON, signed per Standard
+ * Delivering events to webhook endpoints: the event's JSON, signed per Standard
  * Webhooks, POSTed to every endpoint of the organization that subscribes to its type, in both modes
  * (receivers filter on `livemode`). At least once: a failure (an answer other than 2xx, or none within
  * 15 s) is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h after it, on the real clock.

@@ -1,3 +1,4 @@
+import { type Page, paginate } from "../db/engine/pages.ts";
 import {
   deleteWebhookEndpointRow,
   insertWebhookEndpoint,
@@ -8,8 +9,6 @@ import {
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
-import { type Page, paginate } from "../lists/cursor.ts";
-import type { WebhookEndpointInput } from "../routes/webhook-endpoints/schema.ts";
 import { EVENT_TYPES, type EventType } from "./events.ts";
 import { webhookUrlProblem } from "./webhookUrls.ts";
 
@@ -17,6 +16,12 @@ import { webhookUrlProblem } from "./webhookUrls.ts";
  * Webhook endpoints of an organization. Both modes see and manage the same endpoints (receivers tell
  * test from live traffic by `livemode`). The signing secret is returned once, at creation.
  */
+
+/** What creating an endpoint asks for, once validated; `events` omitted means all of them. */
+export interface WebhookEndpointInput {
+  url: string;
+  events?: EventType[] | undefined;
+}
 
 export interface WebhookEndpoint {
   id: string;

@@ -20,7 +20,7 @@ export interface SimulatedOutcome {
   collectedData: { appointment_date: string; reason: string };
 }
 
-/** Simulated call durations: 30 to 89 seconds (SPEC.md "Limits"). */
+/** Simulated call durations: 30 to 89 seconds. */
 export function drawDurationSeconds(seed: string): number {
   return seededRandom(`${seed}:duration`).int(30, 89);
 }

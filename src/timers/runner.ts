@@ -1,4 +1,4 @@
-import type { Fragment, ReservedSql, Sql } from "postgres";
+import type { Fragment, Sql } from "postgres";
 import { type Db, pipelinedTransaction, settledAll } from "../db/engine/connection.ts";
 import {
   claimDue,
@@ -14,43 +14,14 @@ import {
   releaseLeases,
   renewLeases,
   takeOwned,
-  tryLockRunner,
-  unlockRunner,
 } from "../db/timers.ts";
 import type { Logger } from "../log.ts";
+import { RunnerLiveness } from "./liveness.ts";
+import { type ResolvedRunnerOptions, type RunnerOptions, withDefaults } from "./options.ts";
 import type { TimerScheduler } from "./scheduler.ts";
 import { RunnerStatistics, type RunnerStats } from "./stats.ts";
-import type { BatchTimerHandler, TimerHandler } from "./types.ts";
+import { type BatchTimerHandler, eachTimer, type TimerHandler } from "./types.ts";
 import { TimerWheel, type WheelTimer } from "./wheel.ts";
-
-export interface RunnerOptions {
-  sql: Sql;
-  log: Logger;
-  /**
-   * How this runner proves it is alive: a session advisory lock on a connection it reserves for
-   * itself (`reserved`, PostgreSQL), or taken on the pool's session (`shared`, the embedded database,
-   * which is one session for the whole process anyway).
-   */
-  liveness?: "reserved" | "shared";
-  /** How often due and near rows are claimed (ms). */
-  pollIntervalMs?: number;
-  /** Rows due within this window are claimed into the wheel (ms). Must exceed the poll interval. */
-  horizonMs?: number;
-  /** Lease length counted from the due time (ms). A live but stuck runner loses its rows after it. */
-  leaseMs?: number;
-  /** Rows claimed per query. */
-  claimBatch?: number;
-  /** Most timers held in memory at once; beyond it, claiming pauses. */
-  maxHeld?: number;
-  /** Timers fired per transaction. */
-  batchSize?: number;
-  /** Firing transactions in flight at once. */
-  concurrency?: number;
-  /** Delay before retry n (1-based) of a failed handler. */
-  backoff?: (attempt: number) => number;
-  /** Attempts before a timer is kept as `failed` (with its last error) instead of retried. */
-  maxAttempts?: number;
-}
 
 interface Entry {
   held: HeldTimer;
@@ -69,11 +40,6 @@ interface Entry {
 /** A firing that ran ahead of its take got fewer rows than its batch: roll back, fire with care. */
 class PartlyOwned extends Error {}
 
-const defaultBackoff = (attempt: number) => {
-  const base = Math.min(1000 * 2 ** (attempt - 1), 10 * 60_000);
-  return Math.round(base * (0.8 + Math.random() * 0.4));
-};
-
 /**
  * The one timer runner of a process: the wheel in memory for timers due soon, the timers table for
  * all of them. It claims due and near rows with a lease, fires them from the wheel in batches (one
@@ -83,7 +49,7 @@ const defaultBackoff = (attempt: number) => {
 export class TimerRunner implements TimerScheduler {
   readonly #sql: Sql;
   readonly #log: Logger;
-  readonly #opts: Required<Omit<RunnerOptions, "sql" | "log">>;
+  readonly #opts: ResolvedRunnerOptions;
   readonly #handlers = new Map<string, BatchTimerHandler>();
   readonly #databaseOnly = new Set<string>();
   readonly #wheel = new TimerWheel<Entry>({ now: performance.now() });
@@ -91,8 +57,7 @@ export class TimerRunner implements TimerScheduler {
   readonly #ready: Entry[] = [];
   readonly #inFlight = new Set<Promise<void>>();
   readonly #stats = new RunnerStatistics();
-  #runner = 0;
-  #liveConn: ReservedSql | null = null;
+  readonly #liveness: RunnerLiveness;
   #running = false;
   #stopping = false;
   #pollTimer: ReturnType<typeof setTimeout> | null = null;
@@ -103,31 +68,13 @@ export class TimerRunner implements TimerScheduler {
   constructor(opts: RunnerOptions) {
     this.#sql = opts.sql;
     this.#log = opts.log;
-    this.#opts = {
-      liveness: opts.liveness ?? "reserved",
-      pollIntervalMs: opts.pollIntervalMs ?? 500,
-      horizonMs: opts.horizonMs ?? 2000,
-      leaseMs: opts.leaseMs ?? 30_000,
-      claimBatch: opts.claimBatch ?? 1000,
-      maxHeld: opts.maxHeld ?? 50_000,
-      batchSize: opts.batchSize ?? 100,
-      concurrency: opts.concurrency ?? 2,
-      backoff: opts.backoff ?? defaultBackoff,
-      maxAttempts: opts.maxAttempts ?? 20,
-    };
+    this.#opts = withDefaults(opts);
+    this.#liveness = new RunnerLiveness(opts.sql, this.#opts.liveness);
   }
 
   /** Registers the handler of a kind, called once per timer. One handler per kind. */
   register(kind: string, handler: TimerHandler): this {
-    return this.registerBatch(kind, async ({ tx, timers, schedule, afterCommit }) => {
-      const results = await Promise.allSettled(
-        timers.map((timer) =>
-          handler({ tx, timer, schedule: async (t) => (await schedule([t]))[0]!, afterCommit }),
-        ),
-      );
-      const failed = results.find((r) => r.status === "rejected");
-      if (failed) throw (failed as PromiseRejectedResult).reason;
-    });
+    return this.registerBatch(kind, eachTimer(handler));
   }
 
   /**
@@ -144,16 +91,16 @@ export class TimerRunner implements TimerScheduler {
   }
 
   get runnerId(): number {
-    return this.#runner;
+    return this.#liveness.runner;
   }
 
   /** Takes the liveness lock, then claims overdue and near rows at once and keeps polling. */
   async start(): Promise<void> {
     if (this.#running) return;
-    await this.#acquireLiveness();
+    await this.#liveness.acquire();
     this.#running = true;
     this.#stopping = false;
-    this.#log.info("timer runner started", { runner: this.#runner });
+    this.#log.info("timer runner started", { runner: this.#liveness.runner });
     await this.#poll();
   }
 
@@ -171,8 +118,8 @@ export class TimerRunner implements TimerScheduler {
     this.#ready.length = 0;
     this.#held.clear();
     try {
-      await releaseLeases(this.#sql, this.#runner);
-      await this.#releaseLiveness();
+      await releaseLeases(this.#sql, this.#liveness.runner);
+      await this.#liveness.release();
     } catch (err) {
       this.#log.warn("timer runner: could not release its leases", { error: (err as Error).message });
     }
@@ -193,12 +140,12 @@ export class TimerRunner implements TimerScheduler {
     this.#wheel.clear();
     this.#held.clear();
     this.#ready.length = 0;
-    await this.#releaseLiveness().catch(() => {});
+    await this.#liveness.release().catch(() => {});
     this.#running = false;
   }
 
   stats(): RunnerStats {
-    return this.#stats.report(this.#runner, this.#held.size);
+    return this.#stats.report(this.#liveness.runner, this.#held.size);
   }
 
   // ——— TimerScheduler ———
@@ -215,7 +162,7 @@ export class TimerRunner implements TimerScheduler {
       sql,
       timer,
       live
-        ? { runner: this.#runner, horizonMs: this.#opts.horizonMs, leaseMs: this.#opts.leaseMs }
+        ? { runner: this.#liveness.runner, horizonMs: this.#opts.horizonMs, leaseMs: this.#opts.leaseMs }
         : undefined,
     );
     if (live && held.leased) this.#arm(held, performance.now(), true);
@@ -229,7 +176,7 @@ export class TimerRunner implements TimerScheduler {
       sql,
       rows,
       live
-        ? { runner: this.#runner, horizonMs: this.#opts.horizonMs, leaseMs: this.#opts.leaseMs }
+        ? { runner: this.#liveness.runner, horizonMs: this.#opts.horizonMs, leaseMs: this.#opts.leaseMs }
         : undefined,
     );
   }
@@ -250,47 +197,16 @@ export class TimerRunner implements TimerScheduler {
 
   // ——— internals ———
 
-  async #acquireLiveness(): Promise<void> {
-    const conn = this.#opts.liveness === "reserved" ? await this.#sql.reserve() : null;
-    const sql = conn ?? this.#sql;
-    for (let i = 0; i < 10; i++) {
-      const candidate = 1 + Math.floor(Math.random() * 0x7ffffffe);
-      if (await tryLockRunner(sql, candidate)) {
-        this.#runner = candidate;
-        this.#liveConn = conn;
-        return;
-      }
-    }
-    conn?.release();
-    throw new Error("timer runner: could not take a liveness lock");
-  }
-
-  async #releaseLiveness(): Promise<void> {
-    const conn = this.#liveConn;
-    this.#liveConn = null;
-    try {
-      await unlockRunner(conn ?? this.#sql, this.#runner);
-    } finally {
-      conn?.release();
-    }
-  }
-
-  /** Checks the liveness session still stands; if its connection dropped, takes a new number. */
+  /** Checks the liveness session still stands; if it was lost, what was held under the old number goes. */
   async #checkLiveness(): Promise<void> {
-    if (!this.#liveConn) return;
-    try {
-      await this.#liveConn`select 1`;
-    } catch (err) {
-      this.#log.warn("timer runner: liveness connection lost, taking a new lease identity", {
-        error: (err as Error).message,
-      });
-      this.#liveConn.release();
-      this.#liveConn = null;
-      // Timers held under the old number are now anyone's: forget them, the poll claims them again.
-      this.#wheel.clear();
-      this.#held.clear();
-      await this.#acquireLiveness();
-    }
+    const lost = await this.#liveness.check();
+    if (!lost) return;
+    this.#log.warn("timer runner: liveness connection lost, took a new lease identity", {
+      error: lost.message,
+    });
+    // Timers held under the old number are now anyone's: forget them, the poll claims them again.
+    this.#wheel.clear();
+    this.#held.clear();
   }
 
   #schedulePoll(delay: number): void {
@@ -312,7 +228,7 @@ export class TimerRunner implements TimerScheduler {
         const limit = Math.min(this.#opts.claimBatch, room);
         const received = performance.now();
         const { timers } = await claimDue(this.#sql, {
-          runner: this.#runner,
+          runner: this.#liveness.runner,
           horizonMs: this.#opts.horizonMs,
           leaseMs: this.#opts.leaseMs,
           limit,
@@ -342,7 +258,7 @@ export class TimerRunner implements TimerScheduler {
     if (lapsing.length === 0) return;
     await renewLeases(
       this.#sql,
-      this.#runner,
+      this.#liveness.runner,
       lapsing.map((e) => e.held),
       this.#opts.leaseMs,
     );
@@ -431,7 +347,7 @@ export class TimerRunner implements TimerScheduler {
       await pipelinedTransaction(this.#sql, async (tx) => {
         const taking = takeOwned(
           tx,
-          this.#runner,
+          this.#liveness.runner,
           batch.map((e) => e.held),
         );
         if (ahead) {
@@ -503,7 +419,11 @@ export class TimerRunner implements TimerScheduler {
   ): Promise<void> {
     const handler = this.#handlers.get(kind);
     if (!handler) throw new Error(`no handler registered for timer kind "${kind}"`);
-    const lease = { runner: this.#runner, horizonMs: this.#opts.horizonMs, leaseMs: this.#opts.leaseMs };
+    const lease = {
+      runner: this.#liveness.runner,
+      horizonMs: this.#opts.horizonMs,
+      leaseMs: this.#opts.leaseMs,
+    };
     await handler({
       tx,
       timers: entries.map(({ held }) => ({
@@ -549,7 +469,7 @@ export class TimerRunner implements TimerScheduler {
     const backoffMs = this.#opts.backoff(attempt);
     try {
       const result = await failTimer(this.#sql, entry.held, {
-        runner: this.#runner,
+        runner: this.#liveness.runner,
         error: message,
         backoffMs,
         maxAttempts: this.#opts.maxAttempts,
@@ -575,4 +495,5 @@ export class TimerRunner implements TimerScheduler {
     }
   }
 }
+export type { RunnerOptions } from "./options.ts";
 export type { RunnerStats } from "./stats.ts";

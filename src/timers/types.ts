@@ -60,3 +60,16 @@ export interface BatchContext {
  * timer of the batch on its own, so one bad row never holds back the others.
  */
 export type BatchTimerHandler = (ctx: BatchContext) => Promise<void>;
+
+/** A handler of one timer as a batch handler: each timer of the batch in turn's own call, side by side. */
+export function eachTimer(handler: TimerHandler): BatchTimerHandler {
+  return async ({ tx, timers, schedule, afterCommit }) => {
+    const results = await Promise.allSettled(
+      timers.map((timer) =>
+        handler({ tx, timer, schedule: async (t) => (await schedule([t]))[0]!, afterCommit }),
+      ),
+    );
+    const failed = results.find((r) => r.status === "rejected");
+    if (failed) throw (failed as PromiseRejectedResult).reason;
+  };
+}

@@ -11,9 +11,9 @@
 import type { Fragment, Sql } from "postgres";
 import { callsScope } from "../../src/db/calls.ts";
 import { contactsScope } from "../../src/db/contacts.ts";
+import { pageQuery } from "../../src/db/engine/pages.ts";
 import { eventsScope } from "../../src/db/events.ts";
 import { type IdPrefix, isId } from "../../src/ids.ts";
-import { pageQuery } from "../../src/lists/cursor.ts";
 import { silentLogger } from "../../src/log.ts";
 import { createTestContext, seedOrganization } from "../helpers/app.ts";
 import { percentile } from "./lib.ts";

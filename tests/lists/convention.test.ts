@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import { defaultHook } from "../../src/app.ts";
 import { ManualClock } from "../../src/clock.ts";
+import { paginate } from "../../src/db/engine/pages.ts";
 import { errorResponses, onError } from "../../src/errors.ts";
 import type { AppEnv } from "../../src/http/appEnv.ts";
 import { requestContext } from "../../src/http/requestId.ts";
@@ -11,7 +12,6 @@ import {
   listEnvelope,
   listQuery,
   livemodeParam,
-  paginate,
   registerListConvention,
 } from "../../src/lists/cursor.ts";
 import { createContact } from "../../src/services/contacts.ts";

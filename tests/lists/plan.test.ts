@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { Sql } from "postgres";
 import { ManualClock } from "../../src/clock.ts";
-import { paginate } from "../../src/lists/cursor.ts";
+import { paginate } from "../../src/db/engine/pages.ts";
 import { recordEvent } from "../../src/services/events.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 

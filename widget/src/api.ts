@@ -17,7 +17,7 @@ export type FetchLike = (url: string, init: RequestInit) => Promise<Response>;
 export type CallRequest = { publishableKey: string; captchaToken: string } | { sessionToken: string };
 
 /**
- * `POST {apiBase}/web-calls` (CONTRACT.md §4). The credential travels in the body only; no cookie
+ * `POST {apiBase}/web-calls`. The credential travels in the body only; no cookie
  * is sent. Error answers map to the API's code when the widget knows it, else `unknown`.
  */
 export async function startWebCall(

@@ -56,7 +56,7 @@ export function wantsButton(script: Element): boolean {
 }
 
 /**
- * Applies the defaults of SPEC.md "Widget configuration". Configuration mistakes throw with a
+ * Applies the defaults of the widget configuration. Configuration mistakes throw with a
  * message for the integrator; the message never repeats a key or token.
  */
 export function resolveConfig(options: WidgetOptions, doc: Document, scriptUrl: string | undefined): Config {

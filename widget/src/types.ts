@@ -1,7 +1,7 @@
-/** The four states of SPEC.md "Widget states". */
+/** The four states of the widget. */
 export type WidgetState = "idle" | "connecting" | "in-call" | "error";
 
-/** Codes of the API that the widget passes on unchanged (CONTRACT.md §7). */
+/** Codes of the API that the widget passes on unchanged. */
 export const API_ERROR_CODES = [
   "origin_not_allowed",
   "invalid_key",

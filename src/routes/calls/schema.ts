@@ -31,7 +31,6 @@ export const CreateCallInput = z
   })
   .strict()
   .openapi("CreateCallRequest");
-export type CreateCallInput = z.infer<typeof CreateCallInput>;
 
 const timestamp = (description: string) =>
   z.string().nullable().openapi({ description, example: "2026-11-21T09:30:05.000Z" });

@@ -133,4 +133,3 @@ export const CreateCampaignInput = z
     }
   })
   .openapi("CreateCampaignRequest");
-export type CreateCampaignInput = z.infer<typeof CreateCampaignInput>;

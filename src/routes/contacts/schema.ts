@@ -51,9 +51,6 @@ export const ContactPatchSchema = z
     description: "Only the fields sent change. `null` clears `name` and `email`, and empties `metadata`.",
   });
 
-export type ContactInput = z.output<typeof ContactInputSchema>;
-export type ContactPatch = z.output<typeof ContactPatchSchema>;
-
 const CONTACT_ID_EXAMPLE = "ct_01JD8Y3M6W9Q2T4V5X7Z8A9B0C";
 
 export const ContactSchema = z

@@ -42,7 +42,7 @@ export function registerDocs(app: App) {
       }),
     );
     c.header("Cache-Control", "no-cache");
-    // Public (CONTRACT.md): any tool may read it, from any origin.
+    // Public: any tool may read it, from any origin.
     c.header("Access-Control-Allow-Origin", "*");
     c.header("Content-Type", "application/json");
     return c.body(documentJson);

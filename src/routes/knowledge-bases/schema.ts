@@ -20,5 +20,3 @@ export const DocumentInputSchema = z
   })
   .strict()
   .openapi("DocumentInput");
-
-export type DocumentInput = z.output<typeof DocumentInputSchema>;

@@ -58,5 +58,3 @@ export const WebhookEndpointInputSchema = z
   })
   .strict()
   .openapi("WebhookEndpointInput");
-
-export type WebhookEndpointInput = z.output<typeof WebhookEndpointInputSchema>;

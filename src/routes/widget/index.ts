@@ -15,7 +15,7 @@ const COMMON_HEADERS = {
   Vary: "Accept-Encoding",
 };
 
-/** `GET /widget/v1.js` and `GET /widget/v1/media.js` (CONTRACT.md §7); HEAD is answered alike. */
+/** `GET /widget/v1.js` and `GET /widget/v1/media.js`; HEAD is answered alike. */
 export function registerWidget(app: App, deps: Deps) {
   const files: Record<string, keyof WidgetFiles> = {
     "/widget/v1.js": "v1.js",

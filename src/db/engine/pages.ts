@@ -1,0 +1,97 @@
+import type { Fragment } from "postgres";
+import { ApiError } from "../../errors.ts";
+import { type IdPrefix, isId } from "../../ids.ts";
+import type { Db } from "./connection.ts";
+
+/**
+ * Keyset pagination, the statement behind every cursor list (lists/cursor.ts is the convention): a page
+ * is `where <scope> and (created_at, id) < (cursor) order by created_at desc, id desc limit n+1` on an
+ * index (<scope columns>, created_at desc, id desc), so page 5,000 costs what page 1 costs.
+ */
+
+/** The most items a page holds. */
+export const LIMIT_MAX = 100;
+
+export interface PageRequest<Row> {
+  sql: Db;
+  /** Table to read; must have `id` and `created_at` and an index on (<scope columns>, created_at desc, id desc). */
+  table: string;
+  /**
+   * The whole scope of the list: organization, mode and filters, on unqualified columns of `table`.
+   * The cursor must satisfy it too.
+   */
+  where: Fragment;
+  /** Id prefix of the items; a well-formed cursor of another prefix is `invalid_cursor`. */
+  prefix: IdPrefix;
+  limit: number;
+  startingAfter: string | undefined;
+  /** Columns to select (default `*`); must include what `map` reads. */
+  columns?: Fragment;
+  /** Builds the API object from a row, reading only the columns it needs. */
+  map?: (row: Row) => unknown;
+}
+
+export interface Page<T> {
+  data: T[];
+  has_more: boolean;
+}
+
+/**
+ * The one statement that reads a page, exported so benchmarks can EXPLAIN exactly what runs.
+ * With a cursor, the anchor row is read within the same scope by a row subquery the planner runs
+ * once before the index scan (an InitPlan), and the keyset condition becomes an index condition:
+ * the same statement shape and cost as page 1 plus one primary-key lookup. An anchor that is not in
+ * the scope makes the comparison null, so the page is empty; `paginate` tells that apart from a real
+ * last page.
+ */
+export function pageQuery<Row>(req: PageRequest<Row>): Fragment {
+  const { sql, where, limit } = req;
+  const table = sql(req.table);
+  const after =
+    req.startingAfter === undefined
+      ? sql``
+      : sql`and (created_at, id) < (select created_at, id from ${table} where id = ${req.startingAfter} and ${where})`;
+  // The limit is written into the statement (a checked integer, so ≤ 100 shapes per list): with a
+  // parameter there, PostgreSQL cannot cost a generic plan and plans every execution afresh, which
+  // costs more than running the page (0.05–0.2 ms against 0.05 ms). Written in, the prepared
+  // statement's plan is planned once and reused.
+  if (!Number.isInteger(limit) || limit < 1 || limit > LIMIT_MAX)
+    throw new Error(`limit out of range: ${limit}`);
+  return sql`
+    select ${req.columns ?? sql`*`} from ${table}
+    where ${where} ${after}
+    order by created_at desc, id desc
+    limit ${sql.unsafe(String(limit + 1))}`;
+}
+
+/**
+ * Reads one page. An unknown, deleted, foreign, other-mode or out-of-filter cursor is
+ * `invalid_cursor`, never an empty page. One extra row is read to know `has_more` without a count.
+ */
+export async function paginate<Row extends object, T = Row>(req: PageRequest<Row>): Promise<Page<T>> {
+  if (req.startingAfter !== undefined && !isId(req.startingAfter, req.prefix)) throw invalidCursor();
+  const rows = (await pageQuery(req)) as unknown as Row[];
+  // An empty page after a cursor: the end of the list, or a cursor outside it. Only then is the
+  // anchor looked up on its own (the last page of a walk; every other page is one statement).
+  if (rows.length === 0 && req.startingAfter !== undefined && !(await inScope(req, req.startingAfter))) {
+    throw invalidCursor();
+  }
+  const has_more = rows.length > req.limit;
+  const page = has_more ? rows.slice(0, req.limit) : rows;
+  const map = req.map ?? ((r: Row) => r as unknown as T);
+  return { data: page.map((r) => map(r) as T), has_more };
+}
+
+async function inScope<Row>(req: PageRequest<Row>, id: string): Promise<boolean> {
+  const { sql } = req;
+  const rows = await sql`select 1 from ${sql(req.table)} where id = ${id} and ${req.where}`;
+  return rows.length > 0;
+}
+
+function invalidCursor(): ApiError {
+  return new ApiError(
+    "invalid_cursor",
+    "starting_after: no item of this list has this id (unknown, deleted, or of another organization, mode, filter or resource type).",
+    { param: "starting_after" },
+  );
+}
