@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { E164 } from "./schemas.ts";
 
 const bool = z
   .enum(["true", "false", "1", "0", ""])
@@ -29,6 +30,13 @@ export const EnvSchema = z.object({
   LIVEKIT_URL: z.string().url().optional(),
   LIVEKIT_API_KEY: z.string().min(1).optional(),
   LIVEKIT_API_SECRET: z.string().min(1).optional(),
+  /** Default outbound SIP trunk of live phone calls (`ST_…`), for organizations without their own. */
+  LIVEKIT_SIP_TRUNK_ID: z.string().min(1).optional(),
+  /** Default caller number of live phone calls (E.164), for organizations without their own. */
+  LIVEKIT_SIP_FROM_NUMBER: z
+    .string()
+    .regex(E164, "LIVEKIT_SIP_FROM_NUMBER must be a phone number in E.164 format, such as +33180000000")
+    .optional(),
   SIMULATION_TIME_SCALE: z.coerce.number().positive().default(1),
   WEBHOOK_ALLOW_PRIVATE_URLS: bool,
   LOG_LEVEL: z.enum(["debug", "info", "warn", "error"]).default("info"),

@@ -79,6 +79,36 @@ const agentFlags = (created: boolean) => ({
   },
 });
 
+/** The flags of an organization's carrier settings (live phone calls), for creating and for changing one. */
+const carrierFlags = (created: boolean) => ({
+  sipTrunkId: {
+    value: "<ST_…>",
+    help: `Outbound SIP trunk of live phone calls; ${created ? "default" : '""'}: LIVEKIT_SIP_TRUNK_ID.`,
+  },
+  callerNumber: {
+    value: "<+E164>",
+    help: `Number callees see; ${created ? "default" : '""'}: LIVEKIT_SIP_FROM_NUMBER.`,
+  },
+  allowedCountries: {
+    value: "<FR,BE,…>",
+    help: `ISO country codes live phone calls may reach; ${created ? "default" : '""'}: every country.`,
+  },
+  callWindow: {
+    value: "<json>",
+    help:
+      `When calls may start, e.g. '{"start":"09:00","end":"20:00","timeZone":"Europe/Paris","days":[1,2,3,4,5]}'; ` +
+      `${created ? "default" : '""'}: any time.`,
+  },
+  maxConcurrentCalls: {
+    value: "<n>",
+    help: `Live phone calls at once, 1–1000${created ? " (default 10)" : ""}.`,
+  },
+  maxCallsPerHour: {
+    value: "<n>",
+    help: `Live phone calls placed per 60 minutes, 1–100000${created ? " (default 100)" : ""}.`,
+  },
+});
+
 const inOrganization = {
   prefix: "org",
   example: ORG_ID,
@@ -92,12 +122,15 @@ export const adminOperations: AdminOperation[] = [
     path: "/organizations",
     summary: "Create an organization",
     description:
-      "Creates an organization, optionally with a paid plan and a monthly allowance of live minutes.",
+      "Creates an organization, optionally with a paid plan, a monthly allowance of live minutes and the " +
+      "carrier settings of its live phone calls (SIP trunk, caller number, allowed countries, call window, " +
+      "limits).",
     body: OrganizationInput,
     flags: {
       name: { value: "<text>", help: "Name of the organization." },
       paidPlan: { value: "true|false", help: "Active paid plan (default false)." },
       planMinutes: { value: "<n>", help: "Monthly allowance of live minutes (default 0)." },
+      ...carrierFlags(true),
     },
     response: { status: 201, description: "The organization.", schema: OrganizationSchema },
     errors: [],
@@ -109,14 +142,16 @@ export const adminOperations: AdminOperation[] = [
     path: "/organizations/{id}",
     summary: "Update an organization",
     description:
-      "Changes any of `name`, `paidPlan`, `planMinutes`; fields left out keep their value. Changing " +
-      "`planMinutes` changes the monthly allowance, not the minutes already used.",
+      "Changes any of `name`, `paidPlan`, `planMinutes` and the carrier settings; fields left out keep their " +
+      "value, `null` clears a setting. Changing `planMinutes` changes the monthly allowance, not the minutes " +
+      "already used.",
     id: { prefix: "org", example: ORG_ID, cli: { positional: "<org-id>" } },
     body: OrganizationPatch,
     flags: {
       name: { value: "<text>", help: "New name." },
       paidPlan: { value: "true|false", help: "Active paid plan." },
       planMinutes: { value: "<n>", help: "Monthly allowance of live minutes (the usage is kept)." },
+      ...carrierFlags(false),
     },
     response: { status: 200, description: "The organization.", schema: OrganizationSchema },
     errors: ["not_found"],

@@ -17,7 +17,15 @@ export interface AdminResult {
   stderr: string;
 }
 
-type Kind = "text" | "integer" | "boolean" | "list" | "nullableText";
+type Kind =
+  | "text"
+  | "integer"
+  | "boolean"
+  | "list"
+  | "nullableList"
+  | "nullableText"
+  | "json"
+  | "nullableJson";
 
 interface Flag {
   kind: Kind;
@@ -44,15 +52,16 @@ const ID_FIELD = "\u0000id";
 
 /** What a body field's schema asks for on the command line. */
 function fieldKind(schema: z.ZodType): { kind: Kind; required: boolean } {
-  let s = schema as unknown as { _zod: { def: { type: string; innerType?: unknown } } };
+  let s = schema as unknown as { _zod: { def: { type: string; innerType?: unknown; in?: unknown } } };
   let required = true;
   let nullable = false;
   for (;;) {
     const def = s._zod.def;
     if (def.type === "optional" || def.type === "default") required = false;
     else if (def.type === "nullable") nullable = true;
-    else break;
-    s = def.innerType as typeof s;
+    // A value transformed after validation: what the command line gives is the pipe's input.
+    else if (def.type !== "pipe") break;
+    s = (def.type === "pipe" ? def.in : def.innerType) as typeof s;
   }
   const type = s._zod.def.type;
   const kind: Kind =
@@ -61,10 +70,16 @@ function fieldKind(schema: z.ZodType): { kind: Kind; required: boolean } {
       : type === "number"
         ? "integer"
         : type === "array"
-          ? "list"
-          : nullable
-            ? "nullableText"
-            : "text";
+          ? nullable
+            ? "nullableList"
+            : "list"
+          : type === "object"
+            ? nullable
+              ? "nullableJson"
+              : "json"
+            : nullable
+              ? "nullableText"
+              : "text";
   return { kind, required };
 }
 
@@ -244,8 +259,18 @@ function convert(kind: Kind, value: string): unknown {
         .split(",")
         .map((s) => s.trim())
         .filter(Boolean);
+    case "nullableList":
+      return value === "" ? null : convert("list", value);
     case "nullableText":
       return value === "" ? null : value;
+    case "json":
+      try {
+        return JSON.parse(value);
+      } catch {
+        return value;
+      }
+    case "nullableJson":
+      return value === "" ? null : convert("json", value);
     case "text":
       return value;
   }

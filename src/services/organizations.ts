@@ -1,7 +1,9 @@
 import {
+  type CallWindow,
   findOrganization,
   insertOrganization,
   listOrganizations as listOrganizationRows,
+  type OrganizationPatchRow,
   type OrganizationRow,
   updateOrganization as updateOrganizationRow,
 } from "../db/organizations.ts";
@@ -16,6 +18,12 @@ export const organizationView = (r: OrganizationRow) => ({
   name: r.name,
   paidPlan: r.paid_plan,
   planMinutes: r.plan_minutes,
+  sipTrunkId: r.sip_trunk_id,
+  callerNumber: r.caller_number,
+  allowedCountries: r.allowed_countries,
+  callWindow: r.call_window,
+  maxConcurrentCalls: r.max_concurrent_calls,
+  maxCallsPerHour: r.max_calls_per_hour,
   createdAt: r.created_at.toISOString(),
 });
 
@@ -28,32 +36,71 @@ export async function assertOrganization(deps: TxDeps, id: string): Promise<void
   if (!isId(id, "org") || !(await findOrganization(deps.sql, id))) throw notFound("organization");
 }
 
-export async function createOrganization(
-  deps: TxDeps,
-  input: { name: string; paidPlan?: boolean | undefined; planMinutes?: number | undefined },
-) {
+/** An organization's fields as operators send them (validated by admin/schema.ts). */
+export interface OrganizationFields {
+  name: string;
+  paidPlan: boolean;
+  planMinutes: number;
+  sipTrunkId: string | null;
+  callerNumber: string | null;
+  allowedCountries: string[] | null;
+  callWindow: CallWindow | null;
+  maxConcurrentCalls: number;
+  maxCallsPerHour: number;
+}
+
+/** Defaults of what a new organization is not given: no plan, no carrier settings of its own, no rule. */
+const NEW_ORGANIZATION: Omit<OrganizationFields, "name"> = {
+  paidPlan: false,
+  planMinutes: 0,
+  sipTrunkId: null,
+  callerNumber: null,
+  allowedCountries: null,
+  callWindow: null,
+  maxConcurrentCalls: 10,
+  maxCallsPerHour: 100,
+};
+
+type Given<T> = { [K in keyof T]?: T[K] | undefined };
+
+/** The fields given (undefined ones left out, so they keep their value; null is a value: it clears). */
+function given<T extends object>(input: Given<T>): Partial<T> {
+  return Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+function rowFields(v: Partial<OrganizationFields>): OrganizationPatchRow {
+  const row: OrganizationPatchRow = {
+    name: v.name,
+    paid_plan: v.paidPlan,
+    plan_minutes: v.planMinutes,
+    sip_trunk_id: v.sipTrunkId,
+    caller_number: v.callerNumber,
+    allowed_countries: v.allowedCountries,
+    call_window: v.callWindow,
+    max_concurrent_calls: v.maxConcurrentCalls,
+    max_calls_per_hour: v.maxCallsPerHour,
+  };
+  return given(row);
+}
+
+export async function createOrganization(deps: TxDeps, input: Given<OrganizationFields> & { name: string }) {
+  const v: OrganizationFields = {
+    ...NEW_ORGANIZATION,
+    ...given<OrganizationFields>(input),
+    name: input.name,
+  };
   const row = await insertOrganization(deps.sql, {
     id: deps.ids.next("org"),
-    name: input.name,
-    paid_plan: input.paidPlan ?? false,
-    plan_minutes: input.planMinutes ?? 0,
+    ...(rowFields(v) as Omit<OrganizationRow, "id" | "created_at">),
     created_at: deps.clock.now(),
   });
   return organizationView(row);
 }
 
 /** Changes the fields given. Cached keys of the organization are evicted (their paid plan changed). */
-export async function updateOrganization(
-  deps: TxDeps,
-  id: string,
-  input: { name?: string | undefined; paidPlan?: boolean | undefined; planMinutes?: number | undefined },
-) {
+export async function updateOrganization(deps: TxDeps, id: string, input: Given<OrganizationFields>) {
   if (!isId(id, "org")) throw notFound("organization");
-  const row = await updateOrganizationRow(deps.sql, id, {
-    name: input.name,
-    paid_plan: input.paidPlan,
-    plan_minutes: input.planMinutes,
-  });
+  const row = await updateOrganizationRow(deps.sql, id, rowFields(given<OrganizationFields>(input)));
   if (!row) throw notFound("organization");
   deps.keyCache.evict({ organizationId: id });
   return organizationView(row);

@@ -31,8 +31,30 @@ describe("organizations", () => {
     const { status, body, res } = await admin(ctx, "POST", "/organizations", { json: { name: "  Acme  " } });
     expect(status).toBe(201);
     expect(res.headers.get("x-request-id")).toMatch(ID("req"));
-    expect(Object.keys(body).sort()).toEqual(["createdAt", "id", "name", "paidPlan", "planMinutes"]);
-    expect(body).toMatchObject({ name: "Acme", paidPlan: false, planMinutes: 0 });
+    expect(Object.keys(body).sort()).toEqual([
+      "allowedCountries",
+      "callWindow",
+      "callerNumber",
+      "createdAt",
+      "id",
+      "maxCallsPerHour",
+      "maxConcurrentCalls",
+      "name",
+      "paidPlan",
+      "planMinutes",
+      "sipTrunkId",
+    ]);
+    expect(body).toMatchObject({
+      name: "Acme",
+      paidPlan: false,
+      planMinutes: 0,
+      sipTrunkId: null,
+      callerNumber: null,
+      allowedCountries: null,
+      callWindow: null,
+      maxConcurrentCalls: 10,
+      maxCallsPerHour: 100,
+    });
     expect(body.id).toMatch(ID("org"));
     expect(body.createdAt).toMatch(ISO);
   });

@@ -58,7 +58,19 @@ describe("commands through runAdmin", () => {
       "250",
     );
     expect(org).toMatchObject({ name: "Acme", paidPlan: true, planMinutes: 250 });
-    expect(Object.keys(org).sort()).toEqual(["createdAt", "id", "name", "paidPlan", "planMinutes"]);
+    expect(Object.keys(org).sort()).toEqual([
+      "allowedCountries",
+      "callWindow",
+      "callerNumber",
+      "createdAt",
+      "id",
+      "maxCallsPerHour",
+      "maxConcurrentCalls",
+      "name",
+      "paidPlan",
+      "planMinutes",
+      "sipTrunkId",
+    ]);
     const defaults = await ok("create-organization", "--name=Plain");
     expect(defaults).toMatchObject({ name: "Plain", paidPlan: false, planMinutes: 0 });
 
@@ -69,6 +81,54 @@ describe("commands through runAdmin", () => {
 
     const list = await ok("list-organizations");
     expect(list.organizations.map((o: { id: string }) => o.id)).toEqual([defaults.id, org.id]);
+  });
+
+  test('carrier settings: every flag, JSON for the call window, "" clears a setting', async () => {
+    const org = await ok(
+      "create-organization",
+      "--name",
+      "Carrier Co",
+      "--sip-trunk-id",
+      "ST_abc123",
+      "--caller-number",
+      "+33180000000",
+      "--allowed-countries",
+      "fr, be",
+      "--call-window",
+      '{"start":"09:00","end":"20:00","timeZone":"Europe/Paris","days":[5,1,1]}',
+      "--max-concurrent-calls",
+      "3",
+      "--max-calls-per-hour",
+      "50",
+    );
+    expect(org).toMatchObject({
+      sipTrunkId: "ST_abc123",
+      callerNumber: "+33180000000",
+      allowedCountries: ["BE", "FR"],
+      callWindow: { start: "09:00", end: "20:00", timeZone: "Europe/Paris", days: [1, 5] },
+      maxConcurrentCalls: 3,
+      maxCallsPerHour: 50,
+    });
+    const cleared = await ok(
+      "update-organization",
+      org.id,
+      "--sip-trunk-id",
+      "",
+      "--allowed-countries",
+      "",
+      "--call-window",
+      "",
+    );
+    expect(cleared).toEqual({ ...org, sipTrunkId: null, allowedCountries: null, callWindow: null });
+    const tz = await refused(
+      "update-organization",
+      org.id,
+      "--call-window",
+      '{"start":"09:00","end":"20:00","timeZone":"Mars/Olympus"}',
+    );
+    expect(tz).toMatchObject({ code: "invalid_request", param: "callWindow.timeZone" });
+    const json = await refused("update-organization", org.id, "--call-window", "{nope");
+    expect(json).toMatchObject({ code: "invalid_request", param: "callWindow" });
   });
 
   test("create-agent, update-agent, list-agents", async () => {
