@@ -13,6 +13,7 @@ export const ID_PREFIXES = [
   "doc",
   "evt",
   "we",
+  "bn",
   "req",
 ] as const;
 export type IdPrefix = (typeof ID_PREFIXES)[number];

@@ -3,6 +3,7 @@ import { LIMIT_MAX } from "../db/engine/pages.ts";
 import { ApiError } from "../errors.ts";
 import type { App } from "../http/appEnv.ts";
 import { isAnyId } from "../ids.ts";
+import { E164 } from "../schemas.ts";
 
 /**
  * The one cursor list convention:
@@ -95,6 +96,20 @@ export function textFilter(description: string, max = 255) {
     .max(max, { message: `must be at most ${max} characters` })
     .optional()
     .openapi({ description });
+}
+
+/** An optional filter on an E.164 phone number (exact match). */
+export function phoneFilter(description: string) {
+  return (
+    queryValue("a phone number in E.164 format")
+      // A `+` left unencoded in a query string arrives as a space; read it as the `+` it was meant to be.
+      .transform((v) => v.replace(/^ (?=[0-9])/, "+"))
+      .refine((v) => E164.test(v), {
+        message: "must be a phone number in E.164 format, such as +33612345678 (encode + as %2B)",
+      })
+      .optional()
+      .openapi({ type: "string", description: `${description} (E.164; encode \`+\` as \`%2B\`).` })
+  );
 }
 
 /** The query schema of a list: the convention plus the list's own filters. Unknown parameters are refused. */

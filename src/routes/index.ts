@@ -2,6 +2,7 @@ import type { RouteRegistration } from "../http/appEnv.ts";
 import { registerListConvention } from "../lists/cursor.ts";
 import { adminRoutes } from "./admin/index.ts";
 import { agentRoutes } from "./agents/index.ts";
+import { blockedNumberRoutes } from "./blocked-numbers/index.ts";
 import { callRoutes } from "./calls/index.ts";
 import { campaignRoutes } from "./campaigns/index.ts";
 import { contactRoutes } from "./contacts/index.ts";
@@ -22,6 +23,7 @@ export const routes: RouteRegistration[] = [
   ...callRoutes,
   ...campaignRoutes,
   ...taskRoutes,
+  ...blockedNumberRoutes,
   ...contactRoutes,
   ...knowledgeBaseRoutes,
   ...eventRoutes,

@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
-import { listEnvelope, listQuery, queryValue, textFilter } from "../../lists/cursor.ts";
-import { E164, FlatObjectSchema, PhoneSchema as SharedPhone } from "../../schemas.ts";
+import { listEnvelope, listQuery, phoneFilter, textFilter } from "../../lists/cursor.ts";
+import { FlatObjectSchema, PhoneSchema as SharedPhone } from "../../schemas.ts";
 
 const PhoneSchema = SharedPhone.openapi({
   example: "+33612345678",
@@ -70,17 +70,7 @@ export const ContactSchema = z
 export const ContactListSchema = listEnvelope(ContactSchema, "ContactList");
 
 export const ContactListQuery = listQuery({
-  phone: queryValue("a phone number in E.164 format")
-    // A `+` left unencoded in a query string arrives as a space; read it as the `+` it was meant to be.
-    .transform((v) => v.replace(/^ (?=[0-9])/, "+"))
-    .refine((v) => E164.test(v), {
-      message: "must be a phone number in E.164 format, such as +33612345678 (encode + as %2B)",
-    })
-    .optional()
-    .openapi({
-      type: "string",
-      description: "Only contacts with exactly this phone number (E.164; encode `+` as `%2B`).",
-    }),
+  phone: phoneFilter("Only contacts with exactly this phone number"),
   email: textFilter("Only contacts with this email address (case-insensitive).", 254),
 });
 
