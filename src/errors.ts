@@ -20,6 +20,9 @@ export const errorStatus = {
   missing_scope: 403,
   agent_not_allowed: 403,
   test_mode_not_supported: 403,
+  number_blocked: 403,
+  country_not_allowed: 403,
+  outside_call_window: 403,
   not_found: 404,
   method_not_allowed: 405,
   idempotency_key_reused: 409,
@@ -27,6 +30,8 @@ export const errorStatus = {
   unsupported_media_type: 415,
   rate_limited: 429,
   minute_cap_reached: 429,
+  concurrency_limit_reached: 429,
+  hourly_limit_reached: 429,
   internal_error: 500,
   call_start_failed: 502,
   agent_unavailable: 503,
@@ -155,6 +160,18 @@ const exampleMessages: Partial<Record<ErrorCode, [message: string, param?: strin
   payload_too_large: ["The body must not exceed 65536 bytes."],
   unsupported_media_type: ["Send the body as JSON with `Content-Type: application/json`."],
   rate_limited: ["Too many web calls from this address; retry later."],
+  number_blocked: ["This number is on the organization's do-not-call list.", "to"],
+  country_not_allowed: ["Calls to US are not allowed for this organization (allowed: BE, FR).", "to"],
+  outside_call_window: [
+    "It is outside the organization's call window (09:00–20:00 Europe/Paris, Monday, Tuesday, Wednesday, " +
+      "Thursday, Friday); the window next opens at 2026-11-23T08:00:00.000Z.",
+  ],
+  concurrency_limit_reached: [
+    "The organization has 10 live phone calls in progress, its limit (maxConcurrentCalls).",
+  ],
+  hourly_limit_reached: [
+    "The organization placed 100 live phone calls in the last 60 minutes, its limit (maxCallsPerHour).",
+  ],
   internal_error: ["An internal error occurred."],
 };
 

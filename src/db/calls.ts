@@ -125,14 +125,14 @@ export function transcriptView(r: { id: string; livemode: boolean; transcript: T
 
 export type NewCall = Pick<CallRow, (typeof NEW_CALL_COLUMNS)[number]>;
 
-export async function insertCall(sql: Db, c: NewCall): Promise<CallRow> {
-  const [row] = await sql<CallRow[]>`${insertCallsFrom(
-    sql,
-    sql`select * from (values (${c.id}, ${c.organization_id}, ${c.livemode}, ${c.status}, ${c.agent_id},
-      ${c.to_number}, ${c.contact_id}, ${c.campaign_id}, ${c.direction}, ${sql.json(c.variables as never)},
-      ${c.simulated_duration_seconds}, ${c.language}, ${c.task_id}, ${c.created_at}))
-      as c(${columnList(sql, NEW_CALL_COLUMNS)})`,
-  )}`;
+/** One call; `placed_at` for a live phone call entering the carrier path (the hourly limit counts by it). */
+export async function insertCall(sql: Db, c: NewCall & { placed_at?: Date | null }): Promise<CallRow> {
+  const [row] = await sql<CallRow[]>`
+    insert into calls (${columnList(sql, NEW_CALL_COLUMNS)}, placed_at)
+    values (${c.id}, ${c.organization_id}, ${c.livemode}, ${c.status}, ${c.agent_id}, ${c.to_number},
+      ${c.contact_id}, ${c.campaign_id}, ${c.direction}, ${sql.json(c.variables as never)},
+      ${c.simulated_duration_seconds}, ${c.language}, ${c.task_id}, ${c.created_at}, ${c.placed_at ?? null})
+    returning ${columnList(sql, CALL_COLUMNS)}`;
   return row!;
 }
 
@@ -184,6 +184,7 @@ export async function moveCall(
   from: CallStatus,
   to: CallStatus,
   set: Partial<{
+    placed_at: Date;
     started_at: Date;
     ended_at: Date;
     duration_seconds: number;
@@ -197,6 +198,7 @@ export async function moveCall(
   const [row] = await sql<CallRow[]>`
     update calls set
       status = ${to},
+      placed_at = coalesce(${set.placed_at ?? null}::timestamptz, placed_at),
       started_at = coalesce(${set.started_at ?? null}::timestamptz, started_at),
       ended_at = coalesce(${set.ended_at ?? null}::timestamptz, ended_at),
       duration_seconds = coalesce(${set.duration_seconds ?? null}::integer, duration_seconds),

@@ -1,7 +1,19 @@
-import { type AgentRow, findAgent } from "../db/agents.ts";
+import type { AgentRow } from "../db/agents.ts";
+import { findAgent } from "../db/agents.ts";
+import {
+  type CallFacts,
+  lockCallLimits,
+  readCallFacts,
+  readCallLoad,
+  recordHour,
+} from "../db/callAdmission.ts";
 import type { Db } from "../db/engine/connection.ts";
-import { findOrganization } from "../db/organizations.ts";
-import { ApiError } from "../errors.ts";
+import { findOrganization, type OrganizationRow } from "../db/organizations.ts";
+import type { Deps } from "../deps.ts";
+import { ApiError, type ErrorCode } from "../errors.ts";
+import { describeWindow, isOpen, nextOpening } from "./callWindow.ts";
+import { monthOf } from "./minutes.ts";
+import { countryOf } from "./phoneNumbers.ts";
 
 /** Checks that decide whether a live call may start, shared by every way of starting one. */
 
@@ -26,4 +38,142 @@ export async function assertAgentAvailable(
     throw new ApiError("agent_unavailable", "The agent is not available right now.");
   }
   return agent;
+}
+
+// ——— live phone calls ———
+
+/** How a live phone call reaches the callee: the organization's trunk, else the environment's. */
+export interface Carrier {
+  trunkId: string;
+  /** Caller number (E.164), or null for the trunk's own. */
+  from: string | null;
+}
+
+/**
+ * The carrier of the organization's live phone calls, or null: LiveKit must be configured and the
+ * organization must have a trunk (its own `sipTrunkId`, else LIVEKIT_SIP_TRUNK_ID).
+ */
+export function carrierOf(deps: Pick<Deps, "env" | "liveKit">, org: OrganizationRow): Carrier | null {
+  const trunkId = org.sip_trunk_id ?? deps.env.LIVEKIT_SIP_TRUNK_ID ?? null;
+  if (!deps.liveKit || !trunkId) return null;
+  return { trunkId, from: org.caller_number ?? deps.env.LIVEKIT_SIP_FROM_NUMBER ?? null };
+}
+
+/** What the checks of a live phone call read, once, before any lock. */
+export async function callFacts(
+  deps: Pick<Deps, "clock">,
+  sql: Db,
+  organizationId: string,
+  to: string,
+): Promise<CallFacts> {
+  const facts = await readCallFacts(sql, organizationId, to, monthOf(deps.clock.now()));
+  // Only an organization deleted under a key could miss; there is no such operation.
+  if (!facts) throw new ApiError("not_found", "No such organization.");
+  return facts;
+}
+
+/**
+ * The refusals of a live phone call, after the agent and the key's restriction, in this order:
+ * paid plan (403) → plan minutes (403) → carrier (503) → agent active (503) → blocked number (403)
+ * → country (403) → call window at `at` (403). What needs the organization's lock (concurrency,
+ * hourly limit, the minutes' reservation) follows in `admitPhoneCall`. Returns the carrier.
+ */
+export function checkPhoneCall(
+  deps: Pick<Deps, "env" | "liveKit">,
+  facts: CallFacts,
+  agent: Pick<AgentRow, "active">,
+  call: { to: string; at: Date; scheduled?: boolean },
+): Carrier {
+  const org = facts.organization;
+  if (!org.paid_plan) {
+    throw new ApiError("plan_required", "Live calls need an active paid plan for the organization.");
+  }
+  if (org.plan_minutes - facts.plan_used <= 0) {
+    throw new ApiError(
+      "plan_minutes_exhausted",
+      "The organization's plan minutes for this month are used up.",
+    );
+  }
+  const carrier = carrierOf(deps, org);
+  if (!carrier) {
+    throw new ApiError("carrier_unavailable", "No carrier is configured to place live phone calls.");
+  }
+  if (!agent.active)
+    throw new ApiError("agent_unavailable", "This agent is not active.", { param: "agentId" });
+  if (facts.blocked) {
+    throw new ApiError("number_blocked", "This number is on the organization's do-not-call list.", {
+      param: "to",
+    });
+  }
+  if (org.allowed_countries) {
+    const country = countryOf(call.to);
+    if (!country || !org.allowed_countries.includes(country)) {
+      throw new ApiError(
+        "country_not_allowed",
+        `${country ? `Calls to ${country}` : "Calls to numbers of no country"} are not allowed for this organization ` +
+          `(allowed: ${org.allowed_countries.join(", ")}).`,
+        { param: "to" },
+      );
+    }
+  }
+  if (org.call_window && !isOpen(org.call_window, call.at)) {
+    const opens = nextOpening(org.call_window, call.at);
+    throw new ApiError(
+      "outside_call_window",
+      `${call.scheduled ? "runAt is" : "It is"} outside the organization's call window ` +
+        `(${describeWindow(org.call_window)}); ` +
+        (opens
+          ? `the window next opens at ${opens.toISOString()}.`
+          : "the window does not open in the next two weeks."),
+      call.scheduled ? { param: "runAt" } : {},
+    );
+  }
+  return carrier;
+}
+
+/** How long to wait before trying again when the organization's calls in progress are at their limit. */
+export const CONCURRENCY_RETRY_AFTER_SECONDS = 10;
+const HOUR_MS = 3_600_000;
+
+/**
+ * The organization's limits, under its lock (held until the caller's transaction ends, so the check
+ * and the placement that follows are one critical section, across processes): 429
+ * `concurrency_limit_reached` when maxConcurrentCalls live phone calls are `initiated`, `ringing` or
+ * `ongoing`; 429 `hourly_limit_reached` (Retry-After: until the oldest placement of the hour leaves
+ * it) when maxCallsPerHour were placed in the last 60 minutes. Nothing is written: `record()` counts
+ * this placement, at `now`, once the caller knows it happens (a refusal that follows, such as the
+ * minutes', must not count in the hour).
+ */
+export async function admitPhoneCall(
+  tx: Db,
+  org: Pick<OrganizationRow, "id" | "max_concurrent_calls" | "max_calls_per_hour">,
+  now: Date,
+): Promise<{ record(): Promise<void> }> {
+  const hourAgo = new Date(now.getTime() - HOUR_MS);
+  const hour = await lockCallLimits(tx, org.id, hourAgo);
+  // The cut never goes back (another process's clock may run a little behind).
+  const cut = hour.cut > hourAgo ? hour.cut : hourAgo;
+  const load = await readCallLoad(tx, org.id, { from: hour.cut, to: cut });
+  const inHour = hour.count - load.left;
+  if (load.inProgress >= org.max_concurrent_calls) {
+    throw refusal(
+      "concurrency_limit_reached",
+      `The organization has ${load.inProgress} live phone calls in progress, its limit (maxConcurrentCalls).`,
+      CONCURRENCY_RETRY_AFTER_SECONDS,
+    );
+  }
+  if (inHour >= org.max_calls_per_hour) {
+    const frees = load.oldest ? load.oldest.getTime() + HOUR_MS : now.getTime() + HOUR_MS;
+    throw refusal(
+      "hourly_limit_reached",
+      `The organization placed ${inHour} live phone calls in the last 60 minutes, its limit (maxCallsPerHour).`,
+      Math.max(1, Math.ceil((frees - now.getTime()) / 1000)),
+    );
+  }
+  // A placement at or before the cut would never leave the count: it is outside the hour already.
+  return { record: () => recordHour(tx, org.id, { cut, count: inHour + (now > cut ? 1 : 0) }) };
+}
+
+function refusal(code: ErrorCode, message: string, retryAfterSeconds: number): ApiError {
+  return new ApiError(code, message, { headers: { "Retry-After": String(retryAfterSeconds) } });
 }

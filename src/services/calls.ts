@@ -19,6 +19,8 @@ import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
 import type { FlatObject } from "../schemas.ts";
+import { callFacts, checkPhoneCall } from "./admission.ts";
+import { placePhoneCall } from "./liveCalls.ts";
 import { createSimulatedCall } from "./simulatedCalls.ts";
 import { scheduleCall } from "./tasks.ts";
 
@@ -44,7 +46,9 @@ const MAX_SCHEDULE_AHEAD_MS = 366 * 24 * 3600 * 1000;
  * POST /v1/calls. Everything is checked before anything is written.
  * Test key: a simulated call; `runAt`, the do-not-call list, call window, country and limits do not
  * apply, nothing reaches a carrier and nothing counts in usage.
- * Live key: paid plan (403) before carrier (503); a future `runAt` creates a scheduled call and its task.
+ * Live key: every calling rule in its order (services/admission.ts), then the call is placed
+ * `initiated` and dialled from a timer after the answer; a future `runAt` creates a scheduled call and
+ * its task instead, after the rules up to the call window (judged at `runAt`).
  */
 export async function createCall(deps: Deps, auth: SecretKeyAuth, input: CreateCallInput): Promise<CallView> {
   const agent = isId(input.agentId, "agt")
@@ -76,21 +80,21 @@ export async function createCall(deps: Deps, auth: SecretKeyAuth, input: CreateC
     );
   }
 
-  if (!auth.paidPlan) {
-    throw new ApiError("plan_required", "Live calls need an active paid plan for the organization.");
-  }
-  if (!agent.active)
-    throw new ApiError("agent_unavailable", "This agent is not active.", { param: "agentId" });
   const runAt = input.runAt ? new Date(input.runAt) : null;
-  const now = deps.clock.now().getTime();
-  if (runAt && runAt.getTime() > now) {
-    if (runAt.getTime() - now > MAX_SCHEDULE_AHEAD_MS) {
-      throw new ApiError("invalid_request", "runAt must be within a year.", { param: "runAt" });
-    }
+  const now = deps.clock.now();
+  const scheduled = runAt !== null && runAt.getTime() > now.getTime();
+  if (scheduled && runAt.getTime() - now.getTime() > MAX_SCHEDULE_AHEAD_MS) {
+    throw new ApiError("invalid_request", "runAt must be within a year.", { param: "runAt" });
+  }
+  // Paid plan → plan minutes → carrier → agent active → blocked → country → call window (at runAt
+  // for a scheduled call, which checks nothing further until its task fires and checks everything).
+  const facts = await callFacts(deps, deps.sql, auth.organizationId, input.to);
+  checkPhoneCall(deps, facts, agent, { to: input.to, at: scheduled ? runAt : now, scheduled });
+  if (scheduled) {
     return pipelinedTransaction(deps.sql, (tx) =>
       scheduleCall(tx, deps, {
         organizationId: auth.organizationId,
-        agentId: agent.id,
+        agent,
         to: input.to,
         contactId,
         variables,
@@ -98,7 +102,19 @@ export async function createCall(deps: Deps, auth: SecretKeyAuth, input: CreateC
       }),
     );
   }
-  throw new ApiError("carrier_unavailable", "No carrier is configured to place live phone calls.");
+  // Concurrency → hourly limit → the minutes, under the organization's lock; then the call is placed.
+  const row = await pipelinedTransaction(deps.sql, (tx) =>
+    placePhoneCall(tx, deps, {
+      callId: deps.ids.next("call"),
+      organization: facts.organization,
+      agent,
+      to: input.to,
+      contactId,
+      campaignId: null,
+      variables,
+    }),
+  );
+  return callView(row);
 }
 
 // ——— reads ———

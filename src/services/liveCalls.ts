@@ -1,12 +1,14 @@
 import type { WebhookEvent } from "livekit-server-sdk";
 import type { AgentRow } from "../db/agents.ts";
 import { type CallRow, findCallState, insertCall, moveCall } from "../db/calls.ts";
-import { type Db, pipelinedTransaction } from "../db/engine/connection.ts";
+import { type Db, pipelinedTransaction, settledAll } from "../db/engine/connection.ts";
+import type { OrganizationRow } from "../db/organizations.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { LiveKitError, liveKitAgentName, type WebCallRoom } from "../livekit/client.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
 import type { HandlerContext, TimerHandler } from "../timers/types.ts";
+import { admitPhoneCall } from "./admission.ts";
 import { callEvent, recordEvent } from "./events.ts";
 import { reserveMinutes, settleReservation } from "./minutes.ts";
 
@@ -66,6 +68,69 @@ export async function prepareLiveCall(
     payload: { callId: input.callId },
   });
   return { callId: input.callId, maxSeconds, timerId: timer.id };
+}
+
+/** The longest phone call, whatever remains of the plan. */
+export const MAX_PHONE_CALL_SECONDS = 3600;
+
+/** A live phone call to place now: a new one, or the `scheduled` call of a task whose time has come. */
+export interface PhoneCallToPlace {
+  callId: string;
+  organization: OrganizationRow;
+  agent: AgentRow;
+  to: string;
+  contactId: string | null;
+  campaignId: string | null;
+  variables: Record<string, unknown>;
+  /** The call exists, `scheduled` (a task's): it moves to `initiated` instead of being created. */
+  scheduled?: boolean;
+}
+
+/**
+ * Inside the placing transaction, once the checks that need no lock have passed: the organization's
+ * limits under its lock (429 `concurrency_limit_reached`, `hourly_limit_reached`), the minutes
+ * reserved (which decides `maxSeconds` = min(3,600, remaining plan minutes × 60)), the call
+ * `initiated` and the timer that dials it, due at once. Nothing is written before the last refusal,
+ * so a caller that catches one (a task, a campaign) may go on in the same transaction. Dialling
+ * happens after the commit, from that timer (services/dialing.ts): never inside a request.
+ */
+export async function placePhoneCall(tx: Db, deps: Deps, call: PhoneCallToPlace): Promise<CallRow> {
+  const now = deps.clock.now();
+  const org = call.organization;
+  const admitted = await admitPhoneCall(tx, org, now);
+  await reserveMinutes(tx, deps.clock, {
+    callId: call.callId,
+    organizationId: org.id,
+    livemode: true,
+    maxSeconds: MAX_PHONE_CALL_SECONDS,
+    planMinutes: org.plan_minutes,
+  });
+  const [row] = await settledAll([
+    call.scheduled
+      ? moveCall(tx, call.callId, "scheduled", "initiated", { placed_at: now })
+      : insertCall(tx, {
+          id: call.callId,
+          organization_id: org.id,
+          livemode: true,
+          status: "initiated",
+          agent_id: call.agent.id,
+          to_number: call.to,
+          contact_id: call.contactId,
+          campaign_id: call.campaignId,
+          direction: "outbound",
+          variables: call.variables,
+          simulated_duration_seconds: null,
+          language: call.agent.language,
+          task_id: null,
+          created_at: now,
+          placed_at: now,
+        }),
+    deps.timers.schedule(tx, { kind: TIMER_KINDS.callDial, delayMs: 0, payload: { callId: call.callId } }),
+    admitted.record(),
+  ] as const);
+  // A task's call that is no longer `scheduled` was cancelled meanwhile: nothing is placed.
+  if (!row) throw new Error(`call ${call.callId} is no longer scheduled`);
+  return row;
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { Sql } from "postgres";
 import type { Clock } from "../clock.ts";
-import { type Db, pipelinedTransaction } from "../db/engine/connection.ts";
+import { type Db, pipelinedTransaction, settledAll } from "../db/engine/connection.ts";
 import {
   addUsage,
   insertReservation,
@@ -43,6 +43,10 @@ export interface ReserveInput {
   livemode: boolean;
   /** Calls started with a publishable key also reserve on the key's monthly cap. */
   publishableKeyId?: string | null;
+  /** The longest the call may last, whatever remains (default: a web call's 600 s). */
+  maxSeconds?: number;
+  /** The organization's allowance when the caller has just read it (else it is read here). */
+  planMinutes?: number;
 }
 
 export interface Reservation {
@@ -58,14 +62,19 @@ export interface Reservation {
  * reservations can deadlock.
  */
 export async function reserveMinutes(tx: Db, clock: Clock, input: ReserveInput): Promise<Reservation> {
-  if (!input.livemode) return { maxSeconds: MAX_CALL_SECONDS, reservedMinutes: 0 };
+  const longest = input.maxSeconds ?? MAX_CALL_SECONDS;
+  if (!input.livemode) return { maxSeconds: longest, reservedMinutes: 0 };
   const now = clock.now();
   const month = monthOf(now);
-  let maxSeconds = MAX_CALL_SECONDS;
+  let maxSeconds = longest;
 
-  const org = await findOrganization(tx, input.organizationId);
-  const planUsed = await lockUsage(tx, "plan", input.organizationId, month);
-  const planRemaining = (org?.plan_minutes ?? 0) - planUsed;
+  const [planMinutes, planUsed] = await settledAll([
+    input.planMinutes !== undefined
+      ? Promise.resolve(input.planMinutes)
+      : findOrganization(tx, input.organizationId).then((org) => org?.plan_minutes ?? 0),
+    lockUsage(tx, "plan", input.organizationId, month),
+  ]);
+  const planRemaining = planMinutes - planUsed;
   if (planRemaining <= 0) {
     throw new ApiError(
       "plan_minutes_exhausted",
@@ -87,17 +96,19 @@ export async function reserveMinutes(tx: Db, clock: Clock, input: ReserveInput):
   }
 
   const reservedMinutes = Math.ceil(maxSeconds / 60);
-  await addUsage(tx, month, input.organizationId, input.publishableKeyId ?? null, reservedMinutes);
-  await insertReservation(tx, {
-    call_id: input.callId,
-    organization_id: input.organizationId,
-    publishable_key_id: input.publishableKeyId ?? null,
-    plan_charged: true,
-    month,
-    reserved_minutes: reservedMinutes,
-    max_seconds: maxSeconds,
-    created_at: now,
-  });
+  await settledAll([
+    addUsage(tx, month, input.organizationId, input.publishableKeyId ?? null, reservedMinutes),
+    insertReservation(tx, {
+      call_id: input.callId,
+      organization_id: input.organizationId,
+      publishable_key_id: input.publishableKeyId ?? null,
+      plan_charged: true,
+      month,
+      reserved_minutes: reservedMinutes,
+      max_seconds: maxSeconds,
+      created_at: now,
+    }),
+  ]);
   return { maxSeconds, reservedMinutes };
 }
 

@@ -1,4 +1,5 @@
 import type { SecretKeyAuth } from "../auth/access.ts";
+import type { AgentRow } from "../db/agents.ts";
 import { type CallView, callView, insertCall, moveCall } from "../db/calls.ts";
 import { type Db, pipelinedTransaction } from "../db/engine/connection.ts";
 import { findScheduledTask, finishTask, insertTask, listScheduledTasks, taskView } from "../db/tasks.ts";
@@ -27,7 +28,7 @@ export async function scheduleCall(
   deps: Deps,
   input: {
     organizationId: string;
-    agentId: string;
+    agent: Pick<AgentRow, "id" | "language">;
     to: string;
     contactId: string | null;
     variables: Record<string, unknown>;
@@ -42,14 +43,14 @@ export async function scheduleCall(
     organization_id: input.organizationId,
     livemode: true,
     status: "scheduled",
-    agent_id: input.agentId,
+    agent_id: input.agent.id,
     to_number: input.to,
     contact_id: input.contactId,
     campaign_id: null,
     direction: "outbound",
     variables: input.variables,
     simulated_duration_seconds: null,
-    language: "en",
+    language: input.agent.language,
     task_id: taskId,
     created_at: now,
   });
@@ -63,7 +64,7 @@ export async function scheduleCall(
     organization_id: input.organizationId,
     type: "call",
     call_id: callId,
-    agent_id: input.agentId,
+    agent_id: input.agent.id,
     to_number: input.to,
     run_at: input.runAt,
     timer_id: timer.id,

@@ -10,6 +10,13 @@ export const TIMER_KINDS = {
   campaignAdvance: "campaign.advance",
   /** A scheduled task is due (payload `{taskId}`). */
   taskRun: "task.run",
+  /** Dial a live phone call placed `initiated` (payload `{callId}`): due as soon as it is placed. */
+  callDial: "call.dial",
+  /**
+   * The safety net of a dial in flight (payload `{callId}`): if the call is still `ringing` and no
+   * live process is dialling it, LiveKit's room tells what became of it.
+   */
+  callDialCheck: "call.dial_check",
   /** A live call reached its `maxSeconds` (payload `{callId}`). */
   liveCallMaxDuration: "webcall.max_duration",
   /** An attempt to deliver an event to a webhook endpoint (payload `{deliveryId}`). */

@@ -1,21 +1,28 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createSecretKey } from "../../src/services/keys.ts";
-import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
+import { updateOrganization } from "../../src/services/organizations.ts";
+import type { TestContext } from "../helpers/app.ts";
+import { type PhoneWorld, seedPhoneOrganization, startPhoneWorld } from "../phone/support.ts";
 import { waitFor, writeCounts } from "./support.ts";
 
 /** Creating a database (the embedded one above all) can be slow on a busy machine. */
 const SETUP_TIMEOUT = 60_000;
 
+let world: PhoneWorld;
 let ctx: TestContext;
-let seed: Awaited<ReturnType<typeof seedOrganization>>;
-let unpaid: Awaited<ReturnType<typeof seedOrganization>>;
+let seed: Awaited<ReturnType<typeof seedPhoneOrganization>>;
+let unpaid: Awaited<ReturnType<typeof seedPhoneOrganization>>;
+let noCarrier: Awaited<ReturnType<typeof seedPhoneOrganization>>;
 
 beforeAll(async () => {
-  ctx = await createTestContext({ timers: true });
-  seed = await seedOrganization(ctx, { paidPlan: true });
-  unpaid = await seedOrganization(ctx, { paidPlan: false });
+  // No trunk in the environment: an organization has a carrier only with a trunk of its own.
+  world = await startPhoneWorld({ timers: true, env: { LIVEKIT_SIP_TRUNK_ID: "" } });
+  ctx = world.ctx;
+  seed = await seedPhoneOrganization(ctx, { sipTrunkId: "ST_seed" });
+  unpaid = await seedPhoneOrganization(ctx, { sipTrunkId: "ST_unpaid", paidPlan: false });
+  noCarrier = await seedPhoneOrganization(ctx);
 }, SETUP_TIMEOUT);
-afterAll(() => ctx.close(), SETUP_TIMEOUT);
+afterAll(() => world.close(), SETUP_TIMEOUT);
 
 const inFuture = (ms: number) => new Date(Date.now() + ms).toISOString();
 const createLive = (key: string, json: Record<string, unknown>) =>
@@ -64,10 +71,14 @@ describe("live POST /v1/calls", () => {
     expect(await writeCounts(ctx.deps.sql)).toEqual(before);
   });
 
-  test("paid plan, now or a past runAt: 503 carrier_unavailable; nothing written", async () => {
+  test("paid plan but no trunk, now, a past or a future runAt: 503 carrier_unavailable; nothing written", async () => {
     const before = await writeCounts(ctx.deps.sql);
-    for (const extra of [{}, { runAt: "2020-01-01T00:00:00Z" }]) {
-      const res = await createLive(seed.liveKey, extra);
+    for (const extra of [{}, { runAt: "2020-01-01T00:00:00Z" }, { runAt: inFuture(60_000) }]) {
+      const res = await ctx.request("/api/v1/calls", {
+        method: "POST",
+        key: noCarrier.liveKey,
+        json: { agentId: noCarrier.agent.id, to: "+33612345678", ...extra },
+      });
       expect(res.status).toBe(503);
       expect((await res.json()).error.code).toBe("carrier_unavailable");
     }
@@ -129,9 +140,11 @@ describe("live POST /v1/calls", () => {
   });
 
   test("when the task runs with no carrier, the call ends failed and the task leaves the list", async () => {
-    const res = await createLive(seed.liveKey, { runAt: inFuture(300) });
+    const res = await createLive(seed.liveKey, { runAt: inFuture(1000) });
     expect(res.status).toBe(201);
     const call = await res.json();
+    // The trunk is removed before the task fires.
+    await updateOrganization(ctx.deps, seed.org.id, { sipTrunkId: null });
     await waitFor(async () => {
       const c = await (await ctx.request(`/api/v1/calls/${call.id}`, { key: seed.liveKey })).json();
       return c.status === "failed";
@@ -143,6 +156,7 @@ describe("live POST /v1/calls", () => {
     expect(evs.map((e) => [e.type, e.livemode, e.data.status])).toEqual([["call.ended", true, "failed"]]);
     const del = await ctx.request(`/api/v1/tasks/${call.taskId}`, { method: "DELETE", key: seed.liveKey });
     expect(del.status).toBe(404);
+    await updateOrganization(ctx.deps, seed.org.id, { sipTrunkId: "ST_seed" });
   });
 
   test("runAt too far ahead is 400 invalid_request", async () => {
