@@ -40,6 +40,7 @@ export function composeDeps(input: {
     keyCache: new KeyCache(),
     secrets: new ServerSecrets(sql),
     liveKit: createLiveKit(env),
+    dialing: new Map(),
     batches: {
       sessionTokenInserts: sessionTokenInserts(sql, log),
       testTokenRedemptions: testTokenRedemptions(sql, log, {

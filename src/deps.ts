@@ -31,6 +31,12 @@ export interface Deps {
   secrets: ServerSecrets;
   /** The media server, or null when LIVEKIT_URL / _API_KEY / _API_SECRET are not all set. */
   liveKit: LiveKit | null;
+  /**
+   * Live phone calls whose dial is under way in this process, by call id, until its outcome is
+   * written: their safety nets wait for them (services/dialing.ts), and shutdown may wait for them.
+   * `netId` is the call's current safety-net timer, dropped with the outcome.
+   */
+  dialing: Map<string, { done: Promise<void>; netId: string }>;
   /** Statements that concurrent requests share (db/engine/coalesce.ts). */
   batches: {
     sessionTokenInserts: SessionTokenInserts;

@@ -4,10 +4,12 @@ import { type AdminResult, adminFailure, executeAdmin, parseAdmin } from "./cli/
 import { composeDeps } from "./compose.ts";
 import { type Database, openDatabase } from "./db/engine/connection.ts";
 import { migrate } from "./db/engine/migrate.ts";
+import type { Deps } from "./deps.ts";
 import { parseEnv } from "./env.ts";
 import { createLogger, silentLogger } from "./log.ts";
 import { type RunningServer, serve } from "./runtime/bun.ts";
 import { prepareDemo, reachableUrl } from "./services/demo.ts";
+import { drainDials } from "./services/dialing.ts";
 import { scheduleHousekeeping } from "./services/housekeeping.ts";
 import { WebhookSender } from "./services/webhookDelivery.ts";
 import { registerTimerHandlers } from "./timerHandlers.ts";
@@ -79,6 +81,7 @@ async function main(argv: string[]) {
   let timerDb: Database | null = null;
   let timers: TimerRunner | null = null;
   let webhooks: WebhookSender | null = null;
+  let deps: Deps | null = null;
   const shutdown = async (signal: string) => {
     if (stopping) return;
     stopping = true;
@@ -86,9 +89,15 @@ async function main(argv: string[]) {
     const force = setTimeout(() => process.exit(1), 9_000);
     await server?.stop();
     await timers?.stop();
-    // Webhook requests under way get a few seconds to finish and have their outcome recorded; any
-    // still running after that are repeated later by their safety-net timers.
-    if (webhooks && !(await webhooks.drain(5_000))) log.warn("webhook requests still under way at shutdown");
+    // Webhook requests and phone calls' dials under way get a few seconds to finish and have their
+    // outcome recorded; a webhook still running after that is sent again later by its safety-net
+    // timer, and a dial is resolved from LiveKit's room by its own.
+    const [sent, dialled] = await Promise.all([
+      webhooks ? webhooks.drain(5_000) : true,
+      deps ? drainDials(deps, 5_000) : true,
+    ]);
+    if (!sent) log.warn("webhook requests still under way at shutdown");
+    if (!dialled) log.warn("phone calls still being dialled at shutdown; their safety nets resolve them");
     await timerDb?.close();
     await db?.close();
     clearTimeout(force);
@@ -112,7 +121,7 @@ async function main(argv: string[]) {
     liveness: db.kind === "embedded" ? "shared" : "reserved",
     concurrency: TIMER_CONCURRENCY,
   });
-  const deps = composeDeps({ sql: db.sql, env, log, timers });
+  deps = composeDeps({ sql: db.sql, env, log, timers });
   // Other processes on the same PostgreSQL may revoke keys: hear it, so cached keys are evicted.
   if (db.kind === "postgres") await listenForKeyChanges(db.sql, deps.keyCache);
   const demoBanner = await prepareDemo(deps, env.DATA_DIR);

@@ -1,5 +1,6 @@
 import type { Deps } from "./deps.ts";
 import { campaignSteps } from "./services/campaigns.ts";
+import { checkDial, dialCalls } from "./services/dialing.ts";
 import { housekeeping } from "./services/housekeeping.ts";
 import { liveCallMaxDuration } from "./services/liveCalls.ts";
 import { simulationSteps } from "./services/simulatedCalls.ts";
@@ -22,6 +23,8 @@ export function registerTimerHandlers(
     .registerBatch(TIMER_KINDS.simulationStep, simulationSteps(deps), { databaseOnly: true })
     .registerBatch(TIMER_KINDS.campaignAdvance, campaignSteps(deps), { databaseOnly: true })
     .register(TIMER_KINDS.taskRun, runTask(deps))
+    .registerBatch(TIMER_KINDS.callDial, dialCalls(deps))
+    .register(TIMER_KINDS.callDialCheck, checkDial(deps))
     .register(TIMER_KINDS.liveCallMaxDuration, liveCallMaxDuration(deps))
     .register(TIMER_KINDS.webhookDelivery, deliverWebhook(deps, webhooks))
     .register(TIMER_KINDS.housekeeping, housekeeping(deps));

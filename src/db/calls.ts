@@ -391,3 +391,40 @@ export function nextStepTimers(
       jsonb_build_object('callId', id, 'to', ${to}::text) as payload
     from ${moved}`;
 }
+
+// ——— live phone calls ———
+
+/** What dialling a live phone call needs, read as it moves to `ringing`. */
+export interface DialRow {
+  id: string;
+  organization_id: string;
+  to_number: string;
+  variables: Record<string, unknown>;
+  agent_id: string;
+  livekit_agent_name: string | null;
+  /** The organization's own carrier settings (null: the environment's). */
+  sip_trunk_id: string | null;
+  caller_number: string | null;
+  /** From the call's reservation. */
+  max_seconds: number;
+}
+
+/**
+ * `initiated` → `ringing` for the live phone calls of `ids` that are still `initiated`, in one
+ * statement, returning what their dials need (the agent, the organization's carrier settings, the
+ * reservation's `maxSeconds`). A call that moved already (a repeated timer) is not returned.
+ */
+export function ringPhoneCalls(sql: Db, ids: readonly string[]): Promise<DialRow[]> {
+  return sql<DialRow[]>`
+    with moved as (
+      update calls set status = 'ringing'
+      where id = any(${ids as string[]}::text[]) and status = 'initiated' and livemode and direction = 'outbound'
+      returning id, organization_id, to_number, variables, agent_id
+    )
+    select m.id, m.organization_id, m.to_number, m.variables, m.agent_id, a.livekit_agent_name,
+      o.sip_trunk_id, o.caller_number, r.max_seconds
+    from moved m
+      join agents a on a.id = m.agent_id
+      join organizations o on o.id = m.organization_id
+      join minute_reservations r on r.call_id = m.id`;
+}

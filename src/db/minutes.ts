@@ -87,3 +87,10 @@ export async function markSettled(tx: Db, callId: string, keptMinutes: number, a
   await tx`
     update minute_reservations set kept_minutes = ${keptMinutes}, settled_at = ${at} where call_id = ${callId}`;
 }
+
+/** The `max_seconds` of a call's reservation, or null when it has none. */
+export async function reservationMaxSeconds(sql: Db, callId: string): Promise<number | null> {
+  const [row] = await sql<{ max_seconds: number }[]>`
+    select max_seconds from minute_reservations where call_id = ${callId}`;
+  return row?.max_seconds ?? null;
+}

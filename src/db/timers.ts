@@ -25,6 +25,12 @@ export interface NewTimer {
   /** …a delay from the database's now(). */
   delayMs?: number;
   payload?: Record<string, unknown>;
+  /**
+   * Leased to the scheduling runner whatever its due time (not only within its horizon): no other
+   * live runner takes it before this one dies or stops. For a safety net that must fire only when
+   * the work it watches is no longer under way in a live process.
+   */
+  hold?: boolean;
 }
 
 /** A timer as a runner holds it after inserting or claiming it. */
@@ -52,6 +58,7 @@ export async function insertTimer(
   const at = t.at ?? null;
   const delay = t.delayMs ?? 0;
   const runner = lease?.runner ?? null;
+  const hold = t.hold === true;
   const [row] = await sql<
     { id: string; epoch: number; due_ms: number; now_ms: number; locked_by: number | null }[]
   >`
@@ -60,9 +67,9 @@ export async function insertTimer(
     )
     insert into timers (kind, due_at, payload, locked_by, locked_until)
     select ${t.kind}, v.due_at, ${sql.json((t.payload ?? {}) as never)},
-      case when v.due_at <= now() + ${lease?.horizonMs ?? 0}::float8 * interval '1 millisecond'
+      case when v.due_at <= now() + ${lease?.horizonMs ?? 0}::float8 * interval '1 millisecond' or ${hold}
         then ${runner}::integer end,
-      case when v.due_at <= now() + ${lease?.horizonMs ?? 0}::float8 * interval '1 millisecond'
+      case when (v.due_at <= now() + ${lease?.horizonMs ?? 0}::float8 * interval '1 millisecond' or ${hold})
           and ${runner}::integer is not null
         then greatest(v.due_at, now()) + ${lease?.leaseMs ?? 0}::float8 * interval '1 millisecond' end
     from v
@@ -103,14 +110,19 @@ export function insertTimersFrom(
   sql: Db,
   rows: Fragment,
   lease?: { runner: number; horizonMs: number; leaseMs: number },
+  opts: { holds?: boolean } = {},
 ): Fragment {
   const runner = lease?.runner ?? null;
   const horizon = lease?.horizonMs ?? 0;
+  // With `holds`, `rows` also selects `hold boolean` (see NewTimer.hold).
+  const near = opts.holds
+    ? sql`(r.due_at <= now() + ${horizon}::float8 * interval '1 millisecond' or r.hold)`
+    : sql`r.due_at <= now() + ${horizon}::float8 * interval '1 millisecond'`;
   return sql`
     insert into timers (kind, due_at, payload, locked_by, locked_until)
     select r.kind, r.due_at, r.payload,
-      case when r.due_at <= now() + ${horizon}::float8 * interval '1 millisecond' then ${runner}::integer end,
-      case when r.due_at <= now() + ${horizon}::float8 * interval '1 millisecond' and ${runner}::integer is not null
+      case when ${near} then ${runner}::integer end,
+      case when ${near} and ${runner}::integer is not null
         then greatest(r.due_at, now()) + ${lease?.leaseMs ?? 0}::float8 * interval '1 millisecond' end
     from (${rows}) r
     returning id::text as id, kind, payload, epoch, locked_by,
@@ -145,13 +157,17 @@ export async function insertTimers(
   const ats = timers.map((t) => (t.at ? t.at.toISOString() : null));
   const delays = timers.map((t) => t.delayMs ?? 0);
   const payloads = timers.map((t) => JSON.stringify(t.payload ?? {}));
+  // As text: the driver sends a boolean array as one boolean.
+  const holds = timers.map((t) => (t.hold === true ? "t" : "f"));
   const rows = await sql<InsertedTimerRow[]>`${insertTimersFrom(
     sql,
     sql`
-      select k.kind, coalesce(k.at, now() + k.delay * interval '1 millisecond') as due_at, k.payload::jsonb as payload
-      from unnest(${kinds}::text[], ${ats as string[]}::timestamptz[], ${delays}::float8[], ${payloads}::text[])
-        as k(kind, at, delay, payload)`,
+      select k.kind, coalesce(k.at, now() + k.delay * interval '1 millisecond') as due_at, k.payload::jsonb as payload,
+        k.hold::boolean as hold
+      from unnest(${kinds}::text[], ${ats as string[]}::timestamptz[], ${delays}::float8[], ${payloads}::text[],
+        ${holds}::text[]) as k(kind, at, delay, payload, hold)`,
     lease,
+    { holds: true },
   )}`;
   return heldTimers(rows);
 }

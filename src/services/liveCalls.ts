@@ -2,10 +2,11 @@ import type { WebhookEvent } from "livekit-server-sdk";
 import type { AgentRow } from "../db/agents.ts";
 import { type CallRow, findCallState, insertCall, moveCall } from "../db/calls.ts";
 import { type Db, pipelinedTransaction, settledAll } from "../db/engine/connection.ts";
+import { reservationMaxSeconds } from "../db/minutes.ts";
 import type { OrganizationRow } from "../db/organizations.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
-import { LiveKitError, liveKitAgentName, type WebCallRoom } from "../livekit/client.ts";
+import { LiveKit, LiveKitError, liveKitAgentName, type WebCallRoom } from "../livekit/client.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
 import type { HandlerContext, TimerHandler } from "../timers/types.ts";
 import { admitPhoneCall } from "./admission.ts";
@@ -170,28 +171,56 @@ export async function startRoom(
   }
 }
 
+/** How a live call ends. */
+export type LiveCallEnd =
+  /**
+   * It is over (the room closed, the callee hung up, `maxSeconds`): `ongoing` → `completed` with its
+   * duration; a web call nobody joined (`initiated`) → `no_answer`.
+   */
+  | { reason: "over" }
+  /**
+   * It never connected: a phone call whose dial failed or was refused (`scheduled`, `initiated` or
+   * `ringing` → `busy`, `no_answer` or `failed` with `outcome`). No minute is kept.
+   */
+  | { reason: "not_connected"; status: "busy" | "no_answer" | "failed"; outcome: string | null };
+
+const OVER: LiveCallEnd = { reason: "over" };
+const NOT_STARTED = ["scheduled", "initiated", "ringing"] as const;
+
 /**
- * Ends a live call that is still `initiated` or `ongoing` (fenced on the status it was read in):
- * `ongoing` → `completed` with its real duration, `initiated` (nobody joined) → `no_answer`. Settles
- * the minutes in the same transaction and records `call.ended` once. Null when nothing moved.
+ * The one end of a live call, web or phone, whatever reports it (fenced on the status it was read in,
+ * so a repeat changes nothing): moves the call as `end` says, with `endedAt` never before `startedAt`
+ * (the later of the two is kept, so `durationSeconds` is never negative), settles its minutes in the
+ * same transaction (`ceil(duration / 60)`, at least 1, stay counted; none for a call that never
+ * connected) and records `call.ended` once. Null when nothing moved.
  */
 export async function endLiveCall(
   tx: Db,
   deps: Pick<Deps, "clock" | "ids">,
   callId: string,
   at: Date,
+  end: LiveCallEnd = OVER,
 ): Promise<CallRow | null> {
   const call = await findCallState(tx, callId);
-  if (!call?.livemode || call.direction !== "web") return null;
+  if (!call?.livemode) return null;
   let moved: CallRow | null = null;
   let actualSeconds: number | null = null;
-  if (call.status === "ongoing" && call.started_at) {
-    actualSeconds = Math.max(0, Math.round((at.getTime() - call.started_at.getTime()) / 1000));
-    moved = await moveCall(tx, callId, "ongoing", "completed", {
+  if (end.reason === "not_connected") {
+    const from = NOT_STARTED.find((s) => s === call.status);
+    if (!from) return null;
+    moved = await moveCall(tx, callId, from, end.status, {
       ended_at: at,
+      successful: false,
+      ...(end.outcome !== null ? { outcome: end.outcome } : {}),
+    });
+  } else if (call.status === "ongoing" && call.started_at) {
+    const endedAt = at > call.started_at ? at : call.started_at;
+    actualSeconds = Math.round((endedAt.getTime() - call.started_at.getTime()) / 1000);
+    moved = await moveCall(tx, callId, "ongoing", "completed", {
+      ended_at: endedAt,
       duration_seconds: actualSeconds,
     });
-  } else if (call.status === "initiated") {
+  } else if (call.status === "initiated" && call.direction === "web") {
     moved = await moveCall(tx, callId, "initiated", "no_answer", { ended_at: at });
   }
   if (!moved) return null;
@@ -200,19 +229,60 @@ export async function endLiveCall(
   return moved;
 }
 
-/** A live web call becomes `ongoing` when the visitor or the agent joins; `call.started` once. */
+/**
+ * A live call becomes `ongoing`, `call.started` once: a web call when the visitor or the agent joins
+ * its room (`initiated` → `ongoing`), a phone call only when the callee answers (`ringing` →
+ * `ongoing`: the agent joining the room does not start it). A phone call's `maxSeconds` count from
+ * its answer: the timer that ends it is written here (`maxSeconds` given, or read from its
+ * reservation).
+ */
 export async function markLiveCallStarted(
   tx: Db,
-  deps: Pick<Deps, "clock" | "ids">,
+  deps: Pick<Deps, "clock" | "ids" | "timers">,
   callId: string,
   at: Date,
+  by: "joined" | "answered",
+  opts: { maxSeconds?: number } = {},
 ): Promise<CallRow | null> {
   const call = await findCallState(tx, callId);
-  if (!call?.livemode || call.direction !== "web") return null;
-  const moved = await moveCall(tx, callId, "initiated", "ongoing", { started_at: at });
+  if (!call?.livemode || call.direction !== (by === "joined" ? "web" : "outbound")) return null;
+  const [moved, maxSeconds] = await settledAll([
+    moveCall(tx, callId, by === "joined" ? "initiated" : "ringing", "ongoing", { started_at: at }),
+    by === "answered" && opts.maxSeconds === undefined
+      ? reservationMaxSeconds(tx, callId)
+      : Promise.resolve(opts.maxSeconds ?? null),
+  ] as const);
   if (!moved) return null;
-  await recordEvent(tx, deps, callEvent("call.started", moved));
+  await settledAll([
+    recordEvent(tx, deps, callEvent("call.started", moved)),
+    by === "answered" && maxSeconds !== null
+      ? deps.timers.schedule(tx, {
+          kind: TIMER_KINDS.liveCallMaxDuration,
+          at: new Date(at.getTime() + maxSeconds * 1000),
+          payload: { callId },
+        })
+      : Promise.resolve(null),
+  ] as const);
   return moved;
+}
+
+/**
+ * Closes a call's room (DeleteRoom): everyone in it is disconnected (a phone still ringing is hung
+ * up) and nobody can join it again. A room LiveKit no longer knows was closed already. False when
+ * LiveKit could not be reached or refused (logged); nothing else is thrown.
+ */
+export async function closeRoom(deps: Pick<Deps, "liveKit" | "log">, callId: string): Promise<boolean> {
+  if (!deps.liveKit) return true;
+  try {
+    await deps.liveKit.deleteRoom(LiveKit.roomName(callId));
+    return true;
+  } catch (err) {
+    deps.log.warn("could not close the room of a call", {
+      callId,
+      error: err instanceof LiveKitError ? err.message : "unexpected error",
+    });
+    return false;
+  }
 }
 
 /**
@@ -224,7 +294,7 @@ export async function applyLiveKitEvent(deps: Deps, event: WebhookEvent): Promis
   const at = deps.clock.now();
   if (!roomName || (event.event !== "participant_joined" && event.event !== "room_finished")) return;
   await pipelinedTransaction(deps.sql, async (tx) => {
-    if (event.event === "participant_joined") await markLiveCallStarted(tx, deps, roomName, at);
+    if (event.event === "participant_joined") await markLiveCallStarted(tx, deps, roomName, at, "joined");
     else await endLiveCall(tx, deps, roomName, at);
   });
 }

@@ -437,7 +437,7 @@ export class TimerRunner implements TimerScheduler {
       schedule: async (timers) => {
         const rows = await insertTimers(tx, timers, lease);
         for (const r of rows) if (r.leased) followUps.push(r);
-        return rows.map((r) => ({ id: r.id, dueAt: new Date(r.dueMs) }));
+        return rows.map((r) => ({ id: r.id, dueAt: new Date(r.dueMs), payload: r.payload }));
       },
       followUps: (rows) => insertTimersFrom(tx, rows, lease),
       scheduled: (rows) => {

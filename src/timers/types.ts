@@ -42,8 +42,11 @@ export type TimerHandler = (ctx: HandlerContext) => Promise<void>;
 export interface BatchContext {
   tx: Db;
   timers: FiredTimer[];
-  /** Schedules follow-up timers in the same transaction, in one statement (ids in no set order). */
-  schedule(timers: NewTimer[]): Promise<{ id: string; dueAt: Date }[]>;
+  /**
+   * Schedules follow-up timers in the same transaction, in one statement. The answers come in no set
+   * order: each carries its timer's payload, to tell which is which.
+   */
+  schedule(timers: NewTimer[]): Promise<{ id: string; dueAt: Date; payload: Record<string, unknown> }[]>;
   /**
    * The same inside the handler's own statement: the body of a `with` entry inserting timers from
    * `rows` (a select of `kind, due_at, payload`). Pass the rows that entry returns to `scheduled`.
