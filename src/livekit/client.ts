@@ -74,6 +74,16 @@ export interface StartRoomInput {
   agentName: string;
   /** The call's variables, for the agent only (dispatch metadata never reaches the browser). */
   variables: Record<string, unknown>;
+  /** The call's `maxSeconds`: the visitor's token lives no longer than the call may (plus a minute to connect). */
+  maxSeconds: number;
+}
+
+/** Seconds a visitor's token outlives the call's `maxSeconds`: time to connect. */
+export const PARTICIPANT_TOKEN_GRACE_SECONDS = 60;
+
+/** The visitor's participant identity in a web call's room. */
+export function visitorIdentity(callId: string): string {
+  return `visitor-${callId}`;
 }
 
 export interface CreateRoomOptions {
@@ -143,7 +153,11 @@ export class LiveKit {
     await this.createRoom(name, { metadata: { callId: input.callId } });
     try {
       await this.dispatchAgent(name, input.agentName, { callId: input.callId, variables: input.variables });
-      const participantToken = await this.participantToken(name, `visitor-${input.callId}`);
+      const participantToken = await this.participantToken(
+        name,
+        visitorIdentity(input.callId),
+        Math.min(PARTICIPANT_TOKEN_TTL_SECONDS, input.maxSeconds + PARTICIPANT_TOKEN_GRACE_SECONDS),
+      );
       return { name, serverUrl: clientServerUrl(this.config.url), participantToken };
     } catch (err) {
       await this.deleteRoom(name).catch(() => {});
@@ -218,11 +232,13 @@ export class LiveKit {
     return participants.map((p) => {
       // Protobuf JSON names the enums (kind `SIP`, state `ACTIVE`) and leaves out their zero values.
       const json = p.toJson() as { kind?: string; state?: string };
+      const joinedAt = Number(p.joinedAtMs) || Number(p.joinedAt) * 1000;
       return {
         identity: p.identity,
         kind: json.kind ?? "STANDARD",
         state: json.state ?? "JOINING",
         attributes: { ...p.attributes },
+        joinedAt: joinedAt > 0 ? new Date(joinedAt) : null,
       };
     });
   }

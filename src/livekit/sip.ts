@@ -62,6 +62,8 @@ export interface RoomParticipant {
   /** `JOINING`, `JOINED`, `ACTIVE` or `DISCONNECTED`. */
   state: string;
   attributes: Record<string, string>;
+  /** When it joined the room, or null when LiveKit did not say. */
+  joinedAt: Date | null;
 }
 
 /** Whether the callee of this call is connected: `sip_<callId>` is in the room and its call is `active`. */

@@ -6,7 +6,14 @@ import { reservationMaxSeconds } from "../db/minutes.ts";
 import type { OrganizationRow } from "../db/organizations.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
-import { LiveKit, LiveKitError, liveKitAgentName, type WebCallRoom } from "../livekit/client.ts";
+import {
+  LiveKit,
+  LiveKitError,
+  liveKitAgentName,
+  visitorIdentity,
+  type WebCallRoom,
+} from "../livekit/client.ts";
+import { sipIdentity } from "../livekit/sip.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
 import type { HandlerContext, TimerHandler } from "../timers/types.ts";
 import { admitPhoneCall } from "./admission.ts";
@@ -153,6 +160,7 @@ export async function startRoom(
       callId: prepared.callId,
       agentName: liveKitAgentName(agent),
       variables,
+      maxSeconds: prepared.maxSeconds,
     });
     return { callId: prepared.callId, livemode: true, maxSeconds: prepared.maxSeconds, room };
   } catch (err) {
@@ -182,7 +190,12 @@ export type LiveCallEnd =
    * It never connected: a phone call whose dial failed or was refused (`scheduled`, `initiated` or
    * `ringing` → `busy`, `no_answer` or `failed` with `outcome`). No minute is kept.
    */
-  | { reason: "not_connected"; status: "busy" | "no_answer" | "failed"; outcome: string | null };
+  | { reason: "not_connected"; status: "busy" | "no_answer" | "failed"; outcome: string | null }
+  /**
+   * Nobody reported how it went (a web call still `initiated` at `maxSeconds`, nobody in its room: the
+   * webhook is missing): `failed` with outcome `end_not_reported`, every reserved minute kept.
+   */
+  | { reason: "unreported" };
 
 const OVER: LiveCallEnd = { reason: "over" };
 const NOT_STARTED = ["scheduled", "initiated", "ringing"] as const;
@@ -220,6 +233,10 @@ export async function endLiveCall(
       ended_at: endedAt,
       duration_seconds: actualSeconds,
     });
+  } else if (call.status === "initiated" && call.direction === "web" && end.reason === "unreported") {
+    moved = await moveCall(tx, callId, "initiated", "failed", { ended_at: at, outcome: "end_not_reported" });
+    // Kept whole: the reservation, not a report that never came, says what the call cost.
+    actualSeconds = Number.POSITIVE_INFINITY;
   } else if (call.status === "initiated" && call.direction === "web") {
     moved = await moveCall(tx, callId, "initiated", "no_answer", { ended_at: at });
   }
@@ -285,35 +302,109 @@ export async function closeRoom(deps: Pick<Deps, "liveKit" | "log">, callId: str
   }
 }
 
-/**
- * What LiveKit's webhook reports about a call's room: `participant_joined` starts the call,
- * `room_finished` ends it. Other events change nothing.
- */
-export async function applyLiveKitEvent(deps: Deps, event: WebhookEvent): Promise<void> {
-  const roomName = event.room?.name ?? "";
-  const at = deps.clock.now();
-  if (!roomName || (event.event !== "participant_joined" && event.event !== "room_finished")) return;
-  await pipelinedTransaction(deps.sql, async (tx) => {
-    if (event.event === "participant_joined") await markLiveCallStarted(tx, deps, roomName, at, "joined");
-    else await endLiveCall(tx, deps, roomName, at);
-  });
+/** The instant a LiveKit webhook event happened: its own `createdAt` (seconds), else now. */
+function eventTime(deps: Pick<Deps, "clock">, event: WebhookEvent): Date {
+  const seconds = Number(event.createdAt ?? 0);
+  return seconds > 0 ? new Date(seconds * 1000) : deps.clock.now();
 }
 
 /**
- * The `maxSeconds` timer: closes the room (everyone is disconnected) and ends the call. A call that
- * already ended changes nothing. A failure to close the room is thrown, so the runner tries again.
+ * What LiveKit's webhook reports about a call's room (named after the call), at the event's own time:
+ * - `participant_joined` starts a web call (not a phone call: only the callee's answer does);
+ * - `participant_left` (or `participant_connection_aborted`) of `sip_<call id>`, the callee, ends a
+ *   phone call, and its room is then closed (the agent leaves, nobody can join again);
+ * - `room_finished` ends either.
+ * Other events change nothing; every transition is fenced, so retries and replays change nothing.
+ */
+export async function applyLiveKitEvent(deps: Deps, event: WebhookEvent): Promise<void> {
+  const callId = event.room?.name ?? "";
+  if (!callId) return;
+  const at = eventTime(deps, event);
+  switch (event.event) {
+    case "participant_joined":
+      await pipelinedTransaction(deps.sql, (tx) => markLiveCallStarted(tx, deps, callId, at, "joined"));
+      return;
+    case "participant_left":
+    case "participant_connection_aborted": {
+      if (event.participant?.identity !== sipIdentity(callId)) return;
+      const ended = await pipelinedTransaction(deps.sql, (tx) => endLiveCall(tx, deps, callId, at));
+      if (ended) await closeRoom(deps, callId);
+      return;
+    }
+    case "room_finished":
+      await pipelinedTransaction(deps.sql, (tx) => endLiveCall(tx, deps, callId, at));
+      return;
+  }
+}
+
+/** A `maxSeconds` timer whose work failed looks again after this. */
+const MAX_DURATION_RETRY_MS = 30_000;
+
+/**
+ * The `maxSeconds` timer of a live call still running: once its firing commits (with a safety net,
+ * the same timer again later, in case what follows fails or the process dies), `endAtMaxSeconds`
+ * asks LiveKit who is in the room, closes it and ends the call. No request to LiveKit runs inside
+ * the firing transaction. A call that already ended changes nothing.
  */
 export function liveCallMaxDuration(deps: Deps): TimerHandler {
-  return async ({ tx, timer }: HandlerContext) => {
+  return async ({ tx, timer, schedule, afterCommit }: HandlerContext) => {
     const callId = String(timer.payload.callId);
+    // A net keeps the instant the call was due to end.
+    const endAt = typeof timer.payload.endAt === "string" ? new Date(timer.payload.endAt) : timer.dueAt;
     const call = await findCallState(tx, callId);
-    if (!call || (call.status !== "initiated" && call.status !== "ongoing")) return;
-    if (deps.liveKit) {
-      // A room LiveKit no longer knows is already closed; any other failure is thrown (retried).
-      await deps.liveKit.deleteRoom(callId);
-    } else {
-      deps.log.warn("web call reached its maximum duration but no media server is configured", { callId });
-    }
-    await endLiveCall(tx, deps, callId, timer.dueAt);
+    if (!call || !runningAtMaxSeconds(call)) return;
+    const net = await schedule({
+      kind: TIMER_KINDS.liveCallMaxDuration,
+      delayMs: MAX_DURATION_RETRY_MS,
+      payload: { callId, endAt: endAt.toISOString() },
+    });
+    afterCommit(() => {
+      endAtMaxSeconds(deps, callId, endAt, net.id).catch((err) =>
+        deps.log.warn("a call at its maximum duration could not be ended yet; its timer tries again", {
+          callId,
+          error: err instanceof LiveKitError ? err.message : (err as Error).message,
+        }),
+      );
+    });
   };
+}
+
+/** Still running: an answered call, or a web call whose start was never reported. */
+function runningAtMaxSeconds(call: { status: string; direction: string }): boolean {
+  return call.status === "ongoing" || (call.status === "initiated" && call.direction === "web");
+}
+
+/**
+ * At `maxSeconds`: the room is closed (everyone disconnected) and the call ends at `endAt`. When
+ * LiveKit never reported the end (or the start) the webhook is probably not configured; LiveKit's
+ * room tells what it can: a web call's visitor still there started when it joined. When nothing can
+ * tell, the reserved minutes are kept rather than none: a call's minutes never depend on a report
+ * that may not come. A warning names the webhook either way.
+ */
+async function endAtMaxSeconds(deps: Deps, callId: string, endAt: Date, netId: string): Promise<void> {
+  const call = await findCallState(deps.sql, callId);
+  if (!call || !runningAtMaxSeconds(call)) {
+    await pipelinedTransaction(deps.sql, (tx) => deps.timers.cancel(tx, netId));
+    return;
+  }
+  const participants = deps.liveKit ? await deps.liveKit.listParticipants(LiveKit.roomName(callId)) : [];
+  const callerIdentity = call.direction === "web" ? visitorIdentity(callId) : sipIdentity(callId);
+  const caller = participants.find((p) => p.identity === callerIdentity);
+  if (!(await closeRoom(deps, callId))) throw new Error("the room could not be closed");
+  await pipelinedTransaction(deps.sql, async (tx) => {
+    await deps.timers.cancel(tx, netId);
+    if (call.status === "ongoing") return endLiveCall(tx, deps, callId, endAt);
+    if (caller?.joinedAt) {
+      await markLiveCallStarted(tx, deps, callId, caller.joinedAt, "joined");
+      return endLiveCall(tx, deps, callId, endAt);
+    }
+    return endLiveCall(tx, deps, callId, endAt, { reason: "unreported" });
+  });
+  if (!caller || call.status !== "ongoing") {
+    deps.log.warn(
+      "a live call reached its maximum duration without LiveKit reporting its end: configure LiveKit to send " +
+        "webhooks to /api/livekit/webhook (without them a call keeps all its reserved minutes)",
+      { callId, status: call.status, callerInRoom: caller !== undefined },
+    );
+  }
 }

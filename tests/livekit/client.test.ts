@@ -90,12 +90,19 @@ describe("listParticipants", () => {
     });
     const participants = await lk.listParticipants(callId);
     expect(participants.sort((x, y) => x.identity.localeCompare(y.identity))).toEqual([
-      { identity: "agent-1", kind: "AGENT", state: "ACTIVE", attributes: { "lk.agent.state": "listening" } },
+      {
+        identity: "agent-1",
+        kind: "AGENT",
+        state: "ACTIVE",
+        attributes: { "lk.agent.state": "listening" },
+        joinedAt: expect.any(Date),
+      },
       {
         identity: sipIdentity(callId),
         kind: "SIP",
         state: "ACTIVE",
         attributes: { "sip.callStatus": "active", "sip.phoneNumber": "+33612345678" },
+        joinedAt: expect.any(Date),
       },
     ]);
     expect(sipCallAnswered(participants, callId)).toBe(true);

@@ -13,8 +13,9 @@ import { applyLiveKitEvent } from "../../services/liveCalls.ts";
 
 const WebhookEventBody = z.record(z.string(), z.unknown()).openapi("LiveKitWebhookEvent", {
   description:
-    "A LiveKit webhook event (protobuf JSON). `participant_joined` moves the call to `ongoing`; " +
-    "`room_finished` ends it. Other events are acknowledged and ignored.",
+    "A LiveKit webhook event (protobuf JSON). `participant_joined` moves a web call to `ongoing`; " +
+    "`participant_left` of `sip_<call id>` ends a phone call; `room_finished` ends either. Other events " +
+    "are acknowledged and ignored.",
   example: { event: "room_finished", id: "EV_abc", room: { name: "call_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" } },
 });
 
@@ -30,15 +31,19 @@ export function registerLiveKitWebhook(app: App, deps: Deps) {
   const route = createRoute({
     method: "post",
     path: "/api/livekit/webhook",
-    tags: ["Web calls"],
+    tags: ["Calls"],
     summary: "Receive LiveKit webhooks",
     description:
       "For the media server only. Accepts `application/webhook+json` (what LiveKit sends) and " +
       "`application/json`. A missing or bad signature is 401 `invalid_signature` and changes nothing; " +
       "so is every request while LIVEKIT_URL, LIVEKIT_API_KEY and LIVEKIT_API_SECRET are not all set. " +
-      "`participant_joined` → the call is `ongoing` (`call.started`); `room_finished` → `completed` with its " +
-      "duration (`call.ended`), or `no_answer` when nobody had joined; unused reserved minutes are returned. " +
-      "Replays change nothing. Answers 200 `{received: true}`.",
+      "Times are the event's own `createdAt`. Web calls: `participant_joined` → `ongoing` (`call.started`). " +
+      "Phone calls start when the callee answers, not by this webhook; `participant_left` of the callee " +
+      "(`sip_<call id>`) ends one, and the server then deletes its room. `room_finished` ends either: " +
+      "`completed` with its duration (`call.ended`; `endedAt` is never before `startedAt`), or `no_answer` for " +
+      "a web call nobody joined; unused reserved minutes are returned. Without these webhooks a call runs " +
+      "until its `maxSeconds` and keeps every reserved minute. Replays change nothing. Answers 200 " +
+      "`{received: true}`.",
     security: [{ liveKitWebhook: [] }],
     request: {
       body: {

@@ -1,0 +1,227 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { TokenVerifier } from "livekit-server-sdk";
+import { usedMinutes } from "../../src/services/minutes.ts";
+import { waitFor } from "../calls/support.ts";
+import { liveKitEvents } from "../helpers/fakeLivekit.ts";
+import {
+  freshNumber,
+  type PhoneSeed,
+  type PhoneWorld,
+  placeCall,
+  seedPhoneOrganization,
+  startPhoneWorld,
+} from "./support.ts";
+
+/**
+ * The end of live calls: LiveKit's signed webhooks at the event's own time, the maxSeconds timer
+ * (the room deleted, LiveKit asked when no end was reported), minutes settled, rooms closed.
+ */
+
+let w: PhoneWorld;
+let seed: PhoneSeed;
+
+beforeAll(async () => {
+  w = await startPhoneWorld({ timers: true });
+  seed = await seedPhoneOrganization(w.ctx, { maxConcurrentCalls: 1000 }, { planMinutes: 100_000 });
+}, 60_000);
+afterAll(() => w.close());
+
+const sql = () => w.ctx.deps.sql;
+const planUsed = () => usedMinutes(sql(), w.ctx.deps.clock, { organizationId: seed.org.id });
+
+async function deliver(event: Record<string, unknown>) {
+  const { body, headers } = await w.liveKit.signWebhook(event);
+  const res = await w.ctx.request("/api/livekit/webhook", { method: "POST", body, headers });
+  expect(res.status).toBe(200);
+}
+async function row(id: string) {
+  const [r] = await sql()<
+    {
+      status: string;
+      started_at: Date | null;
+      ended_at: Date | null;
+      duration_seconds: number | null;
+      outcome: string | null;
+    }[]
+  >`select status, started_at, ended_at, duration_seconds, outcome from calls where id = ${id}`;
+  return r!;
+}
+async function events(id: string) {
+  const rows = await sql()<{ type: string; status: string }[]>`
+    select type, data->>'status' as status from events where data->>'id' = ${id} order by id`;
+  return rows.map((r) => `${r.type} ${r.status}`);
+}
+async function kept(id: string) {
+  const [r] =
+    await sql()`select reserved_minutes, kept_minutes from minute_reservations where call_id = ${id}`;
+  return r!;
+}
+const deletes = (id: string) =>
+  w.liveKit.requests.filter((r) => r.method === "DeleteRoom" && r.body.room === id);
+
+/** A live phone call the callee answered: `ongoing`. */
+async function answered(): Promise<{ id: string; startedAt: Date }> {
+  const to = freshNumber();
+  w.liveKit.scriptDial(to, { kind: "answer", afterMs: 50 });
+  const res = await placeCall(w.ctx, seed.liveKey, { agentId: seed.agent.id, to });
+  const id = (await res.json()).id as string;
+  await waitFor(async () => (await row(id)).status === "ongoing", 10_000);
+  return { id, startedAt: (await row(id)).started_at! };
+}
+
+describe("a phone call's end, reported by LiveKit", () => {
+  test("participant_left of sip_<call id>: completed at the event's time, minutes settled, room deleted", async () => {
+    const before = await planUsed();
+    const { id, startedAt } = await answered();
+    expect(await planUsed()).toBe(before + 60);
+    // The agent leaving changes nothing; only the callee's leaving ends a phone call.
+    await deliver(liveKitEvents.participantLeft(id, `agent-${id}`, { kind: "AGENT" }));
+    expect((await row(id)).status).toBe("ongoing");
+
+    const hangUp = new Date(Math.floor(startedAt.getTime() / 1000) * 1000 + 95_000);
+    const left = liveKitEvents.participantLeft(id, `sip_${id}`, { createdAt: hangUp });
+    await deliver(left);
+    const done = await row(id);
+    expect(done.status).toBe("completed");
+    expect(done.ended_at).toEqual(hangUp);
+    expect(done.duration_seconds).toBe(Math.round((hangUp.getTime() - startedAt.getTime()) / 1000));
+    // 94–95 s: two minutes stay counted, the other 58 of the 60 reserved go back.
+    expect(await kept(id)).toEqual({ reserved_minutes: 60, kept_minutes: 2 });
+    expect(await planUsed()).toBe(before + 2);
+    expect(await events(id)).toEqual(["call.started ongoing", "call.ended completed"]);
+    // The server closes the room: nobody can join it again.
+    await waitFor(() => deletes(id).length === 1, 2000);
+    expect(w.liveKit.rooms.has(id)).toBe(false);
+
+    // Replays and the room_finished that follows change nothing.
+    await deliver(left);
+    await deliver(liveKitEvents.roomFinished(id, { createdAt: new Date(hangUp.getTime() + 20_000) }));
+    expect(await row(id)).toEqual(done);
+    expect(await events(id)).toEqual(["call.started ongoing", "call.ended completed"]);
+    expect(await planUsed()).toBe(before + 2);
+  });
+
+  test("room_finished ends an ongoing phone call at the event's own time", async () => {
+    const { id, startedAt } = await answered();
+    const finished = new Date(Math.floor(startedAt.getTime() / 1000) * 1000 + 30_000);
+    await deliver(liveKitEvents.roomFinished(id, { createdAt: finished }));
+    const done = await row(id);
+    expect(done).toMatchObject({ status: "completed", ended_at: finished });
+    expect(await kept(id)).toEqual({ reserved_minutes: 60, kept_minutes: 1 });
+  });
+
+  test("an event dated before the answer: endedAt is startedAt, durationSeconds 0, one minute kept", async () => {
+    const { id, startedAt } = await answered();
+    await deliver(
+      liveKitEvents.participantLeft(id, `sip_${id}`, { createdAt: new Date(startedAt.getTime() - 5000) }),
+    );
+    const done = await row(id);
+    expect(done).toMatchObject({ status: "completed", ended_at: startedAt, duration_seconds: 0 });
+    expect(await kept(id)).toEqual({ reserved_minutes: 60, kept_minutes: 1 });
+  });
+
+  test("while it rings, the agent joining does not start it, nor does a SIP participant leaving end it", async () => {
+    const to = freshNumber();
+    w.liveKit.scriptDial(to, { kind: "hang" });
+    const id = (await (await placeCall(w.ctx, seed.liveKey, { agentId: seed.agent.id, to })).json()).id;
+    await waitFor(() => w.liveKit.dialCount(`sip_${id}`) === 1, 5000);
+    await deliver(liveKitEvents.participantJoined(id, `agent-${id}`, "AGENT"));
+    await deliver(liveKitEvents.participantJoined(id, `sip_${id}`, "SIP"));
+    expect((await row(id)).status).toBe("ringing");
+    await deliver(liveKitEvents.participantLeft(id, `sip_${id}`));
+    expect((await row(id)).status).toBe("ringing");
+    // The dial's own answer decides.
+    w.liveKit.releaseDials({ kind: "sip_error", sipStatus: 486 });
+    await waitFor(async () => (await row(id)).status === "busy", 5000);
+  });
+});
+
+describe("a phone call at maxSeconds", () => {
+  async function dueNow(id: string) {
+    await sql()`update timers set due_at = now() where kind = 'webcall.max_duration' and payload->>'callId' = ${id}`;
+  }
+
+  test("the callee still on the line: LiveKit asked, the room deleted, completed; no warning", async () => {
+    const { id } = await answered();
+    const logged = w.ctx.logs.length;
+    await dueNow(id);
+    await waitFor(async () => (await row(id)).status === "completed", 10_000);
+    const methods = w.liveKit.requests.filter((r) => r.body.room === id).map((r) => r.method);
+    expect(methods.slice(-2)).toEqual(["ListParticipants", "DeleteRoom"]);
+    expect(w.liveKit.rooms.has(id)).toBe(false);
+    expect(await events(id)).toEqual(["call.started ongoing", "call.ended completed"]);
+    expect(w.ctx.logs.slice(logged).some((l) => l.includes("/api/livekit/webhook"))).toBe(false);
+    expect((await sql()`select 1 from timers where payload->>'callId' = ${id}`).length).toBe(0);
+  });
+
+  test("the callee gone but no end reported: completed at maxSeconds, and a warning names the webhook", async () => {
+    const { id } = await answered();
+    w.liveKit.rooms.get(id)!.participants.delete(`sip_${id}`);
+    const logged = w.ctx.logs.length;
+    await dueNow(id);
+    await waitFor(async () => (await row(id)).status === "completed", 10_000);
+    const warning = w.ctx.logs.slice(logged).find((l) => l.includes("/api/livekit/webhook"));
+    expect(warning).toBeDefined();
+    expect(JSON.parse(warning!)).toMatchObject({ level: "warn", callId: id });
+  });
+});
+
+describe("a web call whose end LiveKit never reports (no webhook configured)", () => {
+  async function webCall(planMinutes: number) {
+    const org = await seedPhoneOrganization(w.ctx, {}, { planMinutes });
+    const mint = await w.ctx.request("/api/v1/web-call-sessions", {
+      method: "POST",
+      key: org.liveKey,
+      json: { agentId: org.agent.id },
+    });
+    const { token } = await mint.json();
+    const res = await w.ctx.request("/api/v1/web-calls", {
+      method: "POST",
+      json: { sessionToken: token },
+      remoteAddress: `203.0.113.${Math.floor(Math.random() * 250) + 1}`,
+    });
+    expect(res.status).toBe(201);
+    return { org, answer: await res.json() };
+  }
+  async function maxSecondsNow(id: string) {
+    await sql()`update timers set due_at = now() where kind = 'webcall.max_duration' and payload->>'callId' = ${id}`;
+  }
+
+  test("the participant token lives min(600, maxSeconds + 60) s", async () => {
+    const { answer } = await webCall(3);
+    expect(answer.maxSeconds).toBe(180);
+    const claims = (await new TokenVerifier(w.liveKit.apiKey, w.liveKit.apiSecret).verify(
+      answer.room.participantToken,
+    )) as { exp: number; nbf: number };
+    expect(claims.exp - claims.nbf).toBe(240);
+  });
+
+  test("nobody in the room at maxSeconds: failed end_not_reported, every reserved minute kept, a warning", async () => {
+    const { org, answer } = await webCall(1000);
+    const used = () => usedMinutes(sql(), w.ctx.deps.clock, { organizationId: org.org.id });
+    expect(await used()).toBe(10);
+    const logged = w.ctx.logs.length;
+    await maxSecondsNow(answer.callId);
+    await waitFor(async () => (await row(answer.callId)).status === "failed", 10_000);
+    expect(await row(answer.callId)).toMatchObject({ outcome: "end_not_reported" });
+    expect(await kept(answer.callId)).toEqual({ reserved_minutes: 10, kept_minutes: 10 });
+    expect(await used()).toBe(10);
+    expect(w.liveKit.rooms.has(answer.callId)).toBe(false);
+    expect(deletes(answer.callId).length).toBe(1);
+    expect(w.ctx.logs.slice(logged).some((l) => l.includes("/api/livekit/webhook"))).toBe(true);
+  });
+
+  test("the visitor still in the room: started when it joined, completed at maxSeconds", async () => {
+    const { answer } = await webCall(1000);
+    const visitor = w.liveKit.addParticipant(answer.callId, { identity: `visitor-${answer.callId}` });
+    visitor.joinedAt = Math.floor(Date.now() / 1000) - 130;
+    await maxSecondsNow(answer.callId);
+    await waitFor(async () => (await row(answer.callId)).status === "completed", 10_000);
+    const done = await row(answer.callId);
+    expect(done.started_at).toEqual(new Date(visitor.joinedAt * 1000));
+    expect(done.duration_seconds).toBeGreaterThanOrEqual(129);
+    expect(done.duration_seconds).toBeLessThanOrEqual(135);
+    expect(await kept(answer.callId)).toEqual({ reserved_minutes: 10, kept_minutes: 3 });
+    expect(await events(answer.callId)).toEqual(["call.started ongoing", "call.ended completed"]);
+  });
+});
