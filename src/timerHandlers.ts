@@ -4,7 +4,7 @@ import { checkDial, dialCalls } from "./services/dialing.ts";
 import { housekeeping } from "./services/housekeeping.ts";
 import { liveCallMaxDuration } from "./services/liveCalls.ts";
 import { simulationSteps } from "./services/simulatedCalls.ts";
-import { runTask } from "./services/tasks.ts";
+import { runTasks } from "./services/tasks.ts";
 import { deliverWebhook, WebhookSender } from "./services/webhookDelivery.ts";
 import { TIMER_KINDS } from "./timers/kinds.ts";
 import type { TimerRunner } from "./timers/runner.ts";
@@ -22,7 +22,7 @@ export function registerTimerHandlers(
   return runner
     .registerBatch(TIMER_KINDS.simulationStep, simulationSteps(deps), { databaseOnly: true })
     .registerBatch(TIMER_KINDS.campaignAdvance, campaignSteps(deps), { databaseOnly: true })
-    .register(TIMER_KINDS.taskRun, runTask(deps))
+    .registerBatch(TIMER_KINDS.taskRun, runTasks(deps))
     .registerBatch(TIMER_KINDS.callDial, dialCalls(deps))
     .register(TIMER_KINDS.callDialCheck, checkDial(deps))
     .register(TIMER_KINDS.liveCallMaxDuration, liveCallMaxDuration(deps))

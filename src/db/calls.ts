@@ -428,3 +428,9 @@ export function ringPhoneCalls(sql: Db, ids: readonly string[]): Promise<DialRow
       join organizations o on o.id = m.organization_id
       join minute_reservations r on r.call_id = m.id`;
 }
+
+/** A call by id alone, for the service's own work (a task firing): no organization or mode scope. */
+export async function findCallById(sql: Db, id: string): Promise<CallRow | null> {
+  const [row] = await sql<CallRow[]>`select ${columnList(sql, CALL_COLUMNS)} from calls where id = ${id}`;
+  return row ?? null;
+}

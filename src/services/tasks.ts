@@ -1,14 +1,15 @@
 import type { SecretKeyAuth } from "../auth/access.ts";
-import type { AgentRow } from "../db/agents.ts";
-import { type CallView, callView, insertCall, moveCall } from "../db/calls.ts";
+import { type AgentRow, findAgent } from "../db/agents.ts";
+import { type CallView, callView, findCallById, insertCall, moveCall } from "../db/calls.ts";
 import { type Db, pipelinedTransaction } from "../db/engine/connection.ts";
 import { findScheduledTask, finishTask, insertTask, listScheduledTasks, taskView } from "../db/tasks.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
-import type { HandlerContext, TimerHandler } from "../timers/types.ts";
-import { callEvent, recordEvent } from "./events.ts";
+import type { BatchTimerHandler } from "../timers/types.ts";
+import { callFacts, checkPhoneCall } from "./admission.ts";
+import { endLiveCall, placePhoneCall } from "./liveCalls.ts";
 
 /** Scheduled tasks (live mode only): a live call to place at `runAt`. */
 
@@ -100,20 +101,47 @@ export async function deleteTask(deps: Deps, auth: SecretKeyAuth, id: string) {
 }
 
 /**
- * A task's time has come. Placing a live phone call needs a carrier; none is configured in this
- * service, so the call ends `failed` (and `call.ended` says so), as a live `POST /v1/calls` without
- * `runAt` would have been refused with `carrier_unavailable`.
+ * Tasks whose time has come, one after the other in the firing transaction (two placements of one
+ * organization in one transaction must see each other: they share its limits). Each runs every check
+ * of a live phone call again, now: a refusal ends its call `failed` with the refusal's code as
+ * `outcome` (and `call.ended`, through the one end of live calls); otherwise the call is placed as
+ * `POST /v1/calls` places one, and dialled from its timer once this commits.
  */
-export function runTask(deps: Deps): TimerHandler {
-  return async ({ tx, timer }: HandlerContext) => {
-    const task = await finishTask(tx, String(timer.payload.taskId), "completed");
-    if (!task) return;
-    const call = await moveCall(tx, task.call_id, "scheduled", "failed", {
-      ended_at: timer.dueAt,
-      successful: false,
-      outcome: "carrier_unavailable",
-    });
-    if (!call) return;
-    await recordEvent(tx, deps, callEvent("call.ended", call));
+export function runTasks(deps: Deps): BatchTimerHandler {
+  return async ({ tx, timers }) => {
+    for (const timer of timers) await runTask(tx, deps, String(timer.payload.taskId));
   };
+}
+
+async function runTask(tx: Db, deps: Deps, taskId: string): Promise<void> {
+  const task = await finishTask(tx, taskId, "completed");
+  if (!task) return;
+  const call = await findCallById(tx, task.call_id);
+  if (call?.status !== "scheduled" || !call.to_number) return;
+  const now = deps.clock.now();
+  try {
+    const agent = await findAgent(tx, call.organization_id, call.agent_id);
+    if (!agent) throw new ApiError("agent_unavailable", "The agent no longer exists.");
+    const facts = await callFacts(deps, tx, call.organization_id, call.to_number);
+    checkPhoneCall(deps, facts, agent, { to: call.to_number, at: now });
+    await placePhoneCall(tx, deps, {
+      callId: call.id,
+      organization: facts.organization,
+      agent,
+      to: call.to_number,
+      contactId: call.contact_id,
+      campaignId: null,
+      variables: call.variables,
+      scheduled: true,
+    });
+  } catch (err) {
+    // A refusal is decided before anything is written, so the transaction goes on.
+    if (!(err instanceof ApiError)) throw err;
+    deps.log.info("scheduled call refused when its task fired", { callId: call.id, code: err.code });
+    await endLiveCall(tx, deps, call.id, now, {
+      reason: "not_connected",
+      status: "failed",
+      outcome: err.code,
+    });
+  }
 }
