@@ -22,7 +22,7 @@ export interface CallFacts {
 export async function readCallFacts(
   sql: Db,
   organizationId: string,
-  to: string,
+  to: string | null,
   month: string,
 ): Promise<CallFacts | null> {
   const [row] = await sql<(OrganizationRow & { plan_used: number; blocked: boolean })[]>`
@@ -30,7 +30,7 @@ export async function readCallFacts(
       coalesce((select u.used_minutes from minute_usage u
         where u.kind = 'plan' and u.subject_id = o.id and u.month = ${month}), 0)::int as plan_used,
       exists(select 1 from blocked_numbers b
-        where b.organization_id = o.id and b.livemode and b.phone = ${to}) as blocked
+        where b.organization_id = o.id and b.livemode and b.phone = ${to}::text) as blocked
     from organizations o where o.id = ${organizationId}`;
   if (!row) return null;
   const { plan_used, blocked, ...organization } = row;

@@ -23,6 +23,9 @@ export type CampaignRow = {
   status: CampaignStatus;
   concurrency: number;
   max_attempts: number;
+  retry_delay_seconds: number;
+  /** When the pending timer of a waiting campaign fires (null: none). */
+  wake_at: Date | null;
   total: number;
   pending: number;
   in_progress: number;
@@ -45,6 +48,7 @@ export function campaignView(r: CampaignRow) {
     status: r.status,
     concurrency: r.concurrency,
     maxAttempts: r.max_attempts,
+    retryDelaySeconds: r.retry_delay_seconds,
     progress: {
       total: r.total,
       pending: r.pending,
@@ -79,6 +83,7 @@ export async function insertCampaign(
     | "agent_id"
     | "concurrency"
     | "max_attempts"
+    | "retry_delay_seconds"
     | "created_at"
     | "started_at"
   >,
@@ -86,9 +91,10 @@ export async function insertCampaign(
 ): Promise<void> {
   await sql`
     insert into campaigns (id, organization_id, livemode, name, agent_id, status, concurrency, max_attempts,
-      total, pending, in_progress, created_at, started_at)
+      retry_delay_seconds, total, pending, in_progress, created_at, started_at)
     values (${c.id}, ${c.organization_id}, ${c.livemode}, ${c.name}, ${c.agent_id}, 'running', ${c.concurrency},
-      ${c.max_attempts}, ${targets.length}, ${targets.length}, 0, ${c.created_at}, ${c.started_at})`;
+      ${c.max_attempts}, ${c.retry_delay_seconds}, ${targets.length}, ${targets.length}, 0, ${c.created_at},
+      ${c.started_at})`;
   await sql`
     insert into campaign_contacts (campaign_id, position, phone, name, contact_id, variables)
     select ${c.id}, v.position, v.phone, v.name, v.contact_id, v.variables::jsonb
@@ -131,15 +137,20 @@ export async function lockCampaign(sql: Db, id: string): Promise<CampaignRow | n
 /**
  * Settles the contacts whose call has ended: a completed call is a success; a call that ended
  * otherwise (failed, no_answer, busy, cancelled) is tried again while attempts remain and the
- * campaign runs, else it is a failure.
+ * campaign runs, from `retry_delay_seconds` after it ended; else it is a failure.
  */
-export async function settleEndedCalls(sql: Db, campaign: CampaignRow): Promise<void> {
+export async function settleEndedCalls(sql: Db, campaign: CampaignRow, now: Date): Promise<void> {
   const retry = campaign.status === "running";
   await sql`
-    update campaign_contacts cc set status = case
+    update campaign_contacts cc set
+      status = case
         when c.status = 'completed' then 'succeeded'
         when ${retry} and cc.attempts < ${campaign.max_attempts} then 'pending'
-        else 'failed' end
+        else 'failed' end,
+      retry_at = case
+        when c.status <> 'completed' and ${retry} and cc.attempts < ${campaign.max_attempts}
+          then coalesce(c.ended_at, ${now}::timestamptz) + ${campaign.retry_delay_seconds}::integer * interval '1 second'
+        end
     from calls c
     where cc.campaign_id = ${campaign.id} and cc.status = 'in_progress' and c.id = cc.call_id
       and c.status in ('completed', 'failed', 'no_answer', 'busy', 'cancelled')`;
@@ -151,31 +162,75 @@ export async function countInProgress(sql: Db, campaignId: string): Promise<numb
   return row!.n;
 }
 
-export async function nextPending(
-  sql: Db,
-  campaignId: string,
-  n: number,
-): Promise<(CampaignTarget & { position: number })[]> {
-  if (n <= 0) return [];
-  const rows = await sql<
-    {
-      position: number;
-      phone: string;
-      name: string | null;
-      contact_id: string | null;
-      variables: Record<string, unknown>;
-    }[]
-  >`
-    select position, phone, name, contact_id, variables from campaign_contacts
-    where campaign_id = ${campaignId} and status = 'pending'
-    order by position limit ${n}`;
-  return rows.map((r) => ({
+type PendingRow = {
+  position: number;
+  phone: string;
+  name: string | null;
+  contact_id: string | null;
+  variables: Record<string, unknown>;
+};
+
+function pendingTarget(r: PendingRow): CampaignTarget & { position: number } {
+  return {
     position: r.position,
     phone: r.phone,
     name: r.name,
     contactId: r.contact_id,
     variables: r.variables,
-  }));
+  };
+}
+
+/** Up to `n` pending contacts that may be called at `now` (a retry only once due), in their order. */
+export async function nextPending(
+  sql: Db,
+  campaignId: string,
+  n: number,
+  now: Date,
+): Promise<(CampaignTarget & { position: number })[]> {
+  if (n <= 0) return [];
+  const rows = await sql<PendingRow[]>`
+    select position, phone, name, contact_id, variables from campaign_contacts
+    where campaign_id = ${campaignId} and status = 'pending' and (retry_at is null or retry_at <= ${now})
+    order by position limit ${n}`;
+  return rows.map(pendingTarget);
+}
+
+/** Every pending contact, due or not, in order (those a campaign gives up on when the organization can call no more). */
+export async function allPending(
+  sql: Db,
+  campaignId: string,
+): Promise<(CampaignTarget & { position: number })[]> {
+  const rows = await sql<PendingRow[]>`
+    select position, phone, name, contact_id, variables from campaign_contacts
+    where campaign_id = ${campaignId} and status = 'pending' order by position`;
+  return rows.map(pendingTarget);
+}
+
+/** When the earliest retry not due at `now` becomes due, or null when none waits. */
+export async function earliestRetry(sql: Db, campaignId: string, now: Date): Promise<Date | null> {
+  const [row] = await sql<{ at: Date | null }[]>`
+    select min(retry_at) as at from campaign_contacts
+    where campaign_id = ${campaignId} and status = 'pending' and retry_at > ${now}`;
+  return row?.at ?? null;
+}
+
+/** Records when the campaign's waiting timer fires. */
+export async function setWake(sql: Db, campaignId: string, at: Date): Promise<void> {
+  await sql`update campaigns set wake_at = ${at} where id = ${campaignId}`;
+}
+
+/** Contacts refused by a calling rule: failed at once, never retried; `callId` the call that says why. */
+export async function markRefused(
+  sql: Db,
+  campaignId: string,
+  refused: readonly { position: number; callId: string }[],
+): Promise<void> {
+  if (refused.length === 0) return;
+  await sql`
+    update campaign_contacts cc set status = 'failed', call_id = v.call_id, retry_at = null
+    from unnest(${refused.map((s) => s.position)}::integer[], ${refused.map((s) => s.callId)}::text[])
+      as v(position, call_id)
+    where cc.campaign_id = ${campaignId} and cc.position = v.position and cc.status = 'pending'`;
 }
 
 export async function markCalling(
@@ -185,7 +240,8 @@ export async function markCalling(
 ): Promise<void> {
   if (started.length === 0) return;
   await sql`
-    update campaign_contacts cc set status = 'in_progress', call_id = v.call_id, attempts = cc.attempts + 1
+    update campaign_contacts cc set status = 'in_progress', call_id = v.call_id, attempts = cc.attempts + 1,
+      retry_at = null
     from unnest(${started.map((s) => s.position)}::integer[], ${started.map((s) => s.callId)}::text[])
       as v(position, call_id)
     where cc.campaign_id = ${campaignId} and cc.position = v.position and cc.status = 'pending'`;

@@ -59,12 +59,12 @@ export function carrierOf(deps: Pick<Deps, "env" | "liveKit">, org: Organization
   return { trunkId, from: org.caller_number ?? deps.env.LIVEKIT_SIP_FROM_NUMBER ?? null };
 }
 
-/** What the checks of a live phone call read, once, before any lock. */
+/** What the checks of a live phone call to `to` read, once, before any lock (null: no number yet). */
 export async function callFacts(
   deps: Pick<Deps, "clock">,
   sql: Db,
   organizationId: string,
-  to: string,
+  to: string | null,
 ): Promise<CallFacts> {
   const facts = await readCallFacts(sql, organizationId, to, monthOf(deps.clock.now()));
   // Only an organization deleted under a key could miss; there is no such operation.

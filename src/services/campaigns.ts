@@ -1,6 +1,8 @@
 import { assertAgentAllowed, type SecretKeyAuth } from "../auth/access.ts";
-import { findAgent } from "../db/agents.ts";
+import { type AgentRow, findAgent } from "../db/agents.ts";
+import { insertCall } from "../db/calls.ts";
 import {
+  allPending,
   type CampaignRow,
   type CampaignTarget,
   type CampaignView,
@@ -8,29 +10,36 @@ import {
   campaignView,
   cancelPending,
   countInProgress,
+  earliestRetry,
   findCampaign,
   insertCampaign,
   lockCampaign,
   markCalling,
+  markRefused,
   nextPending,
   refreshCampaign,
   settleEndedCalls,
+  setWake,
 } from "../db/campaigns.ts";
 import { findContactTargets } from "../db/contacts.ts";
 import { type Db, pipelinedTransaction } from "../db/engine/connection.ts";
 import { paginate } from "../db/engine/pages.ts";
-import { findOrganization } from "../db/organizations.ts";
 import type { Deps } from "../deps.ts";
-import { ApiError } from "../errors.ts";
+import { ApiError, type ErrorCode } from "../errors.ts";
 import { isId } from "../ids.ts";
 import type { FlatObject } from "../schemas.ts";
+import { TIMER_KINDS } from "../timers/kinds.ts";
 import type { BatchTimerHandler } from "../timers/types.ts";
+import { callFacts, carrierOf, checkPhoneCall } from "./admission.ts";
+import { nextOpening } from "./callWindow.ts";
 import { recordEvent } from "./events.ts";
-import { usedMinutes } from "./minutes.ts";
+import { endLiveCall, placePhoneCall } from "./liveCalls.ts";
 import { createSimulatedCall } from "./simulatedCalls.ts";
 
 /**
- * Campaigns: an agent calls a list of contacts, at most `concurrency` calls at a time.
+ * Campaigns: an agent calls a list of contacts, at most `concurrency` calls at a time. Test campaigns
+ * call through simulated calls; live ones through the live phone call path (services/liveCalls.ts),
+ * each call checked and placed like a `POST /v1/calls` and dialled from its timer.
  *
  * The engine is one durable step, `advance`, run under the campaign's row lock: it settles the
  * contacts whose call has ended, starts calls for pending contacts up to `concurrency` (while the
@@ -51,6 +60,7 @@ export interface CreateCampaignInput {
   contactIds?: string[] | undefined;
   concurrency: number;
   maxAttempts: number;
+  retryDelaySeconds: number;
 }
 
 /** A test campaign calls at most 100 contacts. */
@@ -61,9 +71,10 @@ export { CAMPAIGN_STATUSES } from "../db/campaigns.ts";
 /**
  * POST /v1/campaigns. Everything is checked before anything is written: the agent (404, 403), the
  * contact ids (404), then by mode. Test key: at most 100 contacts, an active agent, then a free
- * campaign with `livemode` false whose calls are simulated. Live key: paid plan (403 `plan_required`),
- * plan minutes left (403 `plan_minutes_exhausted`), then carrier (503); no carrier exists in this
- * service, so a live campaign is never created.
+ * campaign with `livemode` false whose calls are simulated. Live key: paid plan (403
+ * `plan_required`), plan minutes left (403 `plan_minutes_exhausted`), a carrier (503
+ * `carrier_unavailable`), an active agent (503); then a live campaign whose calls go through the
+ * live phone call path, each with every calling rule.
  */
 export async function createCampaign(
   deps: Deps,
@@ -85,21 +96,21 @@ export async function createCampaign(
       }));
 
   if (auth.livemode) {
-    if (!auth.paidPlan) {
+    const facts = await callFacts(deps, deps.sql, auth.organizationId, null);
+    const org = facts.organization;
+    if (!org.paid_plan) {
       throw new ApiError("plan_required", "Live campaigns need an active paid plan for the organization.");
     }
-    // A live campaign needs plan minutes too (none are reserved here: no call can start).
-    const org = await findOrganization(deps.sql, auth.organizationId);
-    const used = await usedMinutes(deps.sql, deps.clock, { organizationId: auth.organizationId });
-    if ((org?.plan_minutes ?? 0) - used <= 0) {
+    if (org.plan_minutes - facts.plan_used <= 0) {
       throw new ApiError(
         "plan_minutes_exhausted",
         "The organization's plan minutes for this month are used up.",
       );
     }
-    throw new ApiError("carrier_unavailable", "No carrier is configured to place live phone calls.");
-  }
-  if (targets.length > TEST_CAMPAIGN_MAX_CONTACTS) {
+    if (!carrierOf(deps, org)) {
+      throw new ApiError("carrier_unavailable", "No carrier is configured to place live phone calls.");
+    }
+  } else if (targets.length > TEST_CAMPAIGN_MAX_CONTACTS) {
     throw new ApiError(
       "test_campaign_too_large",
       `A test campaign calls at most ${TEST_CAMPAIGN_MAX_CONTACTS} contacts; this one has ${targets.length}.`,
@@ -118,22 +129,26 @@ export async function createCampaign(
       {
         id,
         organization_id: auth.organizationId,
-        livemode: false,
+        livemode: auth.livemode,
         name: input.name,
         agent_id: agent.id,
         concurrency: input.concurrency,
         max_attempts: input.maxAttempts,
+        retry_delay_seconds: input.retryDelaySeconds,
         created_at: now,
         started_at: now,
       },
       targets,
     );
-    const row = await advance(tx, deps, id, agent.language);
+    // Drawn first, so the event comes before those of the first calls (a refused one ends at once).
+    const startedId = deps.ids.next("evt");
+    const row = await advance(tx, deps, id, agent);
     const view = campaignView(row!);
     await recordEvent(tx, deps, {
+      id: startedId,
       organizationId: auth.organizationId,
       type: "campaign.started",
-      livemode: false,
+      livemode: auth.livemode,
       data: view,
     });
     return view;
@@ -157,35 +172,39 @@ async function contactTargets(deps: Deps, organizationId: string, ids: string[])
  * campaign as it stands, or null if there is none. Emits `campaign.completed` on the one step that
  * completes the campaign (the status update is fenced on `running`).
  */
-async function advance(tx: Db, deps: Deps, id: string, agentLanguage?: string): Promise<CampaignRow | null> {
+async function advance(tx: Db, deps: Deps, id: string, knownAgent?: AgentRow): Promise<CampaignRow | null> {
   const campaign = await lockCampaign(tx, id);
   if (!campaign) return null;
   if (campaign.status === "completed") return campaign;
-  await settleEndedCalls(tx, campaign);
+  const now = deps.clock.now();
+  await settleEndedCalls(tx, campaign, now);
   if (campaign.status === "running") {
     const free = campaign.concurrency - (await countInProgress(tx, id));
-    const next = await nextPending(tx, id, free);
-    const language =
-      agentLanguage ??
-      (next.length > 0
-        ? (await findAgent(tx, campaign.organization_id, campaign.agent_id))?.language
-        : undefined);
-    const started: { position: number; callId: string }[] = [];
-    for (const target of next) {
-      // Only test campaigns exist (a live one is refused for want of a carrier): each call is simulated.
-      const call = await createSimulatedCall(tx, deps, {
-        organizationId: campaign.organization_id,
-        agentId: campaign.agent_id,
-        ...(language ? { agentLanguage: language } : {}),
-        direction: "outbound",
-        to: target.phone,
-        contactId: target.contactId,
-        campaignId: campaign.id,
-        variables: target.variables,
-      });
-      started.push({ position: target.position, callId: call.id });
+    if (campaign.livemode) {
+      await callLive(tx, deps, campaign, free, now, knownAgent);
+      await wakeWhenDue(tx, deps, campaign, now);
+    } else {
+      const next = await nextPending(tx, id, free, now);
+      const agent =
+        next.length > 0
+          ? (knownAgent ?? (await findAgent(tx, campaign.organization_id, campaign.agent_id)) ?? undefined)
+          : undefined;
+      const started: { position: number; callId: string }[] = [];
+      for (const target of next) {
+        const call = await createSimulatedCall(tx, deps, {
+          organizationId: campaign.organization_id,
+          agentId: campaign.agent_id,
+          ...(agent ? { agentLanguage: agent.language } : {}),
+          direction: "outbound",
+          to: target.phone,
+          contactId: target.contactId,
+          campaignId: campaign.id,
+          variables: target.variables,
+        });
+        started.push({ position: target.position, callId: call.id });
+      }
+      await markCalling(tx, id, started);
     }
-    await markCalling(tx, id, started);
   }
   const row = await refreshCampaign(tx, id, { now: deps.clock.now() });
   if (campaign.status === "running" && row.status === "completed") {
@@ -199,11 +218,176 @@ async function advance(tx: Db, deps: Deps, id: string, agentLanguage?: string): 
   return row;
 }
 
+/** Refusals that concern one contact: it fails at once, never dialled and never retried. */
+const CONTACT_REFUSALS: ReadonlySet<ErrorCode> = new Set(["number_blocked", "country_not_allowed"]);
+/** Refusals that pass with time: the campaign waits, still running. */
+const WAITS: ReadonlySet<ErrorCode> = new Set([
+  "outside_call_window",
+  "concurrency_limit_reached",
+  "hourly_limit_reached",
+]);
+/** While the organization's calls in progress are at their limit (other calls than ours), look again after this. */
+const ORGANIZATION_BUSY_WAIT_MS = 5_000;
+
+/**
+ * Places the live calls of `next`, each through every calling rule (as a `POST /v1/calls` would),
+ * until one says to wait. A contact refused by the do-not-call list or its country fails at once;
+ * when the organization can call no more (no paid plan, no minutes left, no carrier, the agent
+ * inactive), every contact not yet called fails with that code as its call's outcome.
+ */
+async function callLive(
+  tx: Db,
+  deps: Deps,
+  campaign: CampaignRow,
+  free: number,
+  now: Date,
+  knownAgent?: AgentRow,
+): Promise<void> {
+  let agent = knownAgent;
+  let wait: { code: ErrorCode; retryAfterSeconds: number | null; opensAt: Date | null } | null = null;
+  let stopped = false;
+  // A refused contact leaves its place to the next one, so the candidates are read again until the
+  // places are taken, none is left, or a rule says to wait.
+  while (free > 0 && !wait && !stopped) {
+    const next = await nextPending(tx, campaign.id, free, now);
+    if (next.length === 0) break;
+    agent ??= (await findAgent(tx, campaign.organization_id, campaign.agent_id)) ?? undefined;
+    if (!agent) break;
+    const started: { position: number; callId: string }[] = [];
+    const refused: { position: number; callId: string }[] = [];
+    for (const target of next) {
+      const callId = deps.ids.next("call");
+      try {
+        const facts = await callFacts(deps, tx, campaign.organization_id, target.phone);
+        checkPhoneCall(deps, facts, agent, { to: target.phone, at: now });
+        await placePhoneCall(tx, deps, {
+          callId,
+          organization: facts.organization,
+          agent,
+          to: target.phone,
+          contactId: target.contactId,
+          campaignId: campaign.id,
+          variables: target.variables,
+        });
+        started.push({ position: target.position, callId });
+      } catch (err) {
+        // A refusal is decided before anything is written, so the transaction goes on.
+        if (!(err instanceof ApiError)) throw err;
+        if (CONTACT_REFUSALS.has(err.code)) {
+          refused.push({
+            position: target.position,
+            callId: await refusedCall(tx, deps, campaign, agent, target, err.code),
+          });
+          continue;
+        }
+        if (WAITS.has(err.code)) {
+          const retryAfter = Number(err.headers["Retry-After"]);
+          wait = {
+            code: err.code,
+            retryAfterSeconds: Number.isFinite(retryAfter) ? retryAfter : null,
+            opensAt: null,
+          };
+          if (err.code === "outside_call_window") {
+            const facts = await callFacts(deps, tx, campaign.organization_id, target.phone);
+            const window = facts.organization.call_window;
+            wait.opensAt = window ? nextOpening(window, now) : null;
+          }
+          break;
+        }
+        // The organization can call no more: every contact not yet called fails, with this code.
+        deps.log.info("live campaign stops calling", { campaignId: campaign.id, code: err.code });
+        await markCalling(tx, campaign.id, started);
+        started.length = 0;
+        for (const rest of await allPending(tx, campaign.id)) {
+          if (refused.some((r) => r.position === rest.position)) continue;
+          refused.push({
+            position: rest.position,
+            callId: await refusedCall(tx, deps, campaign, agent, rest, err.code),
+          });
+        }
+        stopped = true;
+        break;
+      }
+    }
+    await markCalling(tx, campaign.id, started);
+    await markRefused(tx, campaign.id, refused);
+    free -= started.length;
+  }
+  if (wait) {
+    const at =
+      wait.opensAt ??
+      new Date(
+        now.getTime() +
+          (wait.code === "concurrency_limit_reached"
+            ? ORGANIZATION_BUSY_WAIT_MS
+            : (wait.retryAfterSeconds ?? 60) * 1000),
+      );
+    // While calls of this campaign are in progress, their ends advance it; otherwise a timer does.
+    if (wait.code !== "concurrency_limit_reached" || (await countInProgress(tx, campaign.id)) === 0) {
+      await wakeAt(tx, deps, campaign, at, now);
+    }
+  }
+}
+
+/**
+ * A call that was refused before being placed (never dialled, nothing reserved): written, then ended
+ * `failed` with the refusal's code as outcome through the one end of live calls (`call.ended`).
+ */
+async function refusedCall(
+  tx: Db,
+  deps: Deps,
+  campaign: CampaignRow,
+  agent: AgentRow,
+  target: CampaignTarget,
+  code: ErrorCode,
+): Promise<string> {
+  const id = deps.ids.next("call");
+  const now = deps.clock.now();
+  await insertCall(tx, {
+    id,
+    organization_id: campaign.organization_id,
+    livemode: true,
+    // Not yet placed: counted in no limit.
+    status: "scheduled",
+    agent_id: agent.id,
+    to_number: target.phone,
+    contact_id: target.contactId,
+    campaign_id: campaign.id,
+    direction: "outbound",
+    variables: target.variables,
+    simulated_duration_seconds: null,
+    language: agent.language,
+    task_id: null,
+    created_at: now,
+  });
+  await endLiveCall(tx, deps, id, now, { reason: "not_connected", status: "failed", outcome: code });
+  return id;
+}
+
+/** A running live campaign with retries not due yet is woken when the earliest is. */
+async function wakeWhenDue(tx: Db, deps: Deps, campaign: CampaignRow, now: Date): Promise<void> {
+  const retry = await earliestRetry(tx, campaign.id, now);
+  if (retry) await wakeAt(tx, deps, campaign, retry, now);
+}
+
+/** One advance timer at `at`, unless one already waits to fire no later. */
+async function wakeAt(tx: Db, deps: Deps, campaign: CampaignRow, at: Date, now: Date): Promise<void> {
+  if (campaign.wake_at && campaign.wake_at > now && campaign.wake_at <= at) return;
+  await deps.timers.schedule(tx, {
+    kind: TIMER_KINDS.campaignAdvance,
+    at,
+    payload: { campaignId: campaign.id },
+  });
+  await setWake(tx, campaign.id, at);
+  campaign.wake_at = at;
+}
+
 /**
  * The `campaign.advance` timers due together: each campaign advances once per batch, one after the
  * other (they share the firing transaction).
  */
 export function campaignSteps(deps: Deps): BatchTimerHandler {
+  // One after the other: two campaigns of one organization share its limits in this transaction.
   return async ({ tx, timers }) => {
     const ids = [...new Set(timers.map((t) => String(t.payload.campaignId)))];
     for (const id of ids) await advance(tx, deps, id);
@@ -237,7 +421,7 @@ export async function cancelCampaign(deps: Deps, auth: ReadScope, id: string): P
     const campaign = await findCampaign(tx, auth, id, { forUpdate: true });
     if (!campaign) throw new ApiError("not_found", "No such campaign.");
     if (campaign.status !== "running") return campaignView(campaign);
-    await settleEndedCalls(tx, { ...campaign, status: "cancelled" });
+    await settleEndedCalls(tx, { ...campaign, status: "cancelled" }, deps.clock.now());
     await cancelPending(tx, id);
     const row = await refreshCampaign(tx, id, { cancel: true, now: deps.clock.now() });
     const view = campaignView(row);

@@ -27,6 +27,8 @@ export const EVENT_TYPES = [
 export type EventType = (typeof EVENT_TYPES)[number];
 
 export interface NewEvent {
+  /** An id drawn earlier, to place the event before others recorded meanwhile (default: drawn now). */
+  id?: string;
   organizationId: string;
   type: EventType;
   livemode: boolean;
@@ -58,7 +60,7 @@ export async function recordEvents(
 ): Promise<string[]> {
   const now = deps.clock.now();
   const rows = events.map((e) => ({
-    id: deps.ids.next("evt"),
+    id: e.id ?? deps.ids.next("evt"),
     organization_id: e.organizationId,
     type: e.type,
     livemode: e.livemode,

@@ -209,7 +209,7 @@ const NOT_STARTED = ["scheduled", "initiated", "ringing"] as const;
  */
 export async function endLiveCall(
   tx: Db,
-  deps: Pick<Deps, "clock" | "ids">,
+  deps: Pick<Deps, "clock" | "ids" | "timers">,
   callId: string,
   at: Date,
   end: LiveCallEnd = OVER,
@@ -243,6 +243,15 @@ export async function endLiveCall(
   if (!moved) return null;
   await settleReservation(tx, deps.clock, callId, actualSeconds);
   await recordEvent(tx, deps, callEvent("call.ended", moved));
+  // A campaign call that ended advances its campaign (one refused before it was placed is the
+  // campaign's own doing, inside its step).
+  if (moved.campaign_id && call.status !== "scheduled") {
+    await deps.timers.schedule(tx, {
+      kind: TIMER_KINDS.campaignAdvance,
+      delayMs: 0,
+      payload: { campaignId: moved.campaign_id },
+    });
+  }
   return moved;
 }
 

@@ -274,6 +274,7 @@ describe("the engine's retries (not reachable with simulated calls, which always
         contacts: phones(1),
         concurrency: 1,
         maxAttempts: 2,
+        retryDelaySeconds: 0,
       })
     ).json();
     const step = async () => {

@@ -16,6 +16,7 @@ export const CAMPAIGN_KEYS = [
   "maxAttempts",
   "name",
   "progress",
+  "retryDelaySeconds",
   "startedAt",
   "status",
 ];

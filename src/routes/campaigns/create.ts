@@ -20,7 +20,15 @@ export function registerCreateCampaign(app: App, deps: Deps) {
       "ends answered, so no call is ever retried. Answered 201 with the first calls already started; " +
       "`campaign.started` now, `campaign.completed` when every call has ended.\n\n" +
       "With a live key: a paid plan is required (403 `plan_required`), then plan minutes left this month " +
-      "(403 `plan_minutes_exhausted`), then a carrier (503 `carrier_unavailable`); nothing is written.\n\n" +
+      "(403 `plan_minutes_exhausted`), a carrier (503 `carrier_unavailable`) and an active agent (503 " +
+      "`agent_unavailable`); nothing is written when one is missing. Each contact is then a live phone call " +
+      "placed like `POST /v1/calls`, with every calling rule: a number on the do-not-call list or of a country " +
+      "not allowed is never dialled (the contact fails at once, its call `failed` with that code as `outcome`); " +
+      "a call that ends `busy`, `no_answer` or `failed` is retried `retryDelaySeconds` later while attempts " +
+      "remain; outside the call window, or over the organization's hourly limit, the campaign waits, still " +
+      "`running`, and goes on when it may; calls in progress never exceed `concurrency` nor the organization's " +
+      "`maxConcurrentCalls`. When the plan minutes run out or the agent becomes inactive, the contacts not yet " +
+      "called fail with that code as their call's `outcome`, and the campaign completes.\n\n" +
       "An unknown or foreign `agentId` or contact id is 404 `not_found` with `param` naming it.",
     ...secretKeyAuth(deps, "campaigns:write"),
     request: { body: { required: true, content: { "application/json": { schema: CreateCampaignInput } } } },

@@ -24,14 +24,22 @@ export const CampaignSchema = z
       .number()
       .int()
       .openapi({ description: "Calls placed at most per contact (1–5).", example: 2 }),
+    retryDelaySeconds: z.number().int().openapi({
+      description:
+        "Seconds after an unanswered call (busy, no_answer, failed) before the contact is called again.",
+      example: 300,
+    }),
     progress: z
       .object({
         total: count("Contacts of the campaign."),
         pending: count("Contacts not called yet (or waiting for a retry)."),
         inProgress: count("Contacts whose call is in progress; never more than `concurrency`."),
         completed: count("Contacts done: always `succeeded + failed`."),
-        succeeded: count("Contacts whose call was answered."),
-        failed: count("Contacts not reached after `maxAttempts` calls."),
+        succeeded: count("Contacts whose call was answered (ended `completed`)."),
+        failed: count(
+          "Contacts not reached after `maxAttempts` calls, or refused by a calling rule (do-not-call list, " +
+            "country), or left uncalled when the organization could call no more.",
+        ),
         cancelled: count("Contacts never called because the campaign was cancelled."),
       })
       .openapi({
@@ -120,6 +128,18 @@ export const CreateCampaignInput = z
           "Calls placed at most per contact: a call that is not answered is retried until this number. " +
           "Simulated calls are always answered, so a test campaign never retries.",
         example: 2,
+      }),
+    retryDelaySeconds: z
+      .number({ error: "must be an integer from 0 to 86400" })
+      .int({ message: "must be an integer from 0 to 86400" })
+      .min(0, { message: "must be an integer from 0 to 86400" })
+      .max(86_400, { message: "must be an integer from 0 to 86400" })
+      .default(300)
+      .openapi({
+        description:
+          "Live campaigns: seconds after a call that ended `busy`, `no_answer` or `failed` before its contact is " +
+          "called again (while attempts remain).",
+        example: 300,
       }),
   })
   .strict()

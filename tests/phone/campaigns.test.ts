@@ -1,0 +1,346 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { ManualClock } from "../../src/clock.ts";
+import { updateAgent } from "../../src/services/agents.ts";
+import { waitFor } from "../calls/support.ts";
+import { checkMonotonic, checkProgress, type Progress } from "../campaigns/support.ts";
+import { liveKitEvents } from "../helpers/fakeLivekit.ts";
+import {
+  freshNumber,
+  type PhoneSeed,
+  type PhoneWorld,
+  seedPhoneOrganization,
+  startPhoneWorld,
+} from "./support.ts";
+
+/** Live campaigns on the one engine: each contact through the live phone call path. */
+
+let w: PhoneWorld;
+beforeAll(async () => {
+  w = await startPhoneWorld({ timers: true });
+}, 60_000);
+afterAll(() => w.close());
+
+interface Campaign {
+  id: string;
+  status: string;
+  livemode: boolean;
+  concurrency: number;
+  retryDelaySeconds: number;
+  progress: Progress;
+}
+
+async function create(world: PhoneWorld, seed: PhoneSeed, json: Record<string, unknown>) {
+  const res = await world.ctx.request("/api/v1/campaigns", {
+    method: "POST",
+    key: seed.liveKey,
+    json: { name: "Live", agentId: seed.agent.id, ...json },
+  });
+  if (res.status !== 201) throw new Error(`campaign answered ${res.status}: ${await res.text()}`);
+  return (await res.json()) as Campaign;
+}
+async function read(world: PhoneWorld, seed: PhoneSeed, id: string): Promise<Campaign> {
+  return (await world.ctx.request(`/api/v1/campaigns/${id}`, { key: seed.liveKey })).json();
+}
+async function callsOf(world: PhoneWorld, campaignId: string) {
+  return world.ctx.deps.sql<
+    {
+      id: string;
+      to_number: string;
+      status: string;
+      outcome: string | null;
+      ended_at: Date | null;
+      created_at: Date;
+    }[]
+  >`select id, to_number, status, outcome, ended_at, created_at from calls where campaign_id = ${campaignId} order by id`;
+}
+/** The callee hangs up (LiveKit's signed webhook): the call completes. */
+async function hangUp(world: PhoneWorld, callId: string) {
+  const { body, headers } = await world.liveKit.signWebhook(
+    liveKitEvents.participantLeft(callId, `sip_${callId}`),
+  );
+  const res = await world.ctx.request("/api/livekit/webhook", { method: "POST", body, headers });
+  expect(res.status).toBe(200);
+}
+/** Polls the campaign until `done`, checking the invariants on every snapshot and that counters never go down. */
+async function watch(
+  world: PhoneWorld,
+  seed: PhoneSeed,
+  c: Campaign,
+  done: (c: Campaign) => boolean,
+  onTick?: () => Promise<void>,
+) {
+  let last = c;
+  await waitFor(
+    async () => {
+      await onTick?.();
+      const now = await read(world, seed, c.id);
+      checkProgress(now.progress, c.concurrency);
+      checkMonotonic(last.progress, now.progress);
+      last = now;
+      return done(now);
+    },
+    20_000,
+    30,
+  );
+  return last;
+}
+/** Hangs up every answered (ongoing) call of the campaign. */
+async function hangUpAnswered(world: PhoneWorld, campaignId: string) {
+  for (const c of await callsOf(world, campaignId)) if (c.status === "ongoing") await hangUp(world, c.id);
+}
+
+describe("a live campaign", () => {
+  test("a busy contact is retried after retryDelaySeconds, a blocked one never dialled, the rest answered", async () => {
+    const seed = await seedPhoneOrganization(w.ctx);
+    const [answers, busyOnce, blocked] = [freshNumber(), freshNumber(), freshNumber()];
+    w.liveKit.scriptDial(answers, { kind: "answer", afterMs: 100 });
+    w.liveKit.scriptDial(busyOnce, { kind: "sip_error", sipStatus: 486, afterMs: 50 });
+    await w.ctx.request("/api/v1/blocked-numbers", {
+      method: "POST",
+      key: seed.liveKey,
+      json: { phone: blocked },
+    });
+
+    const campaign = await create(w, seed, {
+      contacts: [{ phone: blocked }, { phone: answers }, { phone: busyOnce }],
+      concurrency: 2,
+      maxAttempts: 2,
+      retryDelaySeconds: 1,
+    });
+    expect(campaign).toMatchObject({ status: "running", livemode: true, retryDelaySeconds: 1 });
+    // The blocked contact failed at once and left its place to the next: the other two are being called.
+    expect(campaign.progress).toMatchObject({ total: 3, inProgress: 2, failed: 1, pending: 0 });
+
+    const done = await watch(
+      w,
+      seed,
+      campaign,
+      (c) => c.status === "completed",
+      async () => {
+        // After its busy answer the second contact answers.
+        const calls = await callsOf(w, campaign.id);
+        if (calls.some((c) => c.to_number === busyOnce && c.status === "busy")) {
+          w.liveKit.scriptDial(busyOnce, { kind: "answer", afterMs: 50 });
+        }
+        await hangUpAnswered(w, campaign.id);
+      },
+    );
+    expect(done.progress).toEqual({
+      total: 3,
+      pending: 0,
+      inProgress: 0,
+      completed: 3,
+      succeeded: 2,
+      failed: 1,
+      cancelled: 0,
+    });
+    const calls = await callsOf(w, campaign.id);
+    const byNumber = (n: string) => calls.filter((c) => c.to_number === n);
+    expect(byNumber(answers).map((c) => c.status)).toEqual(["completed"]);
+    expect(byNumber(busyOnce).map((c) => c.status)).toEqual(["busy", "completed"]);
+    expect(byNumber(blocked).map((c) => [c.status, c.outcome])).toEqual([["failed", "number_blocked"]]);
+    // The retry waited retryDelaySeconds after the busy end.
+    const [busy, retry] = byNumber(busyOnce);
+    expect(retry!.created_at.getTime() - busy!.ended_at!.getTime()).toBeGreaterThanOrEqual(1000);
+    expect(w.liveKit.dialCount(`sip_${busy!.id}`) + w.liveKit.dialCount(`sip_${retry!.id}`)).toBe(2);
+    expect(w.liveKit.dials.filter((d) => d.to === blocked)).toEqual([]);
+    const events = await w.ctx.deps.sql<{ type: string }[]>`
+      select type from events where data->>'id' = ${campaign.id} order by id`;
+    expect(events.map((e) => e.type)).toEqual(["campaign.started", "campaign.completed"]);
+    const [blockedCall] = byNumber(blocked);
+    const ended = await w.ctx.deps.sql`select type from events where data->>'id' = ${blockedCall!.id}`;
+    expect(ended.map((e) => e.type)).toEqual(["call.ended"]);
+  });
+
+  test("a country not allowed fails at once; unanswered to the last attempt fails; never more than maxAttempts", async () => {
+    const seed = await seedPhoneOrganization(w.ctx, { allowedCountries: ["FR"] });
+    const neverAnswers = freshNumber();
+    w.liveKit.scriptDial(neverAnswers, { kind: "sip_error", sipStatus: 480, afterMs: 20 });
+    const campaign = await create(w, seed, {
+      contacts: [{ phone: neverAnswers }, { phone: "+12125550123" }],
+      concurrency: 1,
+      maxAttempts: 3,
+      retryDelaySeconds: 0,
+    });
+    const done = await watch(w, seed, campaign, (c) => c.status === "completed");
+    expect(done.progress).toMatchObject({ completed: 2, succeeded: 0, failed: 2 });
+    const calls = await callsOf(w, campaign.id);
+    expect(calls.filter((c) => c.to_number === neverAnswers).map((c) => c.status)).toEqual([
+      "no_answer",
+      "no_answer",
+      "no_answer",
+    ]);
+    expect(calls.filter((c) => c.to_number === "+12125550123").map((c) => c.outcome)).toEqual([
+      "country_not_allowed",
+    ]);
+  });
+
+  test("calls in progress never exceed the organization's maxConcurrentCalls; the campaign waits for room", async () => {
+    const seed = await seedPhoneOrganization(w.ctx, { maxConcurrentCalls: 1 });
+    const numbers = [freshNumber(), freshNumber(), freshNumber()];
+    for (const n of numbers) w.liveKit.scriptDial(n, { kind: "answer", afterMs: 50 });
+    const campaign = await create(w, seed, { contacts: numbers.map((phone) => ({ phone })), concurrency: 3 });
+    expect(campaign.progress).toMatchObject({ inProgress: 1, pending: 2 });
+    let most = 0;
+    const done = await watch(
+      w,
+      seed,
+      campaign,
+      (c) => c.status === "completed",
+      async () => {
+        const [row] = await w.ctx.deps.sql<{ n: number }[]>`
+        select count(*)::int as n from calls where organization_id = ${seed.org.id} and livemode
+          and status in ('initiated', 'ringing', 'ongoing')`;
+        most = Math.max(most, row!.n);
+        await hangUpAnswered(w, campaign.id);
+      },
+    );
+    expect(done.progress).toMatchObject({ succeeded: 3, failed: 0 });
+    expect(most).toBe(1);
+  });
+
+  test("the hourly limit makes it wait, running, with a timer when the hour has room again", async () => {
+    const seed = await seedPhoneOrganization(w.ctx, { maxCallsPerHour: 1 });
+    const first = freshNumber();
+    w.liveKit.scriptDial(first, { kind: "sip_error", sipStatus: 486, afterMs: 20 });
+    const campaign = await create(w, seed, {
+      contacts: [{ phone: first }, { phone: freshNumber() }],
+      concurrency: 2,
+      maxAttempts: 1,
+    });
+    expect(campaign.progress).toMatchObject({ inProgress: 1, pending: 1 });
+    await waitFor(async () => (await read(w, seed, campaign.id)).progress.failed === 1, 10_000);
+    const now = await read(w, seed, campaign.id);
+    expect(now).toMatchObject({ status: "running", progress: { pending: 1, inProgress: 0, failed: 1 } });
+    const [timer] = await w.ctx.deps.sql<{ wait: number }[]>`
+      select extract(epoch from due_at - now())::int as wait from timers
+      where kind = 'campaign.advance' and payload->>'campaignId' = ${campaign.id} order by due_at desc limit 1`;
+    expect(timer!.wait).toBeGreaterThan(3500);
+    expect(timer!.wait).toBeLessThanOrEqual(3600);
+  });
+
+  test("when the agent becomes inactive, the contacts not yet called fail with agent_unavailable, and it completes", async () => {
+    const seed = await seedPhoneOrganization(w.ctx);
+    const numbers = [freshNumber(), freshNumber(), freshNumber()];
+    for (const n of numbers) w.liveKit.scriptDial(n, { kind: "answer", afterMs: 50 });
+    const campaign = await create(w, seed, { contacts: numbers.map((phone) => ({ phone })), concurrency: 1 });
+    await waitFor(async () => (await callsOf(w, campaign.id)).some((c) => c.status === "ongoing"), 10_000);
+    await updateAgent(w.ctx.deps, seed.agent.id, { active: false });
+    await hangUpAnswered(w, campaign.id);
+    const done = await watch(w, seed, campaign, (c) => c.status === "completed");
+    expect(done.progress).toMatchObject({ succeeded: 1, failed: 2, pending: 0, inProgress: 0 });
+    const outcomes = (await callsOf(w, campaign.id)).map((c) => `${c.status} ${c.outcome}`);
+    expect(outcomes).toEqual(["completed null", "failed agent_unavailable", "failed agent_unavailable"]);
+    expect(w.liveKit.dials.filter((d) => numbers.slice(1).includes(d.to))).toEqual([]);
+  });
+
+  test("when the plan minutes run out, the rest fail with plan_minutes_exhausted", async () => {
+    const seed = await seedPhoneOrganization(w.ctx, {}, { planMinutes: 1 });
+    const numbers = [freshNumber(), freshNumber()];
+    for (const n of numbers) w.liveKit.scriptDial(n, { kind: "answer", afterMs: 50 });
+    // The first call reserves the one minute there is.
+    const campaign = await create(w, seed, { contacts: numbers.map((phone) => ({ phone })), concurrency: 2 });
+    const done = await watch(
+      w,
+      seed,
+      campaign,
+      (c) => c.status === "completed",
+      () => hangUpAnswered(w, campaign.id),
+    );
+    expect(done.progress).toMatchObject({ succeeded: 1, failed: 1 });
+    const outcomes = (await callsOf(w, campaign.id)).map((c) => c.outcome);
+    expect(outcomes).toEqual([null, "plan_minutes_exhausted"]);
+  });
+
+  test("a cancel: contacts not yet called are never called, the call in progress finishes", async () => {
+    const seed = await seedPhoneOrganization(w.ctx);
+    const numbers = [freshNumber(), freshNumber()];
+    w.liveKit.scriptDial(numbers[0]!, { kind: "hang" });
+    const campaign = await create(w, seed, { contacts: numbers.map((phone) => ({ phone })), concurrency: 1 });
+    const res = await w.ctx.request(`/api/v1/campaigns/${campaign.id}/cancel`, {
+      method: "POST",
+      key: seed.liveKey,
+    });
+    expect((await res.json()).progress).toMatchObject({ cancelled: 1, inProgress: 1 });
+    await waitFor(() => w.liveKit.dials.some((d) => d.to === numbers[0]), 10_000);
+    w.liveKit.releaseDials({ kind: "sip_error", sipStatus: 486 });
+    const done = await watch(w, seed, campaign, (c) => c.progress.inProgress === 0);
+    expect(done).toMatchObject({ status: "cancelled", progress: { cancelled: 1, failed: 1, pending: 0 } });
+    expect(w.liveKit.dials.filter((d) => d.to === numbers[1])).toEqual([]);
+  });
+});
+
+describe("live campaign creation", () => {
+  test("plan, minutes, carrier and agent are checked first; nothing written when refused", async () => {
+    const contacts = [{ phone: freshNumber() }];
+    const count = async () =>
+      (await w.ctx.deps.sql`select count(*)::int as n from campaigns`)[0]!.n as number;
+    const before = await count();
+    const attempt = async (seed: PhoneSeed) =>
+      w.ctx.request("/api/v1/campaigns", {
+        method: "POST",
+        key: seed.liveKey,
+        json: { name: "x", agentId: seed.agent.id, contacts },
+      });
+    const codeOf = async (r: Response) => `${r.status} ${(await r.json()).error?.code}`;
+    const unpaid = await seedPhoneOrganization(w.ctx, { paidPlan: false });
+    expect(await codeOf(await attempt(unpaid))).toBe("403 plan_required");
+    const empty = await seedPhoneOrganization(w.ctx, {}, { planMinutes: 0 });
+    expect(await codeOf(await attempt(empty))).toBe("403 plan_minutes_exhausted");
+    const inactive = await seedPhoneOrganization(w.ctx);
+    await updateAgent(w.ctx.deps, inactive.agent.id, { active: false });
+    expect(await codeOf(await attempt(inactive))).toBe("503 agent_unavailable");
+    const trunk = w.ctx.deps.env.LIVEKIT_SIP_TRUNK_ID;
+    w.ctx.deps.env.LIVEKIT_SIP_TRUNK_ID = undefined;
+    try {
+      expect(await codeOf(await attempt(inactive))).toBe("503 carrier_unavailable");
+    } finally {
+      w.ctx.deps.env.LIVEKIT_SIP_TRUNK_ID = trunk;
+    }
+    expect(await count()).toBe(before);
+  });
+
+  test.each([-1, 86_401, 1.5, "60"])(
+    "retryDelaySeconds %p is 400 invalid_request",
+    async (retryDelaySeconds) => {
+      const seed = await seedPhoneOrganization(w.ctx);
+      const res = await w.ctx.request("/api/v1/campaigns", {
+        method: "POST",
+        key: seed.liveKey,
+        json: { name: "x", agentId: seed.agent.id, contacts: [{ phone: freshNumber() }], retryDelaySeconds },
+      });
+      expect(res.status).toBe(400);
+      expect((await res.json()).error).toMatchObject({ code: "invalid_request", param: "retryDelaySeconds" });
+    },
+  );
+});
+
+describe("a live campaign outside the call window", () => {
+  test("waits, still running, with a timer at the next opening, and calls once the window opens", async () => {
+    // Monday 2027-01-04 08:00 in Paris (07:00 UTC), a window from 09:00: the wake timer is in the future.
+    const clock = new ManualClock("2027-01-04T07:00:00.000Z");
+    const timed = await startPhoneWorld({ timers: true, clock });
+    try {
+      const seed = await seedPhoneOrganization(timed.ctx, {
+        callWindow: { start: "09:00", end: "18:00", timeZone: "Europe/Paris", days: [1, 2, 3, 4, 5] },
+      });
+      const to = freshNumber();
+      timed.liveKit.scriptDial(to, { kind: "answer", afterMs: 50 });
+      const campaign = await create(timed, seed, { contacts: [{ phone: to }] });
+      expect(campaign).toMatchObject({ status: "running", progress: { pending: 1, inProgress: 0 } });
+      const timers = await timed.ctx.deps.sql<{ id: string; due_at: Date }[]>`
+        select id::text, due_at from timers where kind = 'campaign.advance' and payload->>'campaignId' = ${campaign.id}`;
+      expect(timers.map((t) => t.due_at.toISOString())).toEqual(["2027-01-04T08:00:00.000Z"]);
+      await Bun.sleep(300);
+      expect(timed.liveKit.dials.length).toBe(0);
+
+      // 09:00 in Paris: the timer fires (brought to now here) and the call goes out.
+      clock.set("2027-01-04T08:00:00.000Z");
+      await timed.ctx.deps.sql`update timers set due_at = now() where id = ${timers[0]!.id}::bigint`;
+      await waitFor(async () => (await read(timed, seed, campaign.id)).progress.inProgress === 1, 10_000);
+      await waitFor(() => timed.liveKit.dials.some((d) => d.to === to), 10_000);
+    } finally {
+      await timed.close();
+    }
+  }, 60_000);
+});
