@@ -1,3 +1,4 @@
+import type { AgentRow } from "./agents.ts";
 import type { Db } from "./engine/connection.ts";
 import type { OrganizationRow } from "./organizations.ts";
 
@@ -16,25 +17,42 @@ export interface CallFacts {
   plan_used: number;
   /** Whether `to` is on the organization's live do-not-call list. */
   blocked: boolean;
+  /** The agent asked for, when it is the organization's. */
+  agent: AgentRow | null;
 }
 
-/** The organization, its plan usage for `month` and whether `to` is blocked, in one statement; null without it. */
+/**
+ * The organization, its plan usage for `month`, whether `to` is blocked and the agent `agentId`, in
+ * one statement; null without the organization.
+ */
 export async function readCallFacts(
   sql: Db,
   organizationId: string,
-  to: string | null,
+  call: { to: string | null; agentId: string | null },
   month: string,
 ): Promise<CallFacts | null> {
-  const [row] = await sql<(OrganizationRow & { plan_used: number; blocked: boolean })[]>`
+  const [row] = await sql<
+    (OrganizationRow & {
+      plan_used: number;
+      blocked: boolean;
+      agent: (AgentRow & { created_at: string }) | null;
+    })[]
+  >`
     select o.*,
       coalesce((select u.used_minutes from minute_usage u
         where u.kind = 'plan' and u.subject_id = o.id and u.month = ${month}), 0)::int as plan_used,
       exists(select 1 from blocked_numbers b
-        where b.organization_id = o.id and b.livemode and b.phone = ${to}::text) as blocked
+        where b.organization_id = o.id and b.livemode and b.phone = ${call.to}::text) as blocked,
+      (select row_to_json(a) from agents a where a.id = ${call.agentId}::text and a.organization_id = o.id) as agent
     from organizations o where o.id = ${organizationId}`;
   if (!row) return null;
-  const { plan_used, blocked, ...organization } = row;
-  return { organization, plan_used, blocked };
+  const { plan_used, blocked, agent, ...organization } = row;
+  return {
+    organization,
+    plan_used,
+    blocked,
+    agent: agent ? { ...agent, created_at: new Date(agent.created_at) } : null,
+  };
 }
 
 export interface HourState {
@@ -45,46 +63,52 @@ export interface HourState {
 
 /**
  * Locks the organization's limits row until the transaction ends (creating it, with the hour counted
- * from the calls, on first use). Every placement takes this lock first, so what is read after it
- * (in a later statement: a statement's snapshot is taken before it waits) includes every placement
- * committed before.
+ * from the calls, on first use). Every placement takes this lock first. What is read after it, in a
+ * later statement, includes every placement committed before: a statement's snapshot is taken when
+ * it starts, and statements sent together still start one after the other, so `readCallLoad` may
+ * go out in the same round trip as this one.
  */
-export async function lockCallLimits(sql: Db, organizationId: string, hourAgo: Date): Promise<HourState> {
-  const [row] = await sql<{ hour_cut: Date; hour_count: number }[]>`
+export async function lockCallLimits(sql: Db, organizationId: string, hourAgo: Date): Promise<void> {
+  await sql`
     insert into call_limits as l (organization_id, hour_cut, hour_count)
     values (${organizationId}, ${hourAgo}, (
       select count(*)::int from calls
       where organization_id = ${organizationId} and ${sql.unsafe(LIVE_PHONE)} and placed_at > ${hourAgo}))
-    on conflict (organization_id) do update set hour_count = l.hour_count
-    returning l.hour_cut, l.hour_count`;
-  return { cut: row!.hour_cut, count: row!.hour_count };
+    on conflict (organization_id) do update set hour_count = l.hour_count`;
 }
 
 export interface CallLoad {
+  /** The hour as the limits row kept it: `count` placements after `cut`. */
+  hour: HourState;
   /** Live phone calls `initiated`, `ringing` or `ongoing`. */
   inProgress: number;
-  /** Placements after `from` up to `to` (those leaving the hour since the last check). */
+  /** Placements after the row's cut up to an hour ago (those that left the hour since the last check). */
   left: number;
-  /** The earliest placement after `to`: when it leaves the hour, the hour has room again. */
+  /** The earliest placement of the last hour: when it leaves the hour, the hour has room again. */
   oldest: Date | null;
 }
 
-/** Under the lock: calls in progress, and the placements between two cuts of the hour. */
-export async function readCallLoad(
-  sql: Db,
-  organizationId: string,
-  cuts: { from: Date; to: Date },
-): Promise<CallLoad> {
+/** Under the lock (after `lockCallLimits`): the hour's row, calls in progress, placements that left the hour. */
+export async function readCallLoad(sql: Db, organizationId: string, hourAgo: Date): Promise<CallLoad> {
   const live = sql.unsafe(LIVE_PHONE);
-  const [row] = await sql<{ in_progress: number; left: number; oldest: Date | null }[]>`
-    select
-      (select count(*)::int from calls where organization_id = ${organizationId} and ${live}
+  const [row] = await sql<
+    { hour_cut: Date; hour_count: number; in_progress: number; left: number; oldest: Date | null }[]
+  >`
+    select l.hour_cut, l.hour_count,
+      (select count(*)::int from calls where organization_id = l.organization_id and ${live}
         and status in ('initiated', 'ringing', 'ongoing')) as in_progress,
-      (select count(*)::int from calls where organization_id = ${organizationId} and ${live}
-        and placed_at > ${cuts.from} and placed_at <= ${cuts.to}) as left,
-      (select min(placed_at) from calls where organization_id = ${organizationId} and ${live}
-        and placed_at > ${cuts.to}) as oldest`;
-  return { inProgress: row!.in_progress, left: row!.left, oldest: row!.oldest };
+      (select count(*)::int from calls where organization_id = l.organization_id and ${live}
+        and placed_at > l.hour_cut and placed_at <= greatest(l.hour_cut, ${hourAgo}::timestamptz)) as left,
+      (select min(placed_at) from calls where organization_id = l.organization_id and ${live}
+        and placed_at > greatest(l.hour_cut, ${hourAgo}::timestamptz)) as oldest
+    from call_limits l where l.organization_id = ${organizationId}`;
+  const r = row!;
+  return {
+    hour: { cut: r.hour_cut, count: r.hour_count },
+    inProgress: r.in_progress,
+    left: r.left,
+    oldest: r.oldest,
+  };
 }
 
 /** Writes the hour's new cut and count (the lock is held). */

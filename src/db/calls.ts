@@ -194,6 +194,7 @@ export async function moveCall(
     outcome: string;
     transcript: TranscriptSegment[];
   }> = {},
+  only: { liveDirection?: "web" | "outbound" } = {},
 ): Promise<CallRow | null> {
   const [row] = await sql<CallRow[]>`
     update calls set
@@ -208,6 +209,21 @@ export async function moveCall(
       outcome = coalesce(${set.outcome ?? null}::text, outcome),
       transcript = coalesce(${set.transcript ? sql.json(set.transcript as never) : null}::jsonb, transcript)
     where id = ${id} and status = ${from}
+      ${only.liveDirection ? sql`and livemode and direction = ${only.liveDirection}` : sql``}
+    returning ${columnList(sql, CALL_COLUMNS)}`;
+  return row ?? null;
+}
+
+/**
+ * A live call still `ongoing` → `completed` at `at`, in one statement: `endedAt` the later of `at` and
+ * `startedAt` (never before it), `durationSeconds` the whole seconds between them. Null when the call
+ * was not ongoing.
+ */
+export async function completeLiveCall(sql: Db, id: string, at: Date): Promise<CallRow | null> {
+  const [row] = await sql<CallRow[]>`
+    update calls set status = 'completed', ended_at = greatest(${at}::timestamptz, started_at),
+      duration_seconds = round(extract(epoch from greatest(${at}::timestamptz, started_at) - started_at))::integer
+    where id = ${id} and status = 'ongoing' and livemode and started_at is not null
     returning ${columnList(sql, CALL_COLUMNS)}`;
   return row ?? null;
 }

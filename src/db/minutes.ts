@@ -70,27 +70,44 @@ export async function insertReservation(tx: Db, r: ReservationRow): Promise<void
             ${r.reserved_minutes}, ${r.max_seconds}, ${r.created_at})`;
 }
 
-/** The call's reservation if it is not settled yet, locked until the transaction ends. */
-export async function lockOpenReservation(
-  tx: Db,
-  callId: string,
-): Promise<Omit<ReservationRow, "call_id" | "max_seconds" | "created_at"> | null> {
-  const [row] = await tx<Omit<ReservationRow, "call_id" | "max_seconds" | "created_at">[]>`
-    select organization_id, publishable_key_id, plan_charged, to_char(month, 'YYYY-MM-DD') as month,
-           reserved_minutes
-    from minute_reservations where call_id = ${callId} and settled_at is null
-    for update`;
-  return row ?? null;
-}
-
-export async function markSettled(tx: Db, callId: string, keptMinutes: number, at: Date): Promise<void> {
-  await tx`
-    update minute_reservations set kept_minutes = ${keptMinutes}, settled_at = ${at} where call_id = ${callId}`;
-}
-
 /** The `max_seconds` of a call's reservation, or null when it has none. */
 export async function reservationMaxSeconds(sql: Db, callId: string): Promise<number | null> {
   const [row] = await sql<{ max_seconds: number }[]>`
     select max_seconds from minute_reservations where call_id = ${callId}`;
   return row?.max_seconds ?? null;
+}
+
+/**
+ * Settles a call's open reservation in one statement: `keepMinutes` (at most what was reserved) stay
+ * counted, the rest goes back to the plan's row (locked after the reservation's, as everywhere).
+ * Returns what was settled, for the key's row (web calls with a publishable key); null when there was
+ * no open reservation (never reserved, or settled already: the reservation's row lock orders
+ * concurrent settlements, and only the first finds it open).
+ */
+export async function settleOpenReservation(
+  tx: Db,
+  callId: string,
+  keepMinutes: number,
+  at: Date,
+): Promise<{
+  publishable_key_id: string | null;
+  month: string;
+  reserved_minutes: number;
+  kept_minutes: number;
+} | null> {
+  const [row] = await tx<
+    { publishable_key_id: string | null; month: string; reserved_minutes: number; kept_minutes: number }[]
+  >`
+    with r as (
+      update minute_reservations set kept_minutes = least(reserved_minutes, ${keepMinutes}::integer), settled_at = ${at}
+      where call_id = ${callId} and settled_at is null
+      returning organization_id, publishable_key_id, plan_charged, month, reserved_minutes, kept_minutes
+    ), plan as (
+      update minute_usage u set used_minutes = greatest(0, u.used_minutes - (r.reserved_minutes - r.kept_minutes))
+      from r
+      where r.plan_charged and r.reserved_minutes > r.kept_minutes
+        and u.kind = 'plan' and u.subject_id = r.organization_id and u.month = r.month
+    )
+    select publishable_key_id, to_char(month, 'YYYY-MM-DD') as month, reserved_minutes, kept_minutes from r`;
+  return row ?? null;
 }

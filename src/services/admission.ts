@@ -2,12 +2,14 @@ import type { AgentRow } from "../db/agents.ts";
 import { findAgent } from "../db/agents.ts";
 import {
   type CallFacts,
+  type CallLoad,
   lockCallLimits,
   readCallFacts,
   readCallLoad,
   recordHour,
 } from "../db/callAdmission.ts";
-import type { Db } from "../db/engine/connection.ts";
+import { type Db, settledAll } from "../db/engine/connection.ts";
+import { lockUsage } from "../db/minutes.ts";
 import { findOrganization, type OrganizationRow } from "../db/organizations.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError, type ErrorCode } from "../errors.ts";
@@ -59,14 +61,22 @@ export function carrierOf(deps: Pick<Deps, "env" | "liveKit">, org: Organization
   return { trunkId, from: org.caller_number ?? deps.env.LIVEKIT_SIP_FROM_NUMBER ?? null };
 }
 
-/** What the checks of a live phone call to `to` read, once, before any lock (null: no number yet). */
+/**
+ * What the checks of a live phone call read, once, before any lock: the organization, its plan usage,
+ * whether `to` is blocked (null: no number yet) and the agent `agentId` (when given).
+ */
 export async function callFacts(
   deps: Pick<Deps, "clock">,
   sql: Db,
   organizationId: string,
-  to: string | null,
+  call: { to: string | null; agentId?: string | null },
 ): Promise<CallFacts> {
-  const facts = await readCallFacts(sql, organizationId, to, monthOf(deps.clock.now()));
+  const facts = await readCallFacts(
+    sql,
+    organizationId,
+    { to: call.to, agentId: call.agentId ?? null },
+    monthOf(deps.clock.now()),
+  );
   // Only an organization deleted under a key could miss; there is no such operation.
   if (!facts) throw new ApiError("not_found", "No such organization.");
   return facts;
@@ -135,26 +145,50 @@ export function checkPhoneCall(
 export const CONCURRENCY_RETRY_AFTER_SECONDS = 10;
 const HOUR_MS = 3_600_000;
 
+/** What the organization's lock showed: its calls in progress, its hour, its plan's usage. */
+export interface AdmissionRead {
+  now: Date;
+  load: CallLoad;
+  /** Plan minutes used this month, read under the plan row's lock (for the reservation that follows). */
+  planUsed: number;
+}
+
 /**
- * The organization's limits, under its lock (held until the caller's transaction ends, so the check
- * and the placement that follows are one critical section, across processes): 429
- * `concurrency_limit_reached` when maxConcurrentCalls live phone calls are `initiated`, `ringing` or
- * `ongoing`; 429 `hourly_limit_reached` (Retry-After: until the oldest placement of the hour leaves
- * it) when maxCallsPerHour were placed in the last 60 minutes. Nothing is written: `record()` counts
- * this placement, at `now`, once the caller knows it happens (a refusal that follows, such as the
+ * Takes the organization's locks and reads what its limits need, sending every statement at once
+ * (one round trip): the limits row's lock, then under it the calls in progress and the hour, and the
+ * plan's usage row, locked for the minutes' reservation that follows a pass (every placement takes
+ * the two locks in this order). The locks are held until the caller's transaction ends, so the check
+ * and the placement are one critical section, across requests and processes. Rejections are left to
+ * the caller, who may not wait for this (it must still await it, or the transaction's end).
+ */
+export function readAdmission(tx: Db, organizationId: string, now: Date): Promise<AdmissionRead> {
+  const hourAgo = new Date(now.getTime() - HOUR_MS);
+  const read = settledAll([
+    lockCallLimits(tx, organizationId, hourAgo),
+    readCallLoad(tx, organizationId, hourAgo),
+    lockUsage(tx, "plan", organizationId, monthOf(now)),
+  ] as const).then(([, load, planUsed]) => ({ now, load, planUsed }));
+  read.catch(() => {});
+  return read;
+}
+
+/**
+ * The organization's limits, on what `readAdmission` read: 429 `concurrency_limit_reached` when
+ * maxConcurrentCalls live phone calls are `initiated`, `ringing` or `ongoing`; 429
+ * `hourly_limit_reached` (Retry-After: until the oldest placement of the hour leaves it) when
+ * maxCallsPerHour were placed in the last 60 minutes. Nothing is written: `record()` counts this
+ * placement, at `now`, once the caller knows it happens (a refusal that follows, such as the
  * minutes', must not count in the hour).
  */
-export async function admitPhoneCall(
-  tx: Db,
+export function admitPhoneCall(
   org: Pick<OrganizationRow, "id" | "max_concurrent_calls" | "max_calls_per_hour">,
-  now: Date,
-): Promise<{ record(): Promise<void> }> {
+  read: AdmissionRead,
+): { record(tx: Db): Promise<void> } {
+  const { now, load } = read;
   const hourAgo = new Date(now.getTime() - HOUR_MS);
-  const hour = await lockCallLimits(tx, org.id, hourAgo);
   // The cut never goes back (another process's clock may run a little behind).
-  const cut = hour.cut > hourAgo ? hour.cut : hourAgo;
-  const load = await readCallLoad(tx, org.id, { from: hour.cut, to: cut });
-  const inHour = hour.count - load.left;
+  const cut = load.hour.cut > hourAgo ? load.hour.cut : hourAgo;
+  const inHour = load.hour.count - load.left;
   if (load.inProgress >= org.max_concurrent_calls) {
     throw refusal(
       "concurrency_limit_reached",
@@ -171,7 +205,7 @@ export async function admitPhoneCall(
     );
   }
   // A placement at or before the cut would never leave the count: it is outside the hour already.
-  return { record: () => recordHour(tx, org.id, { cut, count: inHour + (now > cut ? 1 : 0) }) };
+  return { record: (tx) => recordHour(tx, org.id, { cut, count: inHour + (now > cut ? 1 : 0) }) };
 }
 
 function refusal(code: ErrorCode, message: string, retryAfterSeconds: number): ApiError {

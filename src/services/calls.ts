@@ -1,5 +1,5 @@
 import { assertAgentAllowed, type SecretKeyAuth } from "../auth/access.ts";
-import { findAgent } from "../db/agents.ts";
+import { type AgentRow, findAgent } from "../db/agents.ts";
 import {
   CALL_COLUMNS,
   type CallRow,
@@ -13,13 +13,13 @@ import {
   transcriptView,
 } from "../db/calls.ts";
 import { contactExists } from "../db/contacts.ts";
-import { pipelinedTransaction } from "../db/engine/connection.ts";
+import { type Db, pipelinedTransaction } from "../db/engine/connection.ts";
 import { type Page, paginate } from "../db/engine/pages.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
 import type { FlatObject } from "../schemas.ts";
-import { callFacts, checkPhoneCall } from "./admission.ts";
+import { callFacts, checkPhoneCall, readAdmission } from "./admission.ts";
 import { placePhoneCall } from "./liveCalls.ts";
 import { createSimulatedCall } from "./simulatedCalls.ts";
 import { scheduleCall } from "./tasks.ts";
@@ -51,70 +51,104 @@ const MAX_SCHEDULE_AHEAD_MS = 366 * 24 * 3600 * 1000;
  * its task instead, after the rules up to the call window (judged at `runAt`).
  */
 export async function createCall(deps: Deps, auth: SecretKeyAuth, input: CreateCallInput): Promise<CallView> {
+  return auth.livemode ? createLiveCall(deps, auth, input) : createTestCall(deps, auth, input);
+}
+
+/** A test key's call: the agent, the contact, then a simulated call; no calling rule applies. */
+async function createTestCall(deps: Deps, auth: SecretKeyAuth, input: CreateCallInput): Promise<CallView> {
   const agent = isId(input.agentId, "agt")
     ? await findAgent(deps.sql, auth.organizationId, input.agentId)
     : null;
+  const contactId = await checkAgentAndContact(deps.sql, auth, agent, input.contactId ?? null);
+  if (!agent!.active)
+    throw new ApiError("agent_unavailable", "This agent is not active.", { param: "agentId" });
+  return pipelinedTransaction(deps.sql, (tx) =>
+    createSimulatedCall(tx, deps, {
+      organizationId: auth.organizationId,
+      agentId: agent!.id,
+      agentLanguage: agent!.language,
+      direction: "outbound",
+      to: input.to,
+      contactId,
+      variables: input.variables ?? {},
+    }),
+  );
+}
+
+/** 404 for the agent, 403 for the key's restriction, 404 for the contact, in this order; the contact id. */
+async function checkAgentAndContact(
+  sql: Db,
+  auth: SecretKeyAuth,
+  agent: AgentRow | null,
+  contactId: string | null,
+  contactFound?: Promise<boolean>,
+): Promise<string | null> {
   if (!agent) throw new ApiError("not_found", "No such agent.", { param: "agentId" });
   assertAgentAllowed(auth, agent.id);
-  const contactId = input.contactId ?? null;
   if (contactId !== null) {
-    if (!isId(contactId, "ct") || !(await contactExists(deps.sql, auth.organizationId, contactId))) {
-      throw new ApiError("not_found", "No such contact.", { param: "contactId" });
-    }
+    const found =
+      isId(contactId, "ct") && (await (contactFound ?? contactExists(sql, auth.organizationId, contactId)));
+    if (!found) throw new ApiError("not_found", "No such contact.", { param: "contactId" });
   }
-  const variables = input.variables ?? {};
+  return contactId;
+}
 
-  if (!auth.livemode) {
-    if (!agent.active)
-      throw new ApiError("agent_unavailable", "This agent is not active.", { param: "agentId" });
-    return pipelinedTransaction(deps.sql, (tx) =>
-      createSimulatedCall(tx, deps, {
-        organizationId: auth.organizationId,
-        agentId: agent.id,
-        agentLanguage: agent.language,
-        direction: "outbound",
-        to: input.to,
-        contactId,
-        variables,
-      }),
-    );
-  }
-
+/**
+ * A live key's call, in one transaction whose first round trip carries every read: the agent and
+ * what the calling rules need, the contact, and (for a call placed now) the organization's locks
+ * and limits. Then the checks in their order, and the call placed (or scheduled).
+ */
+async function createLiveCall(deps: Deps, auth: SecretKeyAuth, input: CreateCallInput): Promise<CallView> {
   const runAt = input.runAt ? new Date(input.runAt) : null;
   const now = deps.clock.now();
   const scheduled = runAt !== null && runAt.getTime() > now.getTime();
-  if (scheduled && runAt.getTime() - now.getTime() > MAX_SCHEDULE_AHEAD_MS) {
-    throw new ApiError("invalid_request", "runAt must be within a year.", { param: "runAt" });
-  }
-  // Paid plan → plan minutes → carrier → agent active → blocked → country → call window (at runAt
-  // for a scheduled call, which checks nothing further until its task fires and checks everything).
-  const facts = await callFacts(deps, deps.sql, auth.organizationId, input.to);
-  checkPhoneCall(deps, facts, agent, { to: input.to, at: scheduled ? runAt : now, scheduled });
-  if (scheduled) {
-    return pipelinedTransaction(deps.sql, (tx) =>
-      scheduleCall(tx, deps, {
+  const agentId = isId(input.agentId, "agt") ? input.agentId : null;
+  const contactId = input.contactId ?? null;
+  return pipelinedTransaction(deps.sql, async (tx) => {
+    const reading = callFacts(deps, tx, auth.organizationId, { to: input.to, agentId });
+    const contactFound =
+      contactId !== null && isId(contactId, "ct")
+        ? contactExists(tx, auth.organizationId, contactId)
+        : undefined;
+    const admission = scheduled ? undefined : readAdmission(tx, auth.organizationId, now);
+    contactFound?.catch(() => {});
+    const facts = await reading;
+    const agent = facts.agent;
+    await checkAgentAndContact(tx, auth, agent, contactId, contactFound);
+    if (scheduled && runAt.getTime() - now.getTime() > MAX_SCHEDULE_AHEAD_MS) {
+      throw new ApiError("invalid_request", "runAt must be within a year.", { param: "runAt" });
+    }
+    // Paid plan → plan minutes → carrier → agent active → blocked → country → call window (at runAt
+    // for a scheduled call, which checks nothing further until its task fires and checks everything).
+    checkPhoneCall(deps, facts, agent!, { to: input.to, at: scheduled ? runAt : now, scheduled });
+    const variables = input.variables ?? {};
+    if (scheduled) {
+      return scheduleCall(tx, deps, {
         organizationId: auth.organizationId,
-        agent,
+        agent: agent!,
         to: input.to,
         contactId,
         variables,
         runAt,
-      }),
+      });
+    }
+    // Concurrency → hourly limit → the minutes, on what the locks showed; then the call is placed.
+    const row = await placePhoneCall(
+      tx,
+      deps,
+      {
+        callId: deps.ids.next("call"),
+        organization: facts.organization,
+        agent: agent!,
+        to: input.to,
+        contactId,
+        campaignId: null,
+        variables,
+      },
+      admission,
     );
-  }
-  // Concurrency → hourly limit → the minutes, under the organization's lock; then the call is placed.
-  const row = await pipelinedTransaction(deps.sql, (tx) =>
-    placePhoneCall(tx, deps, {
-      callId: deps.ids.next("call"),
-      organization: facts.organization,
-      agent,
-      to: input.to,
-      contactId,
-      campaignId: null,
-      variables,
-    }),
-  );
-  return callView(row);
+    return callView(row);
+  });
 }
 
 // ——— reads ———

@@ -96,7 +96,7 @@ export async function createCampaign(
       }));
 
   if (auth.livemode) {
-    const facts = await callFacts(deps, deps.sql, auth.organizationId, null);
+    const facts = await callFacts(deps, deps.sql, auth.organizationId, { to: null });
     const org = facts.organization;
     if (!org.paid_plan) {
       throw new ApiError("plan_required", "Live campaigns need an active paid plan for the organization.");
@@ -258,7 +258,7 @@ async function callLive(
     for (const target of next) {
       const callId = deps.ids.next("call");
       try {
-        const facts = await callFacts(deps, tx, campaign.organization_id, target.phone);
+        const facts = await callFacts(deps, tx, campaign.organization_id, { to: target.phone });
         checkPhoneCall(deps, facts, agent, { to: target.phone, at: now });
         await placePhoneCall(tx, deps, {
           callId,
@@ -288,7 +288,7 @@ async function callLive(
             opensAt: null,
           };
           if (err.code === "outside_call_window") {
-            const facts = await callFacts(deps, tx, campaign.organization_id, target.phone);
+            const facts = await callFacts(deps, tx, campaign.organization_id, { to: target.phone });
             const window = facts.organization.call_window;
             wait.opensAt = window ? nextOpening(window, now) : null;
           }

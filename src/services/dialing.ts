@@ -1,5 +1,5 @@
 import { type DialRow, findCallState, ringPhoneCalls } from "../db/calls.ts";
-import { pipelinedTransaction } from "../db/engine/connection.ts";
+import { pipelinedTransaction, settledAll } from "../db/engine/connection.ts";
 import type { Deps } from "../deps.ts";
 import { LiveKit, LiveKitError, liveKitAgentName } from "../livekit/client.ts";
 import { dialFailureEnd, sipCallAnswered } from "../livekit/sip.ts";
@@ -155,12 +155,12 @@ async function settleDial(
     if (known.kind === "not_connected") await closeRoom(deps, callId);
   }
   await pipelinedTransaction(deps.sql, async (tx) => {
-    await deps.timers.cancel(tx, netId);
-    if (known.kind === "answered") {
-      await markLiveCallStarted(tx, deps, callId, known.at, "answered", maxSeconds ? { maxSeconds } : {});
-    } else {
-      await endLiveCall(tx, deps, callId, deps.clock.now(), known.end);
-    }
+    await settledAll([
+      deps.timers.cancel(tx, netId),
+      known.kind === "answered"
+        ? markLiveCallStarted(tx, deps, callId, known.at, "answered", maxSeconds ? { maxSeconds } : {})
+        : endLiveCall(tx, deps, callId, deps.clock.now(), known.end),
+    ] as const);
   });
 }
 

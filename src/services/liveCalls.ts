@@ -1,6 +1,6 @@
 import type { WebhookEvent } from "livekit-server-sdk";
 import type { AgentRow } from "../db/agents.ts";
-import { type CallRow, findCallState, insertCall, moveCall } from "../db/calls.ts";
+import { type CallRow, completeLiveCall, findCallState, insertCall, moveCall } from "../db/calls.ts";
 import { type Db, pipelinedTransaction, settledAll } from "../db/engine/connection.ts";
 import { reservationMaxSeconds } from "../db/minutes.ts";
 import type { OrganizationRow } from "../db/organizations.ts";
@@ -16,7 +16,7 @@ import {
 import { sipIdentity } from "../livekit/sip.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
 import type { HandlerContext, TimerHandler } from "../timers/types.ts";
-import { admitPhoneCall } from "./admission.ts";
+import { type AdmissionRead, admitPhoneCall, readAdmission } from "./admission.ts";
 import { callEvent, recordEvent } from "./events.ts";
 import { reserveMinutes, settleReservation } from "./minutes.ts";
 
@@ -102,18 +102,30 @@ export interface PhoneCallToPlace {
  * so a caller that catches one (a task, a campaign) may go on in the same transaction. Dialling
  * happens after the commit, from that timer (services/dialing.ts): never inside a request.
  */
-export async function placePhoneCall(tx: Db, deps: Deps, call: PhoneCallToPlace): Promise<CallRow> {
-  const now = deps.clock.now();
+export async function placePhoneCall(
+  tx: Db,
+  deps: Deps,
+  call: PhoneCallToPlace,
+  /** The organization's locks and limits, when the caller sent for them with its own reads. */
+  admission?: Promise<AdmissionRead>,
+): Promise<CallRow> {
   const org = call.organization;
-  const admitted = await admitPhoneCall(tx, org, now);
-  await reserveMinutes(tx, deps.clock, {
+  const read = await (admission ?? readAdmission(tx, org.id, deps.clock.now()));
+  const { now, planUsed } = read;
+  const admitted = admitPhoneCall(org, read);
+  // Every write goes out at once, in one round trip: the reservation (which may still refuse, before
+  // writing, when the plan's minutes ran out since they were checked), the call, its timer, the hour.
+  const reservation = reserveMinutes(tx, deps.clock, {
     callId: call.callId,
     organizationId: org.id,
     livemode: true,
     maxSeconds: MAX_PHONE_CALL_SECONDS,
     planMinutes: org.plan_minutes,
+    planUsedLocked: planUsed,
   });
-  const [row] = await settledAll([
+  if (org.plan_minutes - planUsed <= 0) await reservation;
+  const [, row] = await settledAll([
+    reservation,
     call.scheduled
       ? moveCall(tx, call.callId, "scheduled", "initiated", { placed_at: now })
       : insertCall(tx, {
@@ -134,7 +146,7 @@ export async function placePhoneCall(tx: Db, deps: Deps, call: PhoneCallToPlace)
           placed_at: now,
         }),
     deps.timers.schedule(tx, { kind: TIMER_KINDS.callDial, delayMs: 0, payload: { callId: call.callId } }),
-    admitted.record(),
+    admitted.record(tx),
   ] as const);
   // A task's call that is no longer `scheduled` was cancelled meanwhile: nothing is placed.
   if (!row) throw new Error(`call ${call.callId} is no longer scheduled`);
@@ -214,45 +226,60 @@ export async function endLiveCall(
   at: Date,
   end: LiveCallEnd = OVER,
 ): Promise<CallRow | null> {
+  // The usual end, an answered call that is over, is one statement; the others read the call first.
+  const completed = end.reason === "not_connected" ? null : await completeLiveCall(tx, callId, at);
+  const { moved, from, actualSeconds } = completed
+    ? { moved: completed, from: "ongoing" as const, actualSeconds: completed.duration_seconds }
+    : await endOtherwise(tx, callId, at, end);
+  if (!moved) return null;
+  await settledAll([
+    settleReservation(tx, deps.clock, callId, actualSeconds),
+    recordEvent(tx, deps, callEvent("call.ended", moved)),
+    // A campaign call that ended advances its campaign (one refused before it was placed is the
+    // campaign's own doing, inside its step).
+    moved.campaign_id && from !== "scheduled"
+      ? deps.timers.schedule(tx, {
+          kind: TIMER_KINDS.campaignAdvance,
+          delayMs: 0,
+          payload: { campaignId: moved.campaign_id },
+        })
+      : Promise.resolve(null),
+  ] as const);
+  return moved;
+}
+
+/** The ends other than an answered call's: a call that never connected, a web call nobody joined. */
+async function endOtherwise(
+  tx: Db,
+  callId: string,
+  at: Date,
+  end: LiveCallEnd,
+): Promise<{ moved: CallRow | null; from: string | null; actualSeconds: number | null }> {
   const call = await findCallState(tx, callId);
-  if (!call?.livemode) return null;
-  let moved: CallRow | null = null;
-  let actualSeconds: number | null = null;
+  if (!call?.livemode) return { moved: null, from: null, actualSeconds: null };
   if (end.reason === "not_connected") {
     const from = NOT_STARTED.find((s) => s === call.status);
-    if (!from) return null;
-    moved = await moveCall(tx, callId, from, end.status, {
+    if (!from) return { moved: null, from: null, actualSeconds: null };
+    const moved = await moveCall(tx, callId, from, end.status, {
       ended_at: at,
       successful: false,
       ...(end.outcome !== null ? { outcome: end.outcome } : {}),
     });
-  } else if (call.status === "ongoing" && call.started_at) {
-    const endedAt = at > call.started_at ? at : call.started_at;
-    actualSeconds = Math.round((endedAt.getTime() - call.started_at.getTime()) / 1000);
-    moved = await moveCall(tx, callId, "ongoing", "completed", {
-      ended_at: endedAt,
-      duration_seconds: actualSeconds,
-    });
-  } else if (call.status === "initiated" && call.direction === "web" && end.reason === "unreported") {
-    moved = await moveCall(tx, callId, "initiated", "failed", { ended_at: at, outcome: "end_not_reported" });
-    // Kept whole: the reservation, not a report that never came, says what the call cost.
-    actualSeconds = Number.POSITIVE_INFINITY;
-  } else if (call.status === "initiated" && call.direction === "web") {
-    moved = await moveCall(tx, callId, "initiated", "no_answer", { ended_at: at });
+    return { moved, from, actualSeconds: null };
   }
-  if (!moved) return null;
-  await settleReservation(tx, deps.clock, callId, actualSeconds);
-  await recordEvent(tx, deps, callEvent("call.ended", moved));
-  // A campaign call that ended advances its campaign (one refused before it was placed is the
-  // campaign's own doing, inside its step).
-  if (moved.campaign_id && call.status !== "scheduled") {
-    await deps.timers.schedule(tx, {
-      kind: TIMER_KINDS.campaignAdvance,
-      delayMs: 0,
-      payload: { campaignId: moved.campaign_id },
-    });
+  if (call.status === "initiated" && call.direction === "web") {
+    if (end.reason === "unreported") {
+      const moved = await moveCall(tx, callId, "initiated", "failed", {
+        ended_at: at,
+        outcome: "end_not_reported",
+      });
+      // Kept whole: the reservation, not a report that never came, says what the call cost.
+      return { moved, from: "initiated", actualSeconds: Number.POSITIVE_INFINITY };
+    }
+    const moved = await moveCall(tx, callId, "initiated", "no_answer", { ended_at: at });
+    return { moved, from: "initiated", actualSeconds: null };
   }
-  return moved;
+  return { moved: null, from: null, actualSeconds: null };
 }
 
 /**
@@ -270,10 +297,15 @@ export async function markLiveCallStarted(
   by: "joined" | "answered",
   opts: { maxSeconds?: number } = {},
 ): Promise<CallRow | null> {
-  const call = await findCallState(tx, callId);
-  if (!call?.livemode || call.direction !== (by === "joined" ? "web" : "outbound")) return null;
   const [moved, maxSeconds] = await settledAll([
-    moveCall(tx, callId, by === "joined" ? "initiated" : "ringing", "ongoing", { started_at: at }),
+    moveCall(
+      tx,
+      callId,
+      by === "joined" ? "initiated" : "ringing",
+      "ongoing",
+      { started_at: at },
+      { liveDirection: by === "joined" ? "web" : "outbound" },
+    ),
     by === "answered" && opts.maxSeconds === undefined
       ? reservationMaxSeconds(tx, callId)
       : Promise.resolve(opts.maxSeconds ?? null),

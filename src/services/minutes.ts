@@ -4,9 +4,8 @@ import { type Db, pipelinedTransaction, settledAll } from "../db/engine/connecti
 import {
   addUsage,
   insertReservation,
-  lockOpenReservation,
   lockUsage,
-  markSettled,
+  settleOpenReservation,
   subtractUsage,
   usageOf,
 } from "../db/minutes.ts";
@@ -47,6 +46,11 @@ export interface ReserveInput {
   maxSeconds?: number;
   /** The organization's allowance when the caller has just read it (else it is read here). */
   planMinutes?: number;
+  /**
+   * The plan minutes used this month when the caller holds the plan row's lock already (read under
+   * it): nothing is read here then, so the writes go out with the caller's next statements.
+   */
+  planUsedLocked?: number;
 }
 
 export interface Reservation {
@@ -68,12 +72,15 @@ export async function reserveMinutes(tx: Db, clock: Clock, input: ReserveInput):
   const month = monthOf(now);
   let maxSeconds = longest;
 
-  const [planMinutes, planUsed] = await settledAll([
-    input.planMinutes !== undefined
-      ? Promise.resolve(input.planMinutes)
-      : findOrganization(tx, input.organizationId).then((org) => org?.plan_minutes ?? 0),
-    lockUsage(tx, "plan", input.organizationId, month),
-  ]);
+  const [planMinutes, planUsed] =
+    input.planMinutes !== undefined && input.planUsedLocked !== undefined
+      ? [input.planMinutes, input.planUsedLocked]
+      : await settledAll([
+          input.planMinutes !== undefined
+            ? Promise.resolve(input.planMinutes)
+            : findOrganization(tx, input.organizationId).then((org) => org?.plan_minutes ?? 0),
+          lockUsage(tx, "plan", input.organizationId, month),
+        ]);
   const planRemaining = planMinutes - planUsed;
   if (planRemaining <= 0) {
     throw new ApiError(
@@ -144,18 +151,19 @@ export async function settleReservation(
   callId: string,
   actualSeconds: number | null,
 ): Promise<Settlement | null> {
-  const r = await lockOpenReservation(tx, callId);
+  const used =
+    actualSeconds === null
+      ? 0
+      : Number.isFinite(actualSeconds)
+        ? Math.max(1, Math.ceil(Math.max(0, actualSeconds) / 60))
+        : 2_147_483_647;
+  const r = await settleOpenReservation(tx, callId, used, clock.now());
   if (!r) return null;
-  const used = actualSeconds === null ? 0 : Math.max(1, Math.ceil(Math.max(0, actualSeconds) / 60));
-  const kept = Math.min(r.reserved_minutes, used);
-  const returned = r.reserved_minutes - kept;
-  await markSettled(tx, callId, kept, clock.now());
-  if (returned > 0) {
-    // Plan row first, then key row: the same lock order as reserveMinutes.
-    if (r.plan_charged) await subtractUsage(tx, "plan", r.organization_id, r.month, returned);
-    if (r.publishable_key_id) await subtractUsage(tx, "key", r.publishable_key_id, r.month, returned);
-  }
-  return { keptMinutes: kept, returnedMinutes: returned };
+  const returned = r.reserved_minutes - r.kept_minutes;
+  // After the plan's row (in the statement above): the same lock order as reserveMinutes.
+  if (returned > 0 && r.publishable_key_id)
+    await subtractUsage(tx, "key", r.publishable_key_id, r.month, returned);
+  return { keptMinutes: r.kept_minutes, returnedMinutes: returned };
 }
 
 /** Minutes counted this month (reservations of running calls included), for checks and operators. */

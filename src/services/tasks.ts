@@ -1,5 +1,5 @@
 import type { SecretKeyAuth } from "../auth/access.ts";
-import { type AgentRow, findAgent } from "../db/agents.ts";
+import type { AgentRow } from "../db/agents.ts";
 import { type CallView, callView, findCallById, insertCall, moveCall } from "../db/calls.ts";
 import { type Db, pipelinedTransaction } from "../db/engine/connection.ts";
 import { findScheduledTask, finishTask, insertTask, listScheduledTasks, taskView } from "../db/tasks.ts";
@@ -120,9 +120,12 @@ async function runTask(tx: Db, deps: Deps, taskId: string): Promise<void> {
   if (call?.status !== "scheduled" || !call.to_number) return;
   const now = deps.clock.now();
   try {
-    const agent = await findAgent(tx, call.organization_id, call.agent_id);
+    const facts = await callFacts(deps, tx, call.organization_id, {
+      to: call.to_number,
+      agentId: call.agent_id,
+    });
+    const agent = facts.agent;
     if (!agent) throw new ApiError("agent_unavailable", "The agent no longer exists.");
-    const facts = await callFacts(deps, tx, call.organization_id, call.to_number);
     checkPhoneCall(deps, facts, agent, { to: call.to_number, at: now });
     await placePhoneCall(tx, deps, {
       callId: call.id,
