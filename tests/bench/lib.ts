@@ -103,9 +103,12 @@ export async function load(opts: {
   headers?: Record<string, string>;
   method?: string;
   body?: string;
+  /** Requests per second offered over all connections (autocannon's overall rate); default: closed loop. */
+  rate?: number;
 }): Promise<LoadResult> {
   const args = [join(ROOT, "node_modules", ".bin", "autocannon"), "-j", "-c", String(opts.connections)];
   args.push("-d", String(opts.seconds));
+  if (opts.rate) args.push("-R", String(opts.rate));
   for (const [k, v] of Object.entries(opts.headers ?? {})) args.push("-H", `${k}=${v}`);
   if (opts.method) args.push("-m", opts.method);
   if (opts.body) args.push("-b", opts.body);

@@ -116,6 +116,11 @@ export interface FakeLiveKit {
   releaseDials(script?: DialScript): void;
   /** How many times this participant identity was dialled. */
   dialCount(identity: string): number;
+  /**
+   * From now on every answered callee hangs up `afterMs` later: it leaves the room and LiveKit's
+   * signed `participant_left` webhook is POSTed to `webhookUrl` (null: callees stay on the line).
+   */
+  hangUpAfter(opts: { afterMs: number; webhookUrl: string } | null): void;
   /** Puts a participant in a room (created if needed), e.g. the agent. */
   addParticipant(
     room: string,
@@ -264,6 +269,9 @@ export async function startFakeLiveKit(
   const inflight = new Map<(ending: DialEnding) => void, FakeDial>();
   const scripts = new Map<string, DialScript>();
   let defaultDial: DialScript = { kind: "answer", afterMs: 200 };
+  let hangUp: { afterMs: number; webhookUrl: string } | null = null;
+  /** Webhooks being sent, so close() can wait for them. */
+  const sending = new Set<Promise<unknown>>();
   let seq = 0;
 
   function ensureRoom(name: string): FakeRoom {
@@ -380,6 +388,7 @@ export async function startFakeLiveKit(
     const outcome = ending.then((e): Response => {
       if (e.kind === "answer") {
         setStatus("active");
+        if (hangUp) scheduleHangUp(hangUp, roomName, d);
         return twirpJson({
           participantId: participant.sid,
           participantIdentity: d.identity,
@@ -420,6 +429,23 @@ export async function startFakeLiveKit(
       });
     }
     return outcome;
+  }
+
+  /** The callee hangs up: it leaves the room, and LiveKit tells the service by webhook. */
+  function scheduleHangUp(opts: { afterMs: number; webhookUrl: string }, roomName: string, d: FakeDial) {
+    setTimeout(() => {
+      if (!rooms.get(roomName)?.participants.delete(d.identity)) return;
+      d.state = "hung_up";
+      const send = (async () => {
+        const { body, headers } = await handle.signWebhook(
+          liveKitEvents.participantLeft(roomName, d.identity),
+        );
+        await fetch(opts.webhookUrl, { method: "POST", body, headers }).then((r) => r.arrayBuffer());
+      })()
+        .catch(() => {})
+        .finally(() => sending.delete(send));
+      sending.add(send);
+    }, opts.afterMs);
   }
 
   function endDialsIn(roomName: string) {
@@ -562,6 +588,9 @@ export async function startFakeLiveKit(
     dialCount(identity) {
       return dials.filter((d) => d.identity === identity).length;
     },
+    hangUpAfter(opts) {
+      hangUp = opts;
+    },
     addParticipant,
     async signWebhook(event, o = {}) {
       const body = JSON.stringify(event);
@@ -574,6 +603,8 @@ export async function startFakeLiveKit(
       };
     },
     async close() {
+      hangUp = null;
+      await Promise.allSettled([...sending]);
       for (const release of hanging) release();
       for (const end of [...inflight.keys()]) end({ kind: "shutdown" });
       await server.stop(true);

@@ -1,0 +1,192 @@
+/**
+ * Live phone calls against a real server process (`bun src/main.ts serve`) on 127.0.0.1, with the
+ * fake LiveKit (real Twirp HTTP, in this process) as the carrier, autocannon as the load generator
+ * in a second process.
+ *
+ *   npm run bench:live-calls -- [--db postgres,embedded] [--seconds 10] [--connections 32] [--rate 500]
+ *
+ * warm-up  2 s closed loop, not counted (the JIT compiles the hot paths).
+ * closed   `connections` connections, each sending its next POST /api/v1/calls when the last one was
+ *          answered, for `seconds`: live calls accepted (201) per second.
+ * paced    `rate` calls per second offered over the same connections (autocannon -R) for `seconds`:
+ *          the 201's p50 / p99 at that load (a closed loop cannot show it).
+ * dial     for every call accepted: the time from its creation (just before its 201) to the fake's
+ *          receipt of its CreateSIPParticipant, p50 / p99, and that it was dialled exactly once.
+ *
+ * The fake answers every dial after 200 ms, and the callee hangs up 300 ms later (LiveKit's signed
+ * participant_left webhook to the server), so calls end and the organization's limits
+ * (maxConcurrentCalls 1,000, maxCallsPerHour 100,000) are not what bounds the figures. Figures only;
+ * never fails on speed.
+ */
+import { rmSync } from "node:fs";
+import type postgres from "postgres";
+import { composeDeps } from "../../src/compose.ts";
+import { openDatabase } from "../../src/db/engine/connection.ts";
+import { migrate } from "../../src/db/engine/migrate.ts";
+import { parseEnv } from "../../src/env.ts";
+import { silentLogger } from "../../src/log.ts";
+import { createAgent } from "../../src/services/agents.ts";
+import { createSecretKey } from "../../src/services/keys.ts";
+import { createOrganization } from "../../src/services/organizations.ts";
+import { type FakeLiveKit, startFakeLiveKit } from "../helpers/fakeLivekit.ts";
+import { freshPostgres, load, machine, percentile, startServer, tempDataDir } from "./lib.ts";
+
+function arg(name: string, fallback: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? process.argv[i + 1]! : fallback;
+}
+const DBS = arg("db", "postgres,embedded").split(",");
+const SECONDS = Number(arg("seconds", "10"));
+const CONNECTIONS = Number(arg("connections", "32"));
+const RATE = Number(arg("rate", "500"));
+const TRUNK = "ST_bench";
+
+interface Seeded {
+  key: string;
+  agentId: string;
+}
+
+async function seed(sql: postgres.Sql): Promise<Seeded> {
+  const c = composeDeps({ sql, env: parseEnv({}), log: silentLogger });
+  const org = await createOrganization(c, {
+    name: "Bench",
+    paidPlan: true,
+    planMinutes: 10_000_000,
+    maxConcurrentCalls: 1000,
+    maxCallsPerHour: 100_000,
+  });
+  const agent = await createAgent(c, org.id, { name: "Caller" });
+  return { key: (await createSecretKey(c, org.id, { mode: "live", scopes: ["*"] })).key, agentId: agent.id };
+}
+
+interface CallItem {
+  id: string;
+  status: string;
+  createdAt: string;
+}
+
+/** Every live call, through the API (the embedded database is the server's alone). */
+async function allCalls(url: string, key: string): Promise<CallItem[]> {
+  const out: CallItem[] = [];
+  let after: string | undefined;
+  for (;;) {
+    const res = await fetch(`${url}/api/v1/calls?limit=100${after ? `&starting_after=${after}` : ""}`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
+    const page = (await res.json()) as { data: CallItem[]; has_more: boolean };
+    out.push(...page.data);
+    if (!page.has_more) return out;
+    after = page.data[page.data.length - 1]!.id;
+  }
+}
+
+async function untilDialled(url: string, key: string, timeoutMs = 60_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (Date.now() < until) {
+    const open = await Promise.all(
+      ["initiated", "ringing"].map(async (status) => {
+        const res = await fetch(`${url}/api/v1/calls?status=${status}&limit=1`, {
+          headers: { authorization: `Bearer ${key}` },
+        });
+        return ((await res.json()) as { data: unknown[] }).data.length;
+      }),
+    );
+    if (open.every((n) => n === 0)) return;
+    await Bun.sleep(200);
+  }
+  console.log("  (some calls were still initiated or ringing after 60 s)");
+}
+
+async function run(label: string, env: Record<string, string>, seeded: Seeded, liveKit: FakeLiveKit) {
+  const server = await startServer({ ...env, ...liveKit.env, LIVEKIT_SIP_TRUNK_ID: TRUNK });
+  liveKit.hangUpAfter({ afterMs: 300, webhookUrl: `${server.url}/api/livekit/webhook` });
+  try {
+    const request = {
+      url: `${server.url}/api/v1/calls`,
+      method: "POST",
+      headers: { authorization: `Bearer ${seeded.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ agentId: seeded.agentId, to: "+33612345678", variables: { bench: true } }),
+    };
+    await load({ ...request, connections: CONNECTIONS, seconds: 2 });
+    const closed = await load({ ...request, connections: CONNECTIONS, seconds: SECONDS });
+    const pacedFrom = Date.now();
+    const paced = await load({ ...request, connections: CONNECTIONS, seconds: SECONDS, rate: RATE });
+    await untilDialled(server.url, seeded.key);
+
+    const calls = await allCalls(server.url, seeded.key);
+    const dials = new Map<string, Date[]>();
+    for (const d of liveKit.dials) dials.set(d.identity, [...(dials.get(d.identity) ?? []), d.receivedAt]);
+    let once = 0;
+    let never = 0;
+    let twice = 0;
+    const latency: number[] = [];
+    const pacedLatency: number[] = [];
+    for (const c of calls) {
+      const times = dials.get(`sip_${c.id}`) ?? [];
+      if (times.length === 1) once++;
+      else if (times.length === 0) never++;
+      else twice++;
+      if (times[0]) {
+        const ms = times[0].getTime() - Date.parse(c.createdAt);
+        latency.push(ms);
+        if (Date.parse(c.createdAt) >= pacedFrom) pacedLatency.push(ms);
+      }
+    }
+    latency.sort((a, b) => a - b);
+    pacedLatency.sort((a, b) => a - b);
+    const statuses: Record<string, number> = {};
+    for (const c of calls) statuses[c.status] = (statuses[c.status] ?? 0) + 1;
+    console.log(
+      `| ${label} | ${closed.requestsPerSecond} (${closed.non2xx} non-2xx) | ${closed.p50} / ${closed.p99} | ` +
+        `${paced.requestsPerSecond} (${paced.non2xx} non-2xx) | ${paced.p50} / ${paced.p99} | ` +
+        `${percentile(pacedLatency, 50)} / ${percentile(pacedLatency, 99)} | ` +
+        `${percentile(latency, 50)} / ${percentile(latency, 99)} | ${calls.length}: ${once} once, ${never} never, ${twice} more |`,
+    );
+    console.log(`  statuses: ${JSON.stringify(statuses)}`);
+  } finally {
+    liveKit.hangUpAfter(null);
+    await server.stop();
+  }
+}
+
+console.log(
+  `POST /api/v1/calls (live), ${CONNECTIONS} connections, ${SECONDS} s closed loop then ${RATE}/s offered; ` +
+    `the fake LiveKit answers after 200 ms; ${machine()}`,
+);
+console.log(
+  "| database | closed: accepted/s | closed: p50 / p99 ms | paced: accepted/s | paced: 201 p50 / p99 ms | " +
+    "paced: 201 → dial p50 / p99 ms | all: 201 → dial p50 / p99 ms | dialled |",
+);
+console.log("|---|---|---|---|---|---|---|---|");
+
+for (const kind of DBS) {
+  const liveKit = await startFakeLiveKit();
+  liveKit.setDefaultDial({ kind: "answer", afterMs: 200 });
+  try {
+    if (kind === "postgres") {
+      const pg = await freshPostgres();
+      try {
+        const db = await openDatabase({ url: pg.url, dataDir: "", log: silentLogger });
+        await migrate(db.sql);
+        const seeded = await seed(db.sql);
+        await db.close();
+        await run("PostgreSQL", { DATABASE_URL: pg.url }, seeded, liveKit);
+      } finally {
+        await pg.drop();
+      }
+    } else {
+      const dir = tempDataDir();
+      try {
+        const db = await openDatabase({ dataDir: dir, log: silentLogger });
+        await migrate(db.sql);
+        const seeded = await seed(db.sql);
+        await db.close();
+        await run("embedded", { DATA_DIR: dir }, seeded, liveKit);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }
+  } finally {
+    await liveKit.close();
+  }
+}
