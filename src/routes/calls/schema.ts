@@ -41,8 +41,11 @@ export const CallSchema = z
     livemode: z.boolean().openapi({ description: "false for simulated calls (test keys)." }),
     status: z.enum(CALL_STATUSES).openapi({
       description:
-        "Simulated calls: `initiated` → `ringing` → `ongoing` → `completed`. Live calls may also be `scheduled` " +
-        "and end `failed`, `no_answer`, `busy` or `cancelled`.",
+        "Simulated calls: `initiated` → `ringing` → `ongoing` → `completed`. Live phone calls: `scheduled` (a " +
+        "future `runAt`), `initiated` (accepted, minutes reserved), `ringing` (being dialled), `ongoing` " +
+        "(answered), then `completed`; or `busy` (SIP 486/600/603), `no_answer` (408/480/487 or 30 s of " +
+        "ringing), `failed` (see `outcome`), `cancelled` (its task deleted). Live web calls: `initiated`, " +
+        "`ongoing`, then `completed`, `no_answer` or `failed`.",
     }),
     agentId: z.string(),
     to: z
@@ -69,7 +72,17 @@ export const CallSchema = z
         example: { appointment_date: "2026-11-27", reason: "a check-up and cleaning" },
       }),
     successful: z.boolean().nullable(),
-    outcome: z.string().nullable().openapi({ example: "answered_human" }),
+    outcome: z
+      .string()
+      .nullable()
+      .openapi({
+        description:
+          'Simulated calls: `answered_human`. A live call that `failed`: the SIP code (`"503"`), LiveKit\'s ' +
+          "error code, `interrupted` (the service stopped while it rang), `end_not_reported` (a web call whose " +
+          "end LiveKit never reported), or the code of the calling rule that refused a task's or a campaign's " +
+          "call (`number_blocked`, `outside_call_window`, …).",
+        example: "answered_human",
+      }),
     recordingUrl: z.string().nullable().openapi({ description: "Simulated calls have no recording." }),
     taskId: z
       .string()
