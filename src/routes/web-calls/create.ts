@@ -82,7 +82,8 @@ export function registerStartWebCall(app: App, deps: Deps, liveKit: LiveKit | nu
       "from a website (`Origin`, exact scheme, host and port) in the key's list, to the key's agent, within " +
       "its monthly minute cap; or `{sessionToken}` from any website, with a token minted by " +
       "`POST /api/v1/web-call-sessions`. Answers carry CORS headers for the request's origin. At most 6 " +
-      "requests per 10 minutes per client address (every request counts, malformed ones included).\n\n" +
+      "requests per 10 minutes per client address, IPv6 addresses counted per /64 (every request counts, " +
+      "malformed ones included).\n\n" +
       "Order of checks, publishable form: rate limit → key (401) → origin (403) → bot check (400) → paid " +
       "plan (403) → agent (503) → plan minutes (403) → key cap (429) → start. Session form: rate limit → " +
       "token (401) → paid plan (live only) → agent → plan minutes → start. A refusal leaves a session token " +
