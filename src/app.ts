@@ -27,6 +27,7 @@ export function createApp(deps: Deps) {
   // CORS and the per-address limit of web calls, before the body is read (see http/webCallGate.ts).
   app.use("/api/v1/web-calls", ...webCallGate(deps));
   app.use("*", thrownValuesAsErrors);
+  // Prepares the bounded body reader; a route reads the body once its credential is accepted.
   app.use("/api/*", jsonBody(bodyLimit));
   for (const register of routes) register(app, deps);
   registerDocs(app);

@@ -2,6 +2,7 @@ import type { MiddlewareHandler } from "hono";
 import type { Sql } from "postgres";
 import type { AppEnv } from "../deps.ts";
 import { ApiError } from "../errors.ts";
+import { readJsonBody } from "../http/body.ts";
 import { keyCacheFor } from "./keyCache.ts";
 import { keyKind, sha256, timingSafeEqual, toHex } from "./keys.ts";
 import { hasScope, type Scope } from "./scopes.ts";
@@ -60,7 +61,10 @@ export async function resolveSecretKey(sql: Sql, header: string | undefined): Pr
   return auth;
 }
 
-/** Route middleware: a valid secret key with `scope`, else 401 `invalid_key` / 403 `missing_scope`. */
+/**
+ * Route middleware: a valid secret key with `scope`, else 401 `invalid_key` / 403 `missing_scope`.
+ * The body is read only once the key is accepted (http/body.ts).
+ */
 export function requireSecretKey(sql: Sql, scope: Scope): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const auth = await resolveSecretKey(sql, c.req.header("authorization"));
@@ -69,6 +73,7 @@ export function requireSecretKey(sql: Sql, scope: Scope): MiddlewareHandler<AppE
     if (!hasScope(auth.scopes, scope))
       throw new ApiError("missing_scope", `This key lacks the scope \`${scope}\`.`);
     c.set("auth", auth);
+    await readJsonBody(c);
     await next();
   };
 }

@@ -1,4 +1,4 @@
-import type { MiddlewareHandler } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import type { AppEnv } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 
@@ -19,45 +19,78 @@ const JSON_TYPE = /^application\/([a-z0-9.-]+\+)?json\s*(;|$)/i;
  * instead of being buffered whole), 400 for malformed JSON.
  * The raw bytes and the text stay cached in the request: signature checks read the exact bytes,
  * the route validators parse the text.
+ *
+ * This middleware reads nothing: it prepares the reading, which happens when the route asks for it
+ * (`readBody`), after its credential is accepted (auth/secretKey.ts, routes/admin/auth.ts), so an
+ * anonymous request never makes the server read or parse a byte. Whatever reads the body without
+ * asking first (a validator, `c.req.json()`) still goes through the same bounded reader.
  */
 export function jsonBody(limitFor: (path: string) => number): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const method = c.req.method;
     if (method !== "POST" && method !== "PUT" && method !== "PATCH") return next();
-    const limit = limitFor(c.req.path);
-    const length = c.req.header("content-length");
-    const declared = Number(length ?? "0");
-    if (declared > limit) throw tooLarge(limit);
-    const raw = await readAtMost(c.req.raw, limit, length !== undefined);
+    let reading: Promise<ArrayBuffer> | undefined;
+    const read = () => {
+      reading ??= readJson(c, limitFor(c.req.path));
+      return reading;
+    };
+    pending.set(c.req, read);
+    // Hono reads every body through this cache; until `read` replaces the entry with the bytes, any
+    // read goes through it (a thenable, so that nothing is read until someone awaits it).
     const cache = c.req.bodyCache as BodyPromises;
-    cache.arrayBuffer = Promise.resolve(raw.buffer as ArrayBuffer);
-    const type = c.req.header("content-type");
-    if (raw.byteLength === 0 && !type) return next();
-    if (!type || !JSON_TYPE.test(type)) {
-      throw new ApiError(
-        "unsupported_media_type",
-        "Send the body as JSON with `Content-Type: application/json`.",
-      );
-    }
-    if (raw.byteLength === 0) return next();
-    let text: string;
-    let value: unknown;
-    try {
-      text = new TextDecoder("utf-8", { fatal: true }).decode(raw);
-      value = JSON.parse(text);
-    } catch {
-      throw new ApiError("invalid_request", "The body is not valid JSON.");
-    }
-    // PostgreSQL text cannot hold U+0000: refused here, once for every route, rather than a 500 later.
-    const nul = text.includes("\\u0000") ? pathOfNul(value, "") : null;
-    if (nul !== null) {
-      throw new ApiError("invalid_request", "Text must not contain the NUL character (\\u0000).", {
-        ...(nul ? { param: nul } : {}),
-      });
-    }
-    cache.text = Promise.resolve(text);
+    // biome-ignore lint/suspicious/noThenProperty: a lazy promise; a real one would start reading now.
+    cache.arrayBuffer = { then: (ok, ko) => read().then(ok, ko) } as Promise<ArrayBuffer>;
     return next();
   };
+}
+
+const pending = new WeakMap<object, () => Promise<ArrayBuffer>>();
+
+/** Reads and checks the body prepared by `jsonBody`, at most once; nothing on other methods. */
+export async function readJsonBody(c: Context<AppEnv>): Promise<void> {
+  await pending.get(c.req)?.();
+}
+
+/** Route middleware: the body is read and checked here, after the middleware before it accepted the request. */
+export const readBody: MiddlewareHandler<AppEnv> = async (c, next) => {
+  await readJsonBody(c);
+  await next();
+};
+
+async function readJson(c: Context<AppEnv>, limit: number): Promise<ArrayBuffer> {
+  const length = c.req.header("content-length");
+  const declared = Number(length ?? "0");
+  if (declared > limit) throw tooLarge(limit);
+  const raw = await readAtMost(c.req.raw, limit, length !== undefined);
+  const buffer = raw.buffer as ArrayBuffer;
+  const cache = c.req.bodyCache as BodyPromises;
+  cache.arrayBuffer = Promise.resolve(buffer);
+  const type = c.req.header("content-type");
+  if (raw.byteLength === 0 && !type) return buffer;
+  if (!type || !JSON_TYPE.test(type)) {
+    throw new ApiError(
+      "unsupported_media_type",
+      "Send the body as JSON with `Content-Type: application/json`.",
+    );
+  }
+  if (raw.byteLength === 0) return buffer;
+  let text: string;
+  let value: unknown;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true }).decode(raw);
+    value = JSON.parse(text);
+  } catch {
+    throw new ApiError("invalid_request", "The body is not valid JSON.");
+  }
+  // PostgreSQL text cannot hold U+0000: refused here, once for every route, rather than a 500 later.
+  const nul = text.includes("\\u0000") ? pathOfNul(value, "") : null;
+  if (nul !== null) {
+    throw new ApiError("invalid_request", "Text must not contain the NUL character (\\u0000).", {
+      ...(nul ? { param: nul } : {}),
+    });
+  }
+  cache.text = Promise.resolve(text);
+  return buffer;
 }
 
 /** Where a string (or a key) holding U+0000 is: a dotted path ("" for the top level), or null. */

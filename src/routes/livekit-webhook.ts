@@ -2,6 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { pipelinedTransaction } from "../db/connection.ts";
 import type { App, Deps } from "../deps.ts";
 import { ApiError, errorResponses } from "../errors.ts";
+import { readBody } from "../http/body.ts";
 import type { LiveKit } from "../livekit/client.ts";
 import { endLiveWebCall, markLiveWebCallStarted } from "../services/webCalls.ts";
 
@@ -41,6 +42,8 @@ export function registerLiveKitWebhook(app: App, deps: Deps, liveKit: LiveKit | 
       "duration (`call.ended`), or `no_answer` when nobody had joined; unused reserved minutes are returned. " +
       "Replays change nothing. Answers 200 `{received: true}`.",
     security: [{ liveKitWebhook: [] }],
+    // The signature covers the body's hash: it is read (64 KiB at most) before the signature is checked.
+    middleware: [readBody] as const,
     request: {
       body: {
         required: true,

@@ -2,13 +2,15 @@ import type { MiddlewareHandler } from "hono";
 import { sha256, timingSafeEqual } from "../../auth/keys.ts";
 import type { App, AppEnv, Deps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
+import { readJsonBody } from "../../http/body.ts";
 
 const guards = new WeakMap<Deps["env"], MiddlewareHandler<AppEnv>>();
 
 /**
  * The gate of every admin route. Without ADMIN_TOKEN the admin API does not exist: the answer is
  * the same 404 as for an unknown route. With it, `Authorization: Bearer <ADMIN_TOKEN>` is required;
- * the SHA-256 hashes of both tokens are compared in constant time so timing reveals nothing.
+ * the SHA-256 hashes of both tokens are compared in constant time so timing reveals nothing. The
+ * body is read only once the token is accepted (http/body.ts).
  */
 export function requireAdminToken(deps: Pick<Deps, "env">): MiddlewareHandler<AppEnv> {
   const existing = guards.get(deps.env);
@@ -22,6 +24,7 @@ export function requireAdminToken(deps: Pick<Deps, "env">): MiddlewareHandler<Ap
     if (!presented || !timingSafeEqual(sha256(presented), expected)) {
       throw new ApiError("invalid_key", "Provide the admin token as `Authorization: Bearer <ADMIN_TOKEN>`.");
     }
+    await readJsonBody(c);
     await next();
   };
   guards.set(deps.env, guard);

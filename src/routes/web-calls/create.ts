@@ -1,6 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import type { App, Deps } from "../../deps.ts";
 import { ApiError, errorResponses } from "../../errors.ts";
+import { readBody } from "../../http/body.ts";
 import { clientAddressResolver } from "../../http/clientAddress.ts";
 import type { LiveKit } from "../../livekit/client.ts";
 import { startWithPublishableKey, startWithSessionToken } from "../../services/webCalls.ts";
@@ -89,6 +90,8 @@ export function registerStartWebCall(app: App, deps: Deps, liveKit: LiveKit | nu
       "token (401) → paid plan (live only) → agent → plan minutes → start. A refusal leaves a session token " +
       "valid; a failure while starting (502) spends it. Without a configured media server, live calls are " +
       "503 `agent_unavailable`. Credentials in the query string are ignored.",
+    // No credential to check first: the gate (CORS, the rate limit) ran, then the body is read (64 KiB).
+    middleware: [readBody] as const,
     request: {
       body: { required: true, content: { "application/json": { schema: StartWebCallBody } } },
     },
