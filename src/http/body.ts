@@ -82,28 +82,73 @@ async function readJson(c: Context<AppEnv>, limit: number): Promise<ArrayBuffer>
   } catch {
     throw new ApiError("invalid_request", "The body is not valid JSON.");
   }
-  // PostgreSQL text cannot hold U+0000: refused here, once for every route, rather than a 500 later.
-  const nul = text.includes("\\u0000") ? pathOfNul(value, "") : null;
-  if (nul !== null) {
-    throw new ApiError("invalid_request", "Text must not contain the NUL character (\\u0000).", {
-      ...(nul ? { param: nul } : {}),
+  // PostgreSQL text cannot hold U+0000, and no body needs more than MAX_JSON_DEPTH levels (the checks
+  // that follow, ours and the validators', walk it): both refused here, once for every route.
+  const nul = text.includes("\\u0000");
+  const problem = nul || openings(text) > MAX_JSON_DEPTH ? firstProblem(value, nul) : null;
+  if (problem) {
+    throw new ApiError("invalid_request", problem.message, {
+      ...(problem.path ? { param: problem.path } : {}),
     });
   }
   cache.text = Promise.resolve(text);
   return buffer;
 }
 
-/** Where a string (or a key) holding U+0000 is: a dotted path ("" for the top level), or null. */
-function pathOfNul(value: unknown, path: string): string | null {
-  if (typeof value === "string") return value.includes("\0") ? path : null;
-  if (typeof value !== "object" || value === null) return null;
-  for (const [key, item] of Object.entries(value)) {
-    const at = path ? `${path}.${key}` : key;
-    if (key.includes("\0")) return at;
-    const found = pathOfNul(item, at);
-    if (found !== null) return found;
+/** How deep a body may nest objects and arrays; the body itself is level 1. */
+export const MAX_JSON_DEPTH = 64;
+
+interface Visit {
+  value: unknown;
+  depth: number;
+  parent: Visit | null;
+  key: string;
+}
+
+/**
+ * The first object or array nested deeper than MAX_JSON_DEPTH, or (when `nul`) the first string or key
+ * holding U+0000, in document order, with where it is as a dotted path ("" for the top level). Walks
+ * with a stack of its own, so no nesting can overflow the call stack, and builds a path only for what
+ * it reports.
+ */
+function firstProblem(root: unknown, nul: boolean): { message: string; path: string } | null {
+  const stack: Visit[] = [{ value: root, depth: 1, parent: null, key: "" }];
+  for (let visit = stack.pop(); visit; visit = stack.pop()) {
+    const { value, depth } = visit;
+    if (nul && visit.key.includes("\0")) return { message: NUL_MESSAGE, path: pathOf(visit) };
+    if (typeof value === "string") {
+      if (nul && value.includes("\0")) return { message: NUL_MESSAGE, path: pathOf(visit) };
+      continue;
+    }
+    if (typeof value !== "object" || value === null) continue;
+    if (depth > MAX_JSON_DEPTH) {
+      return { message: `The body must not nest more than ${MAX_JSON_DEPTH} levels.`, path: pathOf(visit) };
+    }
+    const entries = Object.entries(value);
+    for (let i = entries.length - 1; i >= 0; i--) {
+      const [key, item] = entries[i]!;
+      stack.push({ value: item, depth: depth + 1, parent: visit, key });
+    }
   }
   return null;
+}
+
+/** How many `{` and `[` the text holds (in strings too): a bound on its depth that costs one scan. */
+function openings(text: string): number {
+  let n = 0;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code === 0x7b || code === 0x5b) n++;
+  }
+  return n;
+}
+
+const NUL_MESSAGE = "Text must not contain the NUL character (\\u0000).";
+
+function pathOf(visit: Visit): string {
+  const keys: string[] = [];
+  for (let v: Visit | null = visit; v?.parent; v = v.parent) keys.push(v.key);
+  return keys.reverse().join(".");
 }
 
 /** Hono keeps promises in `bodyCache` at run time although its type names the resolved values. */
