@@ -3,6 +3,7 @@ import { OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv, Deps } from "./deps.ts";
 import { ApiError, describeIssues, errorResponse, onError, thrownValuesAsErrors } from "./errors.ts";
 import { bodyLimit, jsonBody } from "./http/body.ts";
+import { allowedMethods, noRouteError } from "./http/methodNotAllowed.ts";
 import { requestContext } from "./http/requestId.ts";
 import { webCallGate } from "./http/webCallGate.ts";
 import { registerDocs } from "./routes/docs.ts";
@@ -31,7 +32,11 @@ export function createApp(deps: Deps) {
   app.use("/api/*", jsonBody(bodyLimit));
   for (const register of routes) register(app, deps);
   registerDocs(app);
-  app.notFound((c) => errorResponse(c, new ApiError("not_found", `No route ${c.req.method} ${c.req.path}.`)));
+  // Without ADMIN_TOKEN the admin API does not exist: its paths are unknown, not "another method".
+  const allowed = allowedMethods(app.routes, {
+    hidden: (path) => !deps.env.ADMIN_TOKEN && path.startsWith("/api/admin/"),
+  });
+  app.notFound((c) => errorResponse(c, noRouteError(c, allowed)));
   app.onError(onError(deps.log));
   return app;
 }
