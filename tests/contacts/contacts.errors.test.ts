@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createSecretKey } from "../../src/services/tenancy.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
+import { expectApiError } from "../helpers/errors.ts";
 
 /** Every error path of the contact routes. */
 
@@ -21,16 +22,6 @@ beforeAll(async () => {
   contactId = (await res.json()).id;
 }, 30_000);
 afterAll(() => ctx.close());
-
-async function expectInvalid(res: Response, param: string | undefined) {
-  const body = await res.json();
-  expect({ status: res.status, code: body.error?.code, param: body.error?.param }).toEqual({
-    status: 400,
-    code: "invalid_request",
-    param,
-  });
-  return body;
-}
 
 const post = (json: unknown) => ctx.request("/api/v1/contacts", { method: "POST", key: seed.testKey, json });
 const patch = (json: unknown) =>
@@ -56,20 +47,26 @@ describe("body validation: 400 invalid_request with param", () => {
     ["+33612345678"],
   ];
   test("phone missing or not E.164", async () => {
-    await expectInvalid(await post({}), "phone");
-    await expectInvalid(await post({ name: "x" }), "phone");
-    for (const phone of phones) await expectInvalid(await post({ phone }), "phone");
-    for (const phone of phones) await expectInvalid(await patch({ phone }), "phone");
+    await expectApiError(await post({}), 400, "invalid_request", { param: "phone" });
+    await expectApiError(await post({ name: "x" }), 400, "invalid_request", { param: "phone" });
+    for (const phone of phones)
+      await expectApiError(await post({ phone }), 400, "invalid_request", { param: "phone" });
+    for (const phone of phones)
+      await expectApiError(await patch({ phone }), 400, "invalid_request", { param: "phone" });
   });
 
   test("name, email", async () => {
     for (const name of ["", "   ", long(201), 123, true, {}]) {
-      await expectInvalid(await post({ phone: "+33612345678", name }), "name");
-      await expectInvalid(await patch({ name }), "name");
+      await expectApiError(await post({ phone: "+33612345678", name }), 400, "invalid_request", {
+        param: "name",
+      });
+      await expectApiError(await patch({ name }), 400, "invalid_request", { param: "name" });
     }
     for (const email of ["not-an-email", "a@b", "@example.com", `${long(250)}@example.com`, 5, ""]) {
-      await expectInvalid(await post({ phone: "+33612345678", email }), "email");
-      await expectInvalid(await patch({ email }), "email");
+      await expectApiError(await post({ phone: "+33612345678", email }), 400, "invalid_request", {
+        param: "email",
+      });
+      await expectApiError(await patch({ email }), 400, "invalid_request", { param: "email" });
     }
   });
 
@@ -86,8 +83,10 @@ describe("body validation: 400 invalid_request with param", () => {
       [metadataOf(51), "metadata"],
     ];
     for (const [metadata, param] of bad) {
-      await expectInvalid(await post({ phone: "+33612345678", metadata }), param);
-      await expectInvalid(await patch({ metadata }), param);
+      await expectApiError(await post({ phone: "+33612345678", metadata }), 400, "invalid_request", {
+        param,
+      });
+      await expectApiError(await patch({ metadata }), 400, "invalid_request", { param });
     }
   });
 
@@ -99,21 +98,27 @@ describe("body validation: 400 invalid_request with param", () => {
   });
 
   test("unknown fields are refused, also in PATCH; phone cannot be cleared", async () => {
-    await expectInvalid(await post({ phone: "+33612345678", livemode: false }), "livemode");
-    await expectInvalid(await patch({ id: "ct_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }), "id");
-    await expectInvalid(await patch({ createdAt: "2026-01-01T00:00:00.000Z" }), "createdAt");
-    await expectInvalid(await patch({ phone: null }), "phone");
+    await expectApiError(await post({ phone: "+33612345678", livemode: false }), 400, "invalid_request", {
+      param: "livemode",
+    });
+    await expectApiError(await patch({ id: "ct_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }), 400, "invalid_request", {
+      param: "id",
+    });
+    await expectApiError(await patch({ createdAt: "2026-01-01T00:00:00.000Z" }), 400, "invalid_request", {
+      param: "createdAt",
+    });
+    await expectApiError(await patch({ phone: null }), 400, "invalid_request", { param: "phone" });
   });
 
   test("a body that is not an object, not JSON, not declared JSON, or too large", async () => {
-    for (const json of [[], "x", 1, null]) await expectInvalid(await post(json), undefined);
+    for (const json of [[], "x", 1, null]) await expectApiError(await post(json), 400, "invalid_request");
     const notJson = await ctx.request("/api/v1/contacts", {
       method: "POST",
       key: seed.testKey,
       headers: { "content-type": "application/json" },
       body: "{phone:",
     });
-    await expectInvalid(notJson, undefined);
+    await expectApiError(notJson, 400, "invalid_request");
     const noType = await ctx.request("/api/v1/contacts", {
       method: "POST",
       key: seed.testKey,

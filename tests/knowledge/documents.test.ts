@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { CHUNK_MAX_CHARS, chunkText } from "../../src/services/documents.ts";
 import { createSecretKey } from "../../src/services/tenancy.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
+import { expectApiError } from "../helpers/errors.ts";
 import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
 
 /** POST /api/v1/knowledge-bases/{id}/documents: both modes, every refusal, and the chunking. */
@@ -30,16 +31,6 @@ async function readyEvents(key: string) {
   const res = await ctx.request("/api/v1/events?type=knowledge.document_ready&limit=100", { key });
   expect(res.status).toBe(200);
   return (await res.json()).data as { id: string; livemode: boolean; data: Record<string, unknown> }[];
-}
-
-/** 400 `invalid_request` naming `param`. */
-async function expectInvalid(res: Response, param: string) {
-  const body = await res.json();
-  expect({ status: res.status, code: body.error?.code, param: body.error?.param }).toEqual({
-    status: 400,
-    code: "invalid_request",
-    param,
-  });
 }
 
 const TEXT = [
@@ -149,7 +140,7 @@ describe("refusals", () => {
     const before = await counts();
     for (const key of [seed.liveKey, seed.testKey]) {
       for (const [json, param] of cases) {
-        await expectInvalid(await upload(key, json), param);
+        await expectApiError(await upload(key, json), 400, "invalid_request", { param });
       }
     }
     expect(await counts()).toEqual(before);
@@ -162,7 +153,7 @@ describe("refusals", () => {
         [{ title: "T\u0000", text: "x" }, "title"],
         [{ title: "T", text: "a\u0000b" }, "text"],
       ] as const) {
-        await expectInvalid(await upload(key, json), param);
+        await expectApiError(await upload(key, json), 400, "invalid_request", { param });
       }
     }
     // An escaped backslash followed by "u0000" is ordinary text.
