@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { usedMinutes } from "../../src/services/minutes.ts";
 import { revokePublishableKey, updateAgent, updateOrganization } from "../../src/services/tenancy.ts";
+import { expectApiError, outcomeOf } from "../helpers/errors.ts";
 import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
 import {
-  codeOf,
   freshAddress,
   type Seed,
   seedOrganization,
@@ -67,7 +67,7 @@ describe("a publishable key from an allowed website", () => {
     expect(res.status).toBe(201);
     expect((await res.json()).maxSeconds).toBe(180);
     const res2 = await startCall(w.ctx, { publishableKey: org.publishable.key, captchaToken: good() });
-    expect(await codeOf(res2)).toBe("429 minute_cap_reached");
+    await expectApiError(res2, 429, "minute_cap_reached");
     const retry = Number(res2.headers.get("retry-after"));
     const now = new Date();
     const nextMonth = Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1);
@@ -79,7 +79,7 @@ describe("a publishable key from an allowed website", () => {
     const org = await seedOrganization(w.ctx, { cap: 25 });
     const codes = await Promise.all(
       Array.from({ length: 15 }, () =>
-        startCall(w.ctx, { publishableKey: org.publishable.key, captchaToken: good() }).then(codeOf),
+        startCall(w.ctx, { publishableKey: org.publishable.key, captchaToken: good() }).then(outcomeOf),
       ),
     );
     // 10 + 10 + 5 minutes: three calls, then the cap is used up.
@@ -95,14 +95,16 @@ describe("a publishable key from an allowed website", () => {
 describe("each refusal, in the order of checks", () => {
   test("a wrong, malformed or revoked key is 401 invalid_key", async () => {
     for (const key of [WRONG_KEY, "nope", "", seed.liveKey]) {
-      expect(await codeOf(await startCall(w.ctx, { publishableKey: key, captchaToken: good() }))).toBe(
-        "401 invalid_key",
+      await expectApiError(
+        await startCall(w.ctx, { publishableKey: key, captchaToken: good() }),
+        401,
+        "invalid_key",
       );
     }
     const org = await seedOrganization(w.ctx);
     await revokePublishableKey(c(), org.publishable.id);
     const res = await startCall(w.ctx, { publishableKey: org.publishable.key, captchaToken: good() });
-    expect(await codeOf(res)).toBe("401 invalid_key");
+    await expectApiError(res, 401, "invalid_key");
   });
 
   test("a wrong key from a wrong origin is 401 (the key comes first)", async () => {
@@ -111,7 +113,7 @@ describe("each refusal, in the order of checks", () => {
       { publishableKey: WRONG_KEY, captchaToken: bad() },
       { origin: "https://evil.example" },
     );
-    expect(await codeOf(res)).toBe("401 invalid_key");
+    await expectApiError(res, 401, "invalid_key");
     expect(res.headers.get("access-control-allow-origin")).toBe("https://evil.example");
   });
 
@@ -127,7 +129,7 @@ describe("each refusal, in the order of checks", () => {
       { publishableKey: seed.publishable.key, captchaToken: good() },
       { origin },
     );
-    expect(await codeOf(res)).toBe("403 origin_not_allowed");
+    await expectApiError(res, 403, "origin_not_allowed");
   });
 
   test("no Origin header is 403 origin_not_allowed", async () => {
@@ -136,7 +138,7 @@ describe("each refusal, in the order of checks", () => {
       { publishableKey: seed.publishable.key, captchaToken: good() },
       { origin: null },
     );
-    expect(await codeOf(res)).toBe("403 origin_not_allowed");
+    await expectApiError(res, 403, "origin_not_allowed");
   });
 
   test("a bad origin with a bad bot-check token is 403 (the origin comes before the bot check)", async () => {
@@ -146,7 +148,7 @@ describe("each refusal, in the order of checks", () => {
       { publishableKey: seed.publishable.key, captchaToken: bad() },
       { origin: "https://evil.example" },
     );
-    expect(await codeOf(res)).toBe("403 origin_not_allowed");
+    await expectApiError(res, 403, "origin_not_allowed");
     expect(w.captcha.requests.length).toBe(verified);
   });
 
@@ -160,7 +162,7 @@ describe("each refusal, in the order of checks", () => {
     const json: Record<string, unknown> = { publishableKey: seed.publishable.key };
     const t = token();
     if (t !== undefined) json.captchaToken = t;
-    expect(await codeOf(await startCall(w.ctx, json))).toBe("400 invalid_captcha");
+    await expectApiError(await startCall(w.ctx, json), 400, "invalid_captcha");
   });
 
   test("a bot-check token is accepted once", async () => {
@@ -168,33 +170,43 @@ describe("each refusal, in the order of checks", () => {
     expect(
       (await startCall(w.ctx, { publishableKey: seed.publishable.key, captchaToken: token })).status,
     ).toBe(201);
-    expect(
-      await codeOf(await startCall(w.ctx, { publishableKey: seed.publishable.key, captchaToken: token })),
-    ).toBe("400 invalid_captcha");
+    await expectApiError(
+      await startCall(w.ctx, { publishableKey: seed.publishable.key, captchaToken: token }),
+      400,
+      "invalid_captcha",
+    );
   });
 
   test("a failed bot check with no paid plan is 400 (the bot check comes before the plan)", async () => {
     const org = await seedOrganization(w.ctx, { paidPlan: false });
     const res = await startCall(w.ctx, { publishableKey: org.publishable.key, captchaToken: bad() });
-    expect(await codeOf(res)).toBe("400 invalid_captcha");
-    expect(
-      await codeOf(await startCall(w.ctx, { publishableKey: org.publishable.key, captchaToken: good() })),
-    ).toBe("403 plan_required");
+    await expectApiError(res, 400, "invalid_captcha");
+    await expectApiError(
+      await startCall(w.ctx, { publishableKey: org.publishable.key, captchaToken: good() }),
+      403,
+      "plan_required",
+    );
   });
 
   test("no paid plan with an inactive agent is 403 plan_required, then the agent is 503", async () => {
     const org = await seedOrganization(w.ctx, { paidPlan: false, agentActive: false });
     const key = org.publishable.key;
-    expect(await codeOf(await startCall(w.ctx, { publishableKey: key, captchaToken: good() }))).toBe(
-      "403 plan_required",
+    await expectApiError(
+      await startCall(w.ctx, { publishableKey: key, captchaToken: good() }),
+      403,
+      "plan_required",
     );
     await updateOrganization(c(), org.org.id, { paidPlan: true, planMinutes: 0 });
-    expect(await codeOf(await startCall(w.ctx, { publishableKey: key, captchaToken: good() }))).toBe(
-      "503 agent_unavailable",
+    await expectApiError(
+      await startCall(w.ctx, { publishableKey: key, captchaToken: good() }),
+      503,
+      "agent_unavailable",
     );
     await updateAgent(c(), org.agent.id, { active: true });
-    expect(await codeOf(await startCall(w.ctx, { publishableKey: key, captchaToken: good() }))).toBe(
-      "403 plan_minutes_exhausted",
+    await expectApiError(
+      await startCall(w.ctx, { publishableKey: key, captchaToken: good() }),
+      403,
+      "plan_minutes_exhausted",
     );
   });
 
@@ -204,7 +216,7 @@ describe("each refusal, in the order of checks", () => {
       insert into minute_usage (kind, subject_id, month, used_minutes)
       values ('key', ${org.publishable.id}, date_trunc('month', now() at time zone 'utc')::date, 1)`;
     const res = await startCall(w.ctx, { publishableKey: org.publishable.key, captchaToken: good() });
-    expect(await codeOf(res)).toBe("403 plan_minutes_exhausted");
+    await expectApiError(res, 403, "plan_minutes_exhausted");
   });
 
   test("a media-server failure is 502 call_start_failed and returns the reserved minutes", async () => {
@@ -216,7 +228,7 @@ describe("each refusal, in the order of checks", () => {
     } finally {
       w.liveKit.fail("CreateRoom", null);
     }
-    expect(await codeOf(res)).toBe("502 call_start_failed");
+    await expectApiError(res, 502, "call_start_failed");
     expect(res.headers.get("access-control-allow-origin")).toBe("https://shop.example.com");
     expect(
       await usedMinutes(w.ctx.deps.sql, w.ctx.deps.clock, { publishableKeyId: org.publishable.id }),
@@ -231,7 +243,7 @@ describe("each refusal, in the order of checks", () => {
         const org = await seedOrganization(bare.ctx);
         const token = bare.captcha.token("would-pass");
         const res = await startCall(bare.ctx, { publishableKey: org.publishable.key, captchaToken: token });
-        expect(await codeOf(res)).toBe("400 invalid_captcha");
+        await expectApiError(res, 400, "invalid_captcha");
         expect(bare.captcha.requests.length).toBe(0);
       } finally {
         await bare.close();
@@ -248,7 +260,7 @@ describe("each refusal, in the order of checks", () => {
         const org = await seedOrganization(bare.ctx);
         const token = bare.captcha.token("passes");
         const res = await startCall(bare.ctx, { publishableKey: org.publishable.key, captchaToken: token });
-        expect(await codeOf(res)).toBe("503 agent_unavailable");
+        await expectApiError(res, 503, "agent_unavailable");
       } finally {
         await bare.close();
       }
@@ -257,11 +269,11 @@ describe("each refusal, in the order of checks", () => {
   );
 
   test.each([
-    ["a non-string key", { publishableKey: 1, captchaToken: "x" }],
-    ["a non-string bot-check token", { publishableKey: WRONG_KEY, captchaToken: true }],
-    ["a bot-check token alone", { captchaToken: "x" }],
-  ])("%s is 400 invalid_request", async (_name, json) => {
-    expect(await codeOf(await startCall(w.ctx, json))).toBe("400 invalid_request");
+    ["a non-string key", { publishableKey: 1, captchaToken: "x" }, "publishableKey"],
+    ["a non-string bot-check token", { publishableKey: WRONG_KEY, captchaToken: true }, "captchaToken"],
+    ["a bot-check token alone", { captchaToken: "x" }, "publishableKey"],
+  ])("%s is 400 invalid_request", async (_name, json, param) => {
+    await expectApiError(await startCall(w.ctx, json), 400, "invalid_request", { param });
   });
 });
 
@@ -284,7 +296,7 @@ describe("CORS and the rate limit", () => {
       expect(res.headers.get("access-control-allow-headers")?.toLowerCase()).toContain("content-type");
     }
     const res = await startCall(w.ctx, { publishableKey: WRONG_KEY, captchaToken: "x" }, { address });
-    expect(await codeOf(res)).toBe("401 invalid_key");
+    await expectApiError(res, 401, "invalid_key");
   });
 
   test("every request counts, malformed ones too; the 7th is 429 with Retry-After and CORS", async () => {
@@ -305,7 +317,7 @@ describe("CORS and the rate limit", () => {
       }),
     ];
     const first = await Promise.all(sent);
-    expect(await Promise.all(first.map(codeOf))).toEqual([
+    expect(await Promise.all(first.map(outcomeOf))).toEqual([
       "400 invalid_request",
       "400 invalid_request",
       "415 unsupported_media_type",
@@ -319,7 +331,7 @@ describe("CORS and the rate limit", () => {
       { publishableKey: seed.publishable.key, captchaToken: good() },
       { address },
     );
-    expect(await codeOf(res)).toBe("429 rate_limited");
+    await expectApiError(res, 429, "rate_limited");
     expect(Number(res.headers.get("retry-after"))).toBeGreaterThan(0);
     expect(Number(res.headers.get("retry-after"))).toBeLessThanOrEqual(600);
     expect(res.headers.get("access-control-allow-origin")).toBe("https://shop.example.com");
@@ -361,7 +373,7 @@ describe("behind a trusted proxy", () => {
             {},
             { address: `10.0.0.${i + 1}`, headers: { "x-forwarded-for": "203.0.113.9" } },
           );
-          codes.push(await codeOf(r));
+          codes.push(await outcomeOf(r));
         }
         expect(codes.slice(0, 5)).toEqual(Array(5).fill("400 invalid_request"));
         expect(codes[5]).toBe("429 rate_limited");
