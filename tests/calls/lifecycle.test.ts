@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
+import { expectApiError } from "../helpers/errors.ts";
 import { waitFor } from "./support.ts";
 
 /** Creating a database (the embedded one above all) can be slow on a busy machine. */
@@ -72,8 +73,7 @@ describe("simulated call over HTTP", () => {
     expect(created.createdAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
 
     const early = await ctx.request(`/api/v1/calls/${created.id}/transcript`, { key: seed.testKey });
-    expect(early.status).toBe(404);
-    expect((await early.json()).error.code).toBe("not_found");
+    await expectApiError(early, 404, "not_found");
 
     const seen: string[] = [];
     let call = created;

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createSecretKey } from "../../src/services/tenancy.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
+import { expectApiError } from "../helpers/errors.ts";
 import { waitFor, writeCounts } from "./support.ts";
 
 /** Creating a database (the embedded one above all) can be slow on a busy machine. */
@@ -28,12 +29,10 @@ const createLive = (key: string, json: Record<string, unknown>) =>
 describe("tasks with a test key", () => {
   test("GET /v1/tasks and DELETE /v1/tasks/{id} are 403 test_mode_not_supported, before any id lookup", async () => {
     const list = await ctx.request("/api/v1/tasks", { key: seed.testKey });
-    expect(list.status).toBe(403);
-    expect((await list.json()).error.code).toBe("test_mode_not_supported");
+    await expectApiError(list, 403, "test_mode_not_supported");
     for (const id of ["garbage", "task_01JD8Y3M6W9Q2T4V5X7Z8A9B0C"]) {
       const del = await ctx.request(`/api/v1/tasks/${id}`, { method: "DELETE", key: seed.testKey });
-      expect(del.status).toBe(403);
-      expect((await del.json()).error.code).toBe("test_mode_not_supported");
+      await expectApiError(del, 403, "test_mode_not_supported");
     }
   });
 
@@ -45,7 +44,7 @@ describe("tasks with a test key", () => {
       method: "DELETE",
       key: k.key,
     });
-    expect((await del.json()).error.code).toBe("missing_scope");
+    await expectApiError(del, 403, "missing_scope");
   });
 });
 
@@ -58,8 +57,7 @@ describe("live POST /v1/calls", () => {
         key: unpaid.liveKey,
         json: { agentId: unpaid.agent.id, to: "+33612345678", ...extra },
       });
-      expect(res.status).toBe(403);
-      expect((await res.json()).error.code).toBe("plan_required");
+      await expectApiError(res, 403, "plan_required");
     }
     expect(await writeCounts(ctx.deps.sql)).toEqual(before);
   });
@@ -68,8 +66,7 @@ describe("live POST /v1/calls", () => {
     const before = await writeCounts(ctx.deps.sql);
     for (const extra of [{}, { runAt: "2020-01-01T00:00:00Z" }]) {
       const res = await createLive(seed.liveKey, extra);
-      expect(res.status).toBe(503);
-      expect((await res.json()).error.code).toBe("carrier_unavailable");
+      await expectApiError(res, 503, "carrier_unavailable");
     }
     expect(await writeCounts(ctx.deps.sql)).toEqual(before);
   });
@@ -120,8 +117,7 @@ describe("live POST /v1/calls", () => {
     expect(timers.length).toBe(0);
 
     const again = await ctx.request(`/api/v1/tasks/${call.taskId}`, { method: "DELETE", key: seed.liveKey });
-    expect(again.status).toBe(404);
-    expect((await again.json()).error.code).toBe("not_found");
+    await expectApiError(again, 404, "not_found");
     for (const id of ["garbage", "task_01JD8Y3M6W9Q2T4V5X7Z8A9B0C"]) {
       const r = await ctx.request(`/api/v1/tasks/${id}`, { method: "DELETE", key: seed.liveKey });
       expect(r.status).toBe(404);

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
+import { expectApiError } from "../helpers/errors.ts";
 import {
   campaignEvents,
   checkMonotonic,
@@ -105,8 +106,7 @@ describe("cancelling a campaign", () => {
       [created.id.replace("cmp_", "call_"), seed.testKey],
     ] as const) {
       const res = await cancel(id, key);
-      expect(res.status).toBe(404);
-      expect((await res.json()).error.code).toBe("not_found");
+      await expectApiError(res, 404, "not_found");
     }
     const still = await (await ctx.request(`/api/v1/campaigns/${created.id}`, { key: seed.testKey })).json();
     expect(still.status).not.toBe("cancelled");

@@ -124,11 +124,9 @@ describe("body validation: 400 invalid_request with param", () => {
       key: seed.testKey,
       body: JSON.stringify({ phone: "+33612345678" }),
     });
-    expect(noType.status).toBe(415);
-    expect((await noType.json()).error.code).toBe("unsupported_media_type");
+    await expectApiError(noType, 415, "unsupported_media_type");
     const big = await post({ phone: "+33612345678", name: long(70_000) });
-    expect(big.status).toBe(413);
-    expect((await big.json()).error.code).toBe("payload_too_large");
+    await expectApiError(big, 413, "payload_too_large");
   });
 
   test("nothing was created by the refused requests", async () => {
@@ -156,7 +154,7 @@ describe("404 not_found", () => {
       ] as const) {
         const res = await ctx.request(`/api/v1/contacts/${id}`, { method, key: seed.testKey, json });
         expect({ id, method, status: res.status }).toEqual({ id, method, status: 404 });
-        expect((await res.json()).error.code).toBe("not_found");
+        await expectApiError(res, 404, "not_found");
       }
     }
   });
@@ -187,7 +185,7 @@ describe("keys and scopes", () => {
       for (const key of [undefined, "inf_test_nope", seed.publishable.key]) {
         const res = await ctx.request(path, { method, json, ...(key ? { key } : {}) });
         expect({ method, path, status: res.status }).toEqual({ method, path, status: 401 });
-        expect((await res.json()).error.code).toBe("invalid_key");
+        await expectApiError(res, 401, "invalid_key");
       }
     }
   });
@@ -207,7 +205,7 @@ describe("keys and scopes", () => {
       const allowed = needs === "read" ? reader.key : writer.key;
       const res = await ctx.request(path, { method, json, key: denied });
       expect({ method, path, status: res.status }).toEqual({ method, path, status: 403 });
-      expect((await res.json()).error.code).toBe("missing_scope");
+      await expectApiError(res, 403, "missing_scope");
       const ok = await ctx.request(path, { method, json, key: allowed });
       expect(ok.status).toBeLessThan(300);
     }

@@ -126,10 +126,7 @@ describe("the Bun server", () => {
       `Authorization: Bearer ${seed.liveKey}\r\nContent-Type: application/json\r\n` +
       `${chunked ? "Transfer-Encoding: chunked" : `Content-Length: ${total}`}\r\n\r\n`;
     const res = await rawRequest(server.port, head, { total, chunked });
-    expect(res.status).toBe(413);
-    const body = JSON.parse(res.body);
-    expect(body.error.code).toBe("payload_too_large");
-    expect(body.error.requestId).toBe(res.headers["x-request-id"]!);
+    await expectApiError(new Response(res.body, res), 413, "payload_too_large");
   });
 
   test("logs one JSON line per request, with no query string and no secret", async () => {

@@ -118,8 +118,7 @@ describe("refusals", () => {
     for (const key of [seed.liveKey, seed.testKey]) {
       for (const kb of [other.kb.id, "kb_01JD8Y3M6W9Q2T4V5X7Z8A9B0C", "nope", seed.agent.id]) {
         const res = await upload(key, { title: "T", text: "x" }, kb);
-        expect(res.status).toBe(404);
-        expect((await res.json()).error.code).toBe("not_found");
+        await expectApiError(res, 404, "not_found", { param: "id" });
       }
     }
     expect(await counts()).toEqual(before);
@@ -163,8 +162,7 @@ describe("refusals", () => {
 
   test("a body over 1 MiB is 413 payload_too_large; not JSON is 415", async () => {
     const res = await upload(seed.liveKey, { title: "T", text: "x".repeat(1024 * 1024) });
-    expect(res.status).toBe(413);
-    expect((await res.json()).error.code).toBe("payload_too_large");
+    await expectApiError(res, 413, "payload_too_large");
     const raw = await ctx.request(`/api/v1/knowledge-bases/${seed.kb.id}/documents`, {
       method: "POST",
       key: seed.liveKey,
@@ -180,8 +178,7 @@ describe("refusals", () => {
       scopes: ["contacts:write"],
     });
     const res = await upload(limited.key, { title: "T", text: "x" });
-    expect(res.status).toBe(403);
-    expect((await res.json()).error.code).toBe("missing_scope");
+    await expectApiError(res, 403, "missing_scope");
     const anonymous = await ctx.request(`/api/v1/knowledge-bases/${seed.kb.id}/documents`, {
       method: "POST",
       json: { title: "T", text: "x" },

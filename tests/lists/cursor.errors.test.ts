@@ -244,16 +244,14 @@ describe("starting_after outside the list: 400 invalid_cursor, never an empty pa
 describe("order of checks", () => {
   test("the key is checked before the query: no key and a bad limit is 401", async () => {
     const res = await ctx.request("/api/v1/contacts?limit=0");
-    expect(res.status).toBe(401);
-    expect((await res.json()).error.code).toBe("invalid_key");
+    await expectApiError(res, 401, "invalid_key");
   });
 
   test("the scope is checked before the query: 403 missing_scope", async () => {
     const k = await createSecretKey(ctx.deps, seed.org.id, { mode: "test", scopes: ["calls:read"] });
     for (const list of LISTS) {
       const res = await ctx.request(`${list}?limit=0`, { key: k.key });
-      expect(res.status).toBe(403);
-      expect((await res.json()).error.code).toBe("missing_scope");
+      await expectApiError(res, 403, "missing_scope");
     }
   });
 });

@@ -177,8 +177,8 @@ describe("POST /api/v1/web-call-sessions: body validation", () => {
 
   test("every error carries the request id of its X-Request-Id header", async () => {
     const res = await mint(ctx, seed.liveKey, { agentId: 1 });
-    const body = await res.json();
-    expect(body.error.requestId).toBe(res.headers.get("x-request-id"));
-    expect(body.error.message).toContain("agentId");
+    // expectApiError holds requestId to the X-Request-Id header.
+    const { error } = await expectApiError(res, 400, "invalid_request", { param: "agentId" });
+    expect(error.message).toContain("agentId");
   });
 });
