@@ -14,6 +14,7 @@ import {
 import { createOrganization } from "../../src/services/tenancy.ts";
 import { createTestContext, type TestContext } from "../helpers/app.ts";
 import { createTestDatabase, TEST_DATABASE } from "../helpers/db.ts";
+import { waitUntil } from "../helpers/wait.ts";
 import { count } from "./support.ts";
 
 // Embedded databases and child processes take seconds on a busy machine.
@@ -171,15 +172,17 @@ describe("`serve` on an empty database", () => {
         stderr += s;
       }),
     ]);
-    const deadline = Date.now() + 20_000;
-    while (
-      !(stdout.includes('"msg":"listening"') && (!expectBanner || stderr.includes("simulated call"))) &&
-      child.exitCode === null &&
-      Date.now() < deadline
-    ) {
-      await Bun.sleep(25);
+    try {
+      await waitUntil(
+        () => `the listening line${expectBanner ? " and the banner" : ""}, or an exit:\n${stdout}\n${stderr}`,
+        () =>
+          (stdout.includes('"msg":"listening"') && (!expectBanner || stderr.includes("simulated call"))) ||
+          child.exitCode !== null,
+        { timeoutMs: 20_000, stepMs: 25 },
+      );
+    } finally {
+      child.kill("SIGTERM");
     }
-    child.kill("SIGTERM");
     const code = await child.exited;
     await pumping;
     return { stdout, stderr, code };

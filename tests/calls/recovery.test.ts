@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { systemClock } from "../../src/clock.ts";
 import { seedOrganization } from "../helpers/app.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/db.ts";
+import { waitUntil } from "../helpers/wait.ts";
 import { pool, type ServerProcess, startServer } from "./process.ts";
-import { waitFor } from "./support.ts";
 
 /** Creating a database (the embedded one above all) can be slow on a busy machine. */
 const SETUP_TIMEOUT = 60_000;
@@ -59,22 +59,26 @@ describe("kill -9 recovery", () => {
     const restarted = Date.now();
     const overdue = await db.sql<{ id: string }[]>`select id::text from timers where due_at <= now()`;
     expect(overdue.length).toBeGreaterThan(0);
-    await waitFor(
+    await waitUntil(
+      "the overdue timers to be taken over",
       async () => {
         const left = await db.sql`select 1 from timers where id = any(${overdue.map((r) => r.id)}::bigint[])`;
         return left.length === 0;
       },
-      5000,
-      10,
+      { timeoutMs: 5000, stepMs: 10 },
     );
     expect(Date.now() - restarted).toBeLessThan(2000);
 
-    await waitFor(async () => {
-      const [r] = await db.sql<
-        { n: number }[]
-      >`select count(*)::int as n from calls where status = 'completed'`;
-      return r!.n === N;
-    }, 20_000);
+    await waitUntil(
+      `all ${N} calls to complete`,
+      async () => {
+        const [r] = await db.sql<
+          { n: number }[]
+        >`select count(*)::int as n from calls where status = 'completed'`;
+        return r!.n === N;
+      },
+      { timeoutMs: 20_000 },
+    );
     await Bun.sleep(200);
     const perType = await db.sql<{ type: string; calls: number; events: number }[]>`
       select type, count(distinct coalesce(data->>'id', data->>'callId'))::int as calls, count(*)::int as events

@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createSecretKey } from "../../src/services/tenancy.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { expectApiError } from "../helpers/errors.ts";
-import { waitFor, writeCounts } from "./support.ts";
+import { waitUntil } from "../helpers/wait.ts";
+import { writeCounts } from "./support.ts";
 
 /** Creating a database (the embedded one above all) can be slow on a busy machine. */
 const SETUP_TIMEOUT = 60_000;
@@ -128,10 +129,14 @@ describe("live POST /v1/calls", () => {
     const res = await createLive(seed.liveKey, { runAt: inFuture(300) });
     expect(res.status).toBe(201);
     const call = await res.json();
-    await waitFor(async () => {
-      const c = await (await ctx.request(`/api/v1/calls/${call.id}`, { key: seed.liveKey })).json();
-      return c.status === "failed";
-    }, 5000);
+    await waitUntil(
+      "the call to fail",
+      async () => {
+        const c = await (await ctx.request(`/api/v1/calls/${call.id}`, { key: seed.liveKey })).json();
+        return c.status === "failed";
+      },
+      { timeoutMs: 5000 },
+    );
     const { tasks } = await (await ctx.request("/api/v1/tasks", { key: seed.liveKey })).json();
     expect(tasks.map((t: { id: string }) => t.id)).not.toContain(call.taskId);
     const evs = await ctx.deps.sql<{ type: string; livemode: boolean; data: { status: string } }[]>`

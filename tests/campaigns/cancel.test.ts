@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { expectApiError } from "../helpers/errors.ts";
+import { waitUntil } from "../helpers/wait.ts";
 import {
   campaignEvents,
   checkMonotonic,
@@ -10,7 +11,6 @@ import {
   type Progress,
   phones,
   SETUP_TIMEOUT,
-  waitFor,
 } from "./support.ts";
 
 const SCALE = 0.005;
@@ -51,13 +51,17 @@ describe("cancelling a campaign", () => {
     // The two calls in progress finish and are counted; nothing else is ever called.
     let last: Progress = cancelled.progress;
     let campaign = cancelled;
-    await waitFor(async () => {
-      campaign = await (await ctx.request(`/api/v1/campaigns/${created.id}`, { key: seed.testKey })).json();
-      checkProgress(campaign.progress, 2);
-      checkMonotonic(last, campaign.progress);
-      last = campaign.progress;
-      return campaign.progress.inProgress === 0;
-    }, 15_000);
+    await waitUntil(
+      "the calls in progress to finish",
+      async () => {
+        campaign = await (await ctx.request(`/api/v1/campaigns/${created.id}`, { key: seed.testKey })).json();
+        checkProgress(campaign.progress, 2);
+        checkMonotonic(last, campaign.progress);
+        last = campaign.progress;
+        return campaign.progress.inProgress === 0;
+      },
+      { timeoutMs: 15_000 },
+    );
     expect(campaign).toMatchObject({
       status: "cancelled",
       completedAt: null,

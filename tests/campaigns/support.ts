@@ -1,8 +1,6 @@
 import type { Sql } from "postgres";
 import type { TestContext } from "../helpers/app.ts";
 
-export { waitFor } from "../calls/support.ts";
-
 /** Creating a database (the embedded one above all) can be slow on a busy machine. */
 export const SETUP_TIMEOUT = 60_000;
 

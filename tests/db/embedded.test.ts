@@ -17,6 +17,7 @@ import { DataDirInUseError } from "../../src/db/dataDirLock.ts";
 import { openEmbedded } from "../../src/db/embedded.ts";
 import { migrate } from "../../src/db/migrate.ts";
 import { silentLogger } from "../../src/log.ts";
+import { waitUntil } from "../helpers/wait.ts";
 import { spawnService, stopService } from "./serviceProcess.ts";
 
 const FIXTURE = join(import.meta.dir, "fixtures", "commitThenWait.ts");
@@ -173,12 +174,16 @@ describe("embedded database: first start", () => {
     const dataDir = join(tempDir(), "data");
     const child = spawnService(["migrate"], { env: { DATA_DIR: dataDir } });
     let staging: string | undefined;
-    while (!staging && child.proc.exitCode === null) {
-      staging = existsSync(dataDir)
-        ? readdirSync(dataDir).find((n) => n.startsWith("pgdata.init-"))
-        : undefined;
-      if (!staging) await Bun.sleep(1);
-    }
+    await waitUntil(
+      "the initialisation folder, or the end of the process",
+      () => {
+        staging = existsSync(dataDir)
+          ? readdirSync(dataDir).find((n) => n.startsWith("pgdata.init-"))
+          : undefined;
+        return staging !== undefined || child.proc.exitCode !== null;
+      },
+      { stepMs: 1 },
+    );
     child.proc.kill("SIGKILL");
     await child.exited;
     expect(staging).toBe(`pgdata.init-${child.pid}`);

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { usedMinutes } from "../../src/services/minutes.ts";
 import { updateAgent, updateOrganization } from "../../src/services/tenancy.ts";
 import { expectApiError, outcomeOf } from "../helpers/errors.ts";
+import { waitUntil } from "../helpers/wait.ts";
 import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
 import {
   freshAddress,
@@ -48,13 +49,13 @@ describe("a test session token", () => {
     expect(row!.variables).toEqual({ customer: "Ada" });
 
     // Plays as a simulated call (SIMULATION_TIME_SCALE 0.01): completed within seconds.
-    let status = "";
-    for (let i = 0; i < 100 && status !== "completed"; i++) {
-      await Bun.sleep(100);
-      status = (await (await w.ctx.request(`/api/v1/calls/${body.callId}`, { key: seed.testKey })).json())
-        .status;
-    }
-    expect(status).toBe("completed");
+    await waitUntil(
+      "the simulated call to complete",
+      async () =>
+        (await (await w.ctx.request(`/api/v1/calls/${body.callId}`, { key: seed.testKey })).json()).status ===
+        "completed",
+      { timeoutMs: 10_000, stepMs: 100 },
+    );
     expect(await usedMinutes(w.ctx.deps.sql, w.ctx.deps.clock, { organizationId: seed.org.id })).toBe(0);
   }, 20_000);
 

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { usedMinutes } from "../../src/services/minutes.ts";
 import { expectApiError } from "../helpers/errors.ts";
 import { liveKitEvents } from "../helpers/fakeLivekit.ts";
+import { waitUntil } from "../helpers/wait.ts";
 import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
 import {
   mintToken,
@@ -165,12 +166,7 @@ describe("the maxSeconds timer", () => {
     // Bring the timer's due time (600 s away) to now; the running timer runner fires it.
     await w.ctx.deps.sql`
       update timers set due_at = now() where kind = 'webcall.max_duration' and payload->>'callId' = ${id}`;
-    let status = "";
-    for (let i = 0; i < 100 && status !== "completed"; i++) {
-      await Bun.sleep(50);
-      status = (await callRow(id)).status;
-    }
-    expect(status).toBe("completed");
+    await waitUntil("the timer to end the call", async () => (await callRow(id)).status === "completed");
     expect(w.liveKit.rooms.has(id)).toBe(false);
     expect(
       w.liveKit.requests.some((r) => r.method === "DeleteRoom" && r.body.room === id && r.status === 200),
@@ -189,12 +185,10 @@ describe("the maxSeconds timer", () => {
     const deletes = w.liveKit.requests.filter((r) => r.method === "DeleteRoom").length;
     await w.ctx.deps.sql`
       update timers set due_at = now() where kind = 'webcall.max_duration' and payload->>'callId' = ${id}`;
-    for (let i = 0; i < 40; i++) {
-      await Bun.sleep(50);
-      const left = await w.ctx.deps.sql`select 1 from timers where payload->>'callId' = ${id}`;
-      if (left.length === 0) break;
-    }
-    expect((await w.ctx.deps.sql`select 1 from timers where payload->>'callId' = ${id}`).length).toBe(0);
+    await waitUntil(
+      "the call's timers to be done",
+      async () => (await w.ctx.deps.sql`select 1 from timers where payload->>'callId' = ${id}`).length === 0,
+    );
     expect(w.liveKit.requests.filter((r) => r.method === "DeleteRoom").length).toBe(deletes);
     expect((await callRow(id)).status).toBe("no_answer");
   });
@@ -208,13 +202,10 @@ describe("the maxSeconds timer when the media server fails", () => {
     try {
       await w.ctx.deps.sql`
         update timers set due_at = now() where kind = 'webcall.max_duration' and payload->>'callId' = ${id}`;
-      let attempts = 0;
-      for (let i = 0; i < 100 && attempts === 0; i++) {
-        await Bun.sleep(50);
+      await waitUntil("a failed attempt of the timer", async () => {
         const [t] = await w.ctx.deps.sql`select attempts from timers where payload->>'callId' = ${id}`;
-        attempts = t?.attempts ?? 0;
-      }
-      expect(attempts).toBeGreaterThan(0);
+        return (t?.attempts ?? 0) > 0;
+      });
       expect((await callRow(id)).status).toBe("ongoing");
       expect(w.liveKit.rooms.has(id)).toBe(true);
     } finally {
@@ -222,12 +213,10 @@ describe("the maxSeconds timer when the media server fails", () => {
     }
     await w.ctx.deps.sql`
       update timers set due_at = now(), status = 'pending' where payload->>'callId' = ${id}`;
-    let status = "";
-    for (let i = 0; i < 100 && status !== "completed"; i++) {
-      await Bun.sleep(50);
-      status = (await callRow(id)).status;
-    }
-    expect(status).toBe("completed");
+    await waitUntil(
+      "the retried timer to end the call",
+      async () => (await callRow(id)).status === "completed",
+    );
     expect(w.liveKit.rooms.has(id)).toBe(false);
   }, 20_000);
 });
