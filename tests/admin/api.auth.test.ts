@@ -1,13 +1,10 @@
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createApp } from "../../src/app.ts";
 import { parseEnv } from "../../src/env.ts";
 import { createSecretKey } from "../../src/services/tenancy.ts";
 import { seedOrganization, type TestContext } from "../helpers/app.ts";
 import { expectApiError } from "../helpers/errors.ts";
 import { ADMIN_TOKEN, admin, count, createAdminTestContext } from "./support.ts";
-
-// A fresh embedded database takes seconds on a busy machine.
-setDefaultTimeout(60_000);
 
 let ctx: TestContext;
 let seed: Awaited<ReturnType<typeof seedOrganization>>;

@@ -1,12 +1,9 @@
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { ErrorCode } from "../../src/errors.ts";
 import { createAgent, createOrganization } from "../../src/services/tenancy.ts";
 import { seedOrganization, type TestContext } from "../helpers/app.ts";
 import { expectApiError } from "../helpers/errors.ts";
 import { admin, count, createAdminTestContext } from "./support.ts";
-
-// A fresh embedded database takes seconds on a busy machine.
-setDefaultTimeout(60_000);
 
 let ctx: TestContext;
 let seed: Awaited<ReturnType<typeof seedOrganization>>;

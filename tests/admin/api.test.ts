@@ -1,11 +1,8 @@
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sha256 } from "../../src/auth/keys.ts";
 import type { TestContext } from "../helpers/app.ts";
 import { expectApiError } from "../helpers/errors.ts";
 import { ADMIN_TOKEN, admin, count, createAdminTestContext } from "./support.ts";
-
-// A fresh embedded database takes seconds on a busy machine.
-setDefaultTimeout(60_000);
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const ID = (prefix: string) => new RegExp(`^${prefix}_[0-9A-HJKMNP-TV-Z]{26}$`);

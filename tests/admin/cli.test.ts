@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -7,9 +7,6 @@ import { createTestContext, type TestContext } from "../helpers/app.ts";
 import { TEST_DATABASE } from "../helpers/db.ts";
 import { expectApiError } from "../helpers/errors.ts";
 import { count } from "./support.ts";
-
-// A fresh embedded database takes seconds on a busy machine.
-setDefaultTimeout(60_000);
 
 let ctx: TestContext;
 beforeAll(async () => {

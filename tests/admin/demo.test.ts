@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -16,9 +16,6 @@ import { createTestContext, type TestContext } from "../helpers/app.ts";
 import { createTestDatabase, TEST_DATABASE } from "../helpers/db.ts";
 import { waitUntil } from "../helpers/wait.ts";
 import { count } from "./support.ts";
-
-// Embedded databases and child processes take seconds on a busy machine.
-setDefaultTimeout(60_000);
 
 const dirs: string[] = [];
 function tempDir(): string {

@@ -5,9 +5,6 @@ import { createTestContext, seedOrganization, type TestContext } from "../helper
 import { expectApiError } from "../helpers/errors.ts";
 import { insertContact, writeCounts } from "./support.ts";
 
-/** Creating a database (the embedded one above all) can be slow on a busy machine. */
-const SETUP_TIMEOUT = 60_000;
-
 let ctx: TestContext;
 let seed: Awaited<ReturnType<typeof seedOrganization>>;
 let other: Awaited<ReturnType<typeof seedOrganization>>;
@@ -27,8 +24,8 @@ beforeAll(async () => {
   });
   expect(res.status).toBe(201);
   testCallId = (await res.json()).id;
-}, SETUP_TIMEOUT);
-afterAll(() => ctx.close(), SETUP_TIMEOUT);
+});
+afterAll(() => ctx.close());
 
 const post = (key: string, json: unknown, init: RequestInit = {}) =>
   ctx.request("/api/v1/calls", { method: "POST", key, json, ...init });

@@ -3,9 +3,6 @@ import { createTestContext, seedOrganization, type TestContext } from "../helper
 import { expectApiError } from "../helpers/errors.ts";
 import { waitUntil } from "../helpers/wait.ts";
 
-/** Creating a database (the embedded one above all) can be slow on a busy machine. */
-const SETUP_TIMEOUT = 60_000;
-
 const SCALE = 0.02;
 let ctx: TestContext;
 let seed: Awaited<ReturnType<typeof seedOrganization>>;
@@ -13,8 +10,8 @@ let seed: Awaited<ReturnType<typeof seedOrganization>>;
 beforeAll(async () => {
   ctx = await createTestContext({ timers: true, env: { SIMULATION_TIME_SCALE: String(SCALE) } });
   seed = await seedOrganization(ctx, { paidPlan: false });
-}, SETUP_TIMEOUT);
-afterAll(() => ctx.close(), SETUP_TIMEOUT);
+});
+afterAll(() => ctx.close());
 
 const CALL_KEYS = [
   "agentId",

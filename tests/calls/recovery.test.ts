@@ -5,9 +5,6 @@ import { createTestDatabase, type TestDatabase } from "../helpers/db.ts";
 import { waitUntil } from "../helpers/wait.ts";
 import { pool, type ServerProcess, startServer } from "./process.ts";
 
-/** Creating a database (the embedded one above all) can be slow on a busy machine. */
-const SETUP_TIMEOUT = 60_000;
-
 /**
  * `kill -9` with calls in flight, then a restart on the same database: every call completes, each
  * transition and event exactly once, and overdue timers fire within 2 s of the restart.
@@ -22,7 +19,7 @@ const env = () => ({ DATABASE_URL: db.url!, SIMULATION_TIME_SCALE: "0.05" });
 beforeAll(async () => {
   db = await createTestDatabase("postgres");
   seed = await seedOrganization({ deps: { sql: db.sql, clock: systemClock } as never }, { paidPlan: false });
-}, SETUP_TIMEOUT);
+});
 afterAll(async () => {
   for (const c of children) c.proc.kill(9);
   await db.close();
@@ -98,5 +95,5 @@ describe("kill -9 recovery", () => {
     second.proc.kill("SIGTERM");
     expect(await second.exited).toBe(0);
     expect(second.lines.some((l) => l.includes('"msg":"timer runner stopped"'))).toBe(true);
-  }, 60_000);
+  });
 });

@@ -5,9 +5,6 @@ import { expectApiError } from "../helpers/errors.ts";
 import { waitUntil } from "../helpers/wait.ts";
 import { writeCounts } from "./support.ts";
 
-/** Creating a database (the embedded one above all) can be slow on a busy machine. */
-const SETUP_TIMEOUT = 60_000;
-
 let ctx: TestContext;
 let seed: Awaited<ReturnType<typeof seedOrganization>>;
 let unpaid: Awaited<ReturnType<typeof seedOrganization>>;
@@ -16,8 +13,8 @@ beforeAll(async () => {
   ctx = await createTestContext({ timers: true });
   seed = await seedOrganization(ctx, { paidPlan: true });
   unpaid = await seedOrganization(ctx, { paidPlan: false });
-}, SETUP_TIMEOUT);
-afterAll(() => ctx.close(), SETUP_TIMEOUT);
+});
+afterAll(() => ctx.close());
 
 const inFuture = (ms: number) => new Date(Date.now() + ms).toISOString();
 const createLive = (key: string, json: Record<string, unknown>) =>

@@ -3,7 +3,7 @@ import { createContact } from "../../src/services/contacts.ts";
 import { createAgent, createOrganization, createSecretKey } from "../../src/services/tenancy.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { expectApiError } from "../helpers/errors.ts";
-import { createCampaign, phones, SETUP_TIMEOUT } from "./support.ts";
+import { createCampaign, phones } from "./support.ts";
 
 /** Refusals of the campaign routes; no timer runner, so created campaigns stay where creation left them. */
 
@@ -15,8 +15,8 @@ beforeAll(async () => {
   ctx = await createTestContext();
   seed = await seedOrganization(ctx, { paidPlan: true });
   unpaid = await seedOrganization(ctx, { paidPlan: false });
-}, SETUP_TIMEOUT);
-afterAll(() => ctx.close(), SETUP_TIMEOUT);
+});
+afterAll(() => ctx.close());
 
 async function counts() {
   const [row] = (await ctx.deps.sql`select

@@ -3,7 +3,7 @@ import { registerTimerHandlers } from "../../src/timers/handlers.ts";
 import { TimerRunner } from "../../src/timers/runner.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { waitUntil } from "../helpers/wait.ts";
-import { campaignEvents, checkProgress, createCampaign, phones, SETUP_TIMEOUT } from "./support.ts";
+import { campaignEvents, checkProgress, createCampaign, phones } from "./support.ts";
 
 /**
  * The engine keeps nothing in memory: a campaign created while no runner runs, played by a runner
@@ -19,11 +19,11 @@ const runners: TimerRunner[] = [];
 beforeAll(async () => {
   ctx = await createTestContext({ env: { SIMULATION_TIME_SCALE: String(SCALE) } });
   seed = await seedOrganization(ctx, { paidPlan: false });
-}, SETUP_TIMEOUT);
+});
 afterAll(async () => {
   for (const r of runners) await r.stop();
   await ctx.close();
-}, SETUP_TIMEOUT);
+});
 
 function startRunner() {
   const runner = new TimerRunner({
@@ -93,5 +93,5 @@ describe("campaign engine across runners", () => {
       "campaign.started",
       "campaign.completed",
     ]);
-  }, 30_000);
+  });
 });

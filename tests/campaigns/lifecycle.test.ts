@@ -11,7 +11,6 @@ import {
   openCalls,
   type Progress,
   phones,
-  SETUP_TIMEOUT,
 } from "./support.ts";
 
 /** A simulated call lasts (5 + 30..89) s × SCALE: 0.18 to 0.47 s here. */
@@ -22,8 +21,8 @@ let seed: Awaited<ReturnType<typeof seedOrganization>>;
 beforeAll(async () => {
   ctx = await createTestContext({ timers: true, env: { SIMULATION_TIME_SCALE: String(SCALE) } });
   seed = await seedOrganization(ctx, { paidPlan: false });
-}, SETUP_TIMEOUT);
-afterAll(() => ctx.close(), SETUP_TIMEOUT);
+});
+afterAll(() => ctx.close());
 
 describe("test campaign lifecycle", () => {
   test("201 running, then every contact called with at most `concurrency` calls at once, then completed once", async () => {
@@ -131,7 +130,7 @@ describe("test campaign lifecycle", () => {
     expect(cancel.status).toBe(200);
     expect(await cancel.json()).toEqual(campaign);
     expect(await campaignEvents(ctx.deps.sql, created.id)).toHaveLength(2);
-  }, 30_000);
+  });
 
   test("contactIds: the organization's contacts are called with their numbers, in order", async () => {
     const c = { sql: ctx.deps.sql, clock: ctx.deps.clock };
@@ -173,5 +172,5 @@ describe("test campaign lifecycle", () => {
       { contact_id: a.id, to_number: "+33611111111" },
       { contact_id: b.id, to_number: "+33622222222" },
     ]);
-  }, 20_000);
+  });
 });

@@ -1,9 +1,6 @@
 import type { Sql } from "postgres";
 import type { TestContext } from "../helpers/app.ts";
 
-/** Creating a database (the embedded one above all) can be slow on a busy machine. */
-export const SETUP_TIMEOUT = 60_000;
-
 export const CAMPAIGN_KEYS = [
   "agentId",
   "completedAt",

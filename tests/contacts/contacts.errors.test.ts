@@ -20,7 +20,7 @@ beforeAll(async () => {
     json: { phone: "+33612345678" },
   });
   contactId = (await res.json()).id;
-}, 30_000);
+});
 afterAll(() => ctx.close());
 
 const post = (json: unknown) => ctx.request("/api/v1/contacts", { method: "POST", key: seed.testKey, json });

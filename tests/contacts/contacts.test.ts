@@ -12,7 +12,7 @@ const clock = new ManualClock("2026-11-21T09:30:00.000Z");
 beforeAll(async () => {
   ctx = await createTestContext({ clock });
   seed = await seedOrganization(ctx);
-}, 30_000);
+});
 afterAll(() => ctx.close());
 
 const ID = /^ct_[0-9A-HJKMNP-TV-Z]{26}$/;

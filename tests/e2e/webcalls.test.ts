@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import type { Browser } from "playwright-core";
 import { waitUntil } from "../helpers/wait.ts";
@@ -32,8 +32,6 @@ import {
  * and the rate limit run on a second service, whose last test counts the requests made before it and
  * shows that the 7th is refused `rate_limited`.
  */
-
-setDefaultTimeout(60_000);
 
 let service: Service;
 let pages: PageServer;

@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { waitUntil } from "../helpers/wait.ts";
@@ -26,8 +26,6 @@ import {
  * and a screenshot of each state in both languages. Calls that reach POST /web-calls are in
  * webcalls.test.ts.
  */
-
-setDefaultTimeout(60_000);
 
 let service: Service;
 let pages: PageServer;

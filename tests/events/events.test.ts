@@ -32,7 +32,7 @@ beforeAll(async () => {
     });
     recorded.push({ id, ...e });
   }
-}, 30_000);
+});
 afterAll(() => ctx.close());
 
 async function walk(key: string, query = "", limit = 3) {

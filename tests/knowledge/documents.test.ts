@@ -3,7 +3,6 @@ import { CHUNK_MAX_CHARS, chunkText } from "../../src/services/documents.ts";
 import { createSecretKey } from "../../src/services/tenancy.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { expectApiError } from "../helpers/errors.ts";
-import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
 
 /** POST /api/v1/knowledge-bases/{id}/documents: both modes, every refusal, and the chunking. */
 
@@ -15,7 +14,7 @@ beforeAll(async () => {
   ctx = await createTestContext();
   seed = await seedOrganization(ctx, { paidPlan: false });
   other = await seedOrganization(ctx);
-}, SETUP_TIMEOUT_MS);
+});
 afterAll(() => ctx.close());
 
 const upload = (key: string, json: unknown, kb = seed.kb.id) =>

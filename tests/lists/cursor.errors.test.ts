@@ -60,7 +60,7 @@ beforeAll(async () => {
   ids.foreignEndpoint = (
     await createWebhookEndpoint(ctx.deps, other.org.id, { url: "https://b.example.com/h" }, allow)
   ).id;
-}, 30_000);
+});
 afterAll(() => ctx.close());
 
 /** GET `path` and check the refusal (see expectApiError). */

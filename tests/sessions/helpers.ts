@@ -11,6 +11,3 @@ export function mint(
 ): Promise<Response> {
   return ctx.request("/api/v1/web-call-sessions", { method: "POST", ...(key ? { key } : {}), json, headers });
 }
-
-/** Creating an embedded database takes seconds on a busy machine: more than the default hook timeout. */
-export const SETUP_TIMEOUT_MS = 60_000;

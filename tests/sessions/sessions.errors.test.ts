@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createAgent, createSecretKey, revokeSecretKey } from "../../src/services/tenancy.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { expectApiError, outcomeOf } from "../helpers/errors.ts";
-import { mint, SETUP_TIMEOUT_MS } from "./helpers.ts";
+import { mint } from "./helpers.ts";
 
 let ctx: TestContext;
 let seed: Awaited<ReturnType<typeof seedOrganization>>;
@@ -12,7 +12,7 @@ beforeAll(async () => {
   ctx = await createTestContext();
   seed = await seedOrganization(ctx);
   other = await seedOrganization(ctx);
-}, SETUP_TIMEOUT_MS);
+});
 afterAll(() => ctx.close());
 
 /** A second agent of `orgId` and a key of `mode` restricted to it. */

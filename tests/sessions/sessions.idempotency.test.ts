@@ -4,7 +4,7 @@ import { findSessionToken, redeemSessionToken } from "../../src/services/session
 import { updateOrganization } from "../../src/services/tenancy.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { expectApiError } from "../helpers/errors.ts";
-import { mint, SETUP_TIMEOUT_MS, TOKEN_RE } from "./helpers.ts";
+import { mint, TOKEN_RE } from "./helpers.ts";
 
 let ctx: TestContext;
 let seed: Awaited<ReturnType<typeof seedOrganization>>;
@@ -13,7 +13,7 @@ const clock = new ManualClock("2026-11-21T09:30:00.000Z");
 beforeAll(async () => {
   ctx = await createTestContext({ clock });
   seed = await seedOrganization(ctx);
-}, SETUP_TIMEOUT_MS);
+});
 afterAll(() => ctx.close());
 
 const idem = (key: string) => ({ "Idempotency-Key": key });

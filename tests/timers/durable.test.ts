@@ -14,22 +14,19 @@ import { createTestDatabase, type TestDatabase } from "../helpers/db.ts";
 import { waitUntil } from "../helpers/wait.ts";
 import { createFiresTable, fireCounts, registerFire, testRunner } from "./support.ts";
 
-/** Creating a database (the embedded one above all) can be slow on a busy machine. */
-const SETUP_TIMEOUT = 60_000;
-
 let db: TestDatabase;
 const running: TimerRunner[] = [];
 
 beforeAll(async () => {
   db = await createTestDatabase();
   await createFiresTable(db.sql);
-}, SETUP_TIMEOUT);
+});
 afterEach(async () => {
   for (const r of running.splice(0)) await r.stop();
   await db.sql`delete from test_fires`;
   await db.sql`delete from timers`;
 });
-afterAll(() => db.close(), SETUP_TIMEOUT);
+afterAll(() => db.close());
 
 function start(r: TimerRunner) {
   running.push(r);

@@ -4,7 +4,6 @@ import { newId } from "../../src/ids.ts";
 import { hitRateLimit } from "../../src/services/rateLimit.ts";
 import { createAgent } from "../../src/services/tenancy.ts";
 import { expectApiError, outcomeOf } from "../helpers/errors.ts";
-import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
 import {
   freshAddress,
   mintToken,
@@ -28,7 +27,7 @@ let seed: Seed;
 beforeAll(async () => {
   w = await startWorld();
   seed = await seedOrganization(w.ctx);
-}, SETUP_TIMEOUT_MS);
+});
 afterAll(() => w.close());
 
 const N = 30;

@@ -11,7 +11,6 @@ import { webCallGate } from "../../src/http/webCallGate.ts";
 import { registerListAgents } from "../../src/routes/agents/list.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { expectApiError } from "../helpers/errors.ts";
-import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
 
 /**
  * The gate of `POST /api/v1/web-calls` (CORS, then the rate limit) on a throwaway app built in the same
@@ -51,7 +50,7 @@ beforeAll(async () => {
   seed = await seedOrganization(ctx);
   app = throwawayApp(ctx.deps);
   proxied = throwawayApp({ ...ctx.deps, env: parseEnv({ TRUST_PROXY: "10.0.0.0/8, fd00::/8" }) });
-}, SETUP_TIMEOUT_MS);
+});
 afterAll(() => ctx.close());
 
 function post(

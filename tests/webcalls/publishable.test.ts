@@ -2,7 +2,6 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { usedMinutes } from "../../src/services/minutes.ts";
 import { revokePublishableKey, updateAgent, updateOrganization } from "../../src/services/tenancy.ts";
 import { expectApiError, outcomeOf } from "../helpers/errors.ts";
-import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
 import {
   freshAddress,
   type Seed,
@@ -21,7 +20,7 @@ let tokens = 0;
 beforeAll(async () => {
   w = await startWorld();
   seed = await seedOrganization(w.ctx, { cap: 100, planMinutes: 1000 });
-}, SETUP_TIMEOUT_MS);
+});
 afterAll(() => w.close());
 
 const c = () => ({ sql: w.ctx.deps.sql, clock: w.ctx.deps.clock });
@@ -235,38 +234,30 @@ describe("each refusal, in the order of checks", () => {
     ).toBe(0);
   });
 
-  test(
-    "with the bot check not configured, the publishable form is 400 invalid_captcha",
-    async () => {
-      const bare = await startWorld({ env: { RECAPTCHA_SECRET: "" } });
-      try {
-        const org = await seedOrganization(bare.ctx);
-        const token = bare.captcha.token("would-pass");
-        const res = await startCall(bare.ctx, { publishableKey: org.publishable.key, captchaToken: token });
-        await expectApiError(res, 400, "invalid_captcha");
-        expect(bare.captcha.requests.length).toBe(0);
-      } finally {
-        await bare.close();
-      }
-    },
-    SETUP_TIMEOUT_MS,
-  );
+  test("with the bot check not configured, the publishable form is 400 invalid_captcha", async () => {
+    const bare = await startWorld({ env: { RECAPTCHA_SECRET: "" } });
+    try {
+      const org = await seedOrganization(bare.ctx);
+      const token = bare.captcha.token("would-pass");
+      const res = await startCall(bare.ctx, { publishableKey: org.publishable.key, captchaToken: token });
+      await expectApiError(res, 400, "invalid_captcha");
+      expect(bare.captcha.requests.length).toBe(0);
+    } finally {
+      await bare.close();
+    }
+  });
 
-  test(
-    "without a media server, the publishable form is 503 agent_unavailable",
-    async () => {
-      const bare = await startWorld({ liveKit: false });
-      try {
-        const org = await seedOrganization(bare.ctx);
-        const token = bare.captcha.token("passes");
-        const res = await startCall(bare.ctx, { publishableKey: org.publishable.key, captchaToken: token });
-        await expectApiError(res, 503, "agent_unavailable");
-      } finally {
-        await bare.close();
-      }
-    },
-    SETUP_TIMEOUT_MS,
-  );
+  test("without a media server, the publishable form is 503 agent_unavailable", async () => {
+    const bare = await startWorld({ liveKit: false });
+    try {
+      const org = await seedOrganization(bare.ctx);
+      const token = bare.captcha.token("passes");
+      const res = await startCall(bare.ctx, { publishableKey: org.publishable.key, captchaToken: token });
+      await expectApiError(res, 503, "agent_unavailable");
+    } finally {
+      await bare.close();
+    }
+  });
 
   test.each([
     ["a non-string key", { publishableKey: 1, captchaToken: "x" }, "publishableKey"],
@@ -343,44 +334,40 @@ describe("CORS and the rate limit", () => {
 });
 
 describe("behind a trusted proxy", () => {
-  test(
-    "the bot check and the rate limit see the forwarded address, and only from the proxy",
-    async () => {
-      const proxied = await startWorld({ env: { TRUST_PROXY: "10.0.0.0/8" } });
-      try {
-        const org = await seedOrganization(proxied.ctx);
-        const token = proxied.captcha.token("proxied-1");
-        const res = await startCall(
+  test("the bot check and the rate limit see the forwarded address, and only from the proxy", async () => {
+    const proxied = await startWorld({ env: { TRUST_PROXY: "10.0.0.0/8" } });
+    try {
+      const org = await seedOrganization(proxied.ctx);
+      const token = proxied.captcha.token("proxied-1");
+      const res = await startCall(
+        proxied.ctx,
+        { publishableKey: org.publishable.key, captchaToken: token },
+        { address: "10.1.2.3", headers: { "x-forwarded-for": "203.0.113.9, 10.9.9.9" } },
+      );
+      expect(res.status).toBe(201);
+      expect(proxied.captcha.requests.at(-1)!.remoteip).toBe("203.0.113.9");
+      // From a peer that is not a proxy, the header is ignored: the peer is the client.
+      const direct = proxied.captcha.token("direct-1");
+      await startCall(
+        proxied.ctx,
+        { publishableKey: org.publishable.key, captchaToken: direct },
+        { address: "192.0.2.77", headers: { "x-forwarded-for": "203.0.113.10" } },
+      );
+      expect(proxied.captcha.requests.at(-1)!.remoteip).toBe("192.0.2.77");
+      // Six more from the same forwarded visitor through the proxy: the 7th in all is refused.
+      const codes: string[] = [];
+      for (let i = 0; i < 6; i++) {
+        const r = await startCall(
           proxied.ctx,
-          { publishableKey: org.publishable.key, captchaToken: token },
-          { address: "10.1.2.3", headers: { "x-forwarded-for": "203.0.113.9, 10.9.9.9" } },
+          {},
+          { address: `10.0.0.${i + 1}`, headers: { "x-forwarded-for": "203.0.113.9" } },
         );
-        expect(res.status).toBe(201);
-        expect(proxied.captcha.requests.at(-1)!.remoteip).toBe("203.0.113.9");
-        // From a peer that is not a proxy, the header is ignored: the peer is the client.
-        const direct = proxied.captcha.token("direct-1");
-        await startCall(
-          proxied.ctx,
-          { publishableKey: org.publishable.key, captchaToken: direct },
-          { address: "192.0.2.77", headers: { "x-forwarded-for": "203.0.113.10" } },
-        );
-        expect(proxied.captcha.requests.at(-1)!.remoteip).toBe("192.0.2.77");
-        // Six more from the same forwarded visitor through the proxy: the 7th in all is refused.
-        const codes: string[] = [];
-        for (let i = 0; i < 6; i++) {
-          const r = await startCall(
-            proxied.ctx,
-            {},
-            { address: `10.0.0.${i + 1}`, headers: { "x-forwarded-for": "203.0.113.9" } },
-          );
-          codes.push(await outcomeOf(r));
-        }
-        expect(codes.slice(0, 5)).toEqual(Array(5).fill("400 invalid_request"));
-        expect(codes[5]).toBe("429 rate_limited");
-      } finally {
-        await proxied.close();
+        codes.push(await outcomeOf(r));
       }
-    },
-    SETUP_TIMEOUT_MS,
-  );
+      expect(codes.slice(0, 5)).toEqual(Array(5).fill("400 invalid_request"));
+      expect(codes[5]).toBe("429 rate_limited");
+    } finally {
+      await proxied.close();
+    }
+  });
 });

@@ -9,14 +9,13 @@ import {
   WEB_CALL_RATE_LIMIT,
 } from "../../src/services/rateLimit.ts";
 import { createTestContext, type TestContext } from "../helpers/app.ts";
-import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
 
 let ctx: TestContext;
 const clock = new ManualClock("2026-11-21T09:30:00.000Z");
 
 beforeAll(async () => {
   ctx = await createTestContext({ clock });
-}, SETUP_TIMEOUT_MS);
+});
 afterAll(() => ctx.close());
 
 const hit = (address: string, c = clock) => hitRateLimit(ctx.db.sql, c, address);

@@ -26,7 +26,6 @@ import {
 import { startWithSessionToken } from "../../src/services/webCalls.ts";
 import type { TimerScheduler } from "../../src/timers/scheduler.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
-import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
 
 let ctx: TestContext;
 let seed: Awaited<ReturnType<typeof seedOrganization>>;
@@ -35,7 +34,7 @@ const clock = new ManualClock("2026-11-21T09:30:00.000Z");
 beforeAll(async () => {
   ctx = await createTestContext({ clock });
   seed = await seedOrganization(ctx, { planMinutes: 1000 });
-}, SETUP_TIMEOUT_MS);
+});
 afterAll(() => ctx.close());
 
 async function mintToken(

@@ -3,7 +3,6 @@ import { usedMinutes } from "../../src/services/minutes.ts";
 import { updateAgent, updateOrganization } from "../../src/services/tenancy.ts";
 import { expectApiError, outcomeOf } from "../helpers/errors.ts";
 import { waitUntil } from "../helpers/wait.ts";
-import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
 import {
   freshAddress,
   jwtClaims,
@@ -23,7 +22,7 @@ let seed: Seed;
 beforeAll(async () => {
   w = await startWorld({ timers: true });
   seed = await seedOrganization(w.ctx, { planMinutes: 1000 });
-}, SETUP_TIMEOUT_MS);
+});
 afterAll(() => w.close());
 
 const c = () => ({ sql: w.ctx.deps.sql, clock: w.ctx.deps.clock });
@@ -57,7 +56,7 @@ describe("a test session token", () => {
       { timeoutMs: 10_000, stepMs: 100 },
     );
     expect(await usedMinutes(w.ctx.deps.sql, w.ctx.deps.clock, { organizationId: seed.org.id })).toBe(0);
-  }, 20_000);
+  });
 
   test("is spent by its call: a second use is 401 invalid_session_token", async () => {
     const token = await mintToken(w.ctx, seed.testKey, seed.agent.id);
@@ -157,23 +156,19 @@ describe("a live session token", () => {
     expect(timers.length).toBe(0);
   });
 
-  test(
-    "without a media server configured, a live token is 503 agent_unavailable and stays valid",
-    async () => {
-      const bare = await startWorld({ liveKit: false });
-      try {
-        const org = await seedOrganization(bare.ctx);
-        const token = await mintToken(bare.ctx, org.liveKey, org.agent.id);
-        await expectApiError(await startCall(bare.ctx, { sessionToken: token }), 503, "agent_unavailable");
-        const [row] = await bare.ctx.deps
-          .sql`select count(*)::int as n from session_tokens where spent_at is not null`;
-        expect(row!.n).toBe(0);
-      } finally {
-        await bare.close();
-      }
-    },
-    SETUP_TIMEOUT_MS,
-  );
+  test("without a media server configured, a live token is 503 agent_unavailable and stays valid", async () => {
+    const bare = await startWorld({ liveKit: false });
+    try {
+      const org = await seedOrganization(bare.ctx);
+      const token = await mintToken(bare.ctx, org.liveKey, org.agent.id);
+      await expectApiError(await startCall(bare.ctx, { sessionToken: token }), 503, "agent_unavailable");
+      const [row] = await bare.ctx.deps
+        .sql`select count(*)::int as n from session_tokens where spent_at is not null`;
+      expect(row!.n).toBe(0);
+    } finally {
+      await bare.close();
+    }
+  });
 });
 
 describe("the token itself", () => {

@@ -8,7 +8,6 @@ import type { FiredTimer, HandlerContext } from "../../src/timers/runner.ts";
 import { databaseScheduler } from "../../src/timers/scheduler.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { waitUntil } from "../helpers/wait.ts";
-import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
 
 /**
  * Webhook delivery (CONTRACT.md §6) to a local receiver: Standard Webhooks signature, body, event-type
@@ -87,7 +86,7 @@ describe("with the timer runner", () => {
   beforeAll(async () => {
     ctx = await createTestContext({ timers: true, env: { WEBHOOK_ALLOW_PRIVATE_URLS: "true" } });
     seed = await seedOrganization(ctx);
-  }, SETUP_TIMEOUT_MS);
+  });
   afterAll(() => ctx.close());
 
   async function createContact(key: string) {
@@ -160,7 +159,7 @@ describe("with the timer runner", () => {
     expect(delivered).toMatchObject({ attempts: 2, last_status: 200, last_error: null });
     expect(receiver.at("/flaky").length).toBe(2);
     expect(await webhookTimers(ctx, failed.id)).toEqual([]);
-  }, 15_000);
+  });
 
   test("an endpoint deleted before the attempt: the delivery is dropped, nothing is sent", async () => {
     const endpoint = await createEndpoint(ctx, seed.liveKey, receiver.url("/deleted"));
@@ -188,7 +187,7 @@ describe("one attempt at a time (no runner: the handler is called by the test)",
   beforeAll(async () => {
     ctx = await createTestContext({ env: { WEBHOOK_ALLOW_PRIVATE_URLS: "true" } });
     seed = await seedOrganization(ctx);
-  }, SETUP_TIMEOUT_MS);
+  });
   afterAll(() => ctx.close());
 
   /** Writes an event for one new endpoint at `path`; returns the delivery the trigger created. */
@@ -357,7 +356,7 @@ describe("one attempt at a time (no runner: the handler is called by the test)",
     expect((await webhookTimers(ctx, hanging.delivery.id)).length).toBe(1);
     expect(await new WebhookSender(ctx.deps).drain(10)).toBe(true);
     await sender.idle();
-  }, 15_000);
+  });
 
   test("an outcome written after a later attempt took over changes nothing (the attempt number fences it)", async () => {
     const { eventId, endpoint, delivery } = await pendingDelivery("/late");

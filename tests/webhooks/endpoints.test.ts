@@ -15,7 +15,7 @@ beforeAll(async () => {
   ctx = await createTestContext();
   seed = await seedOrganization(ctx);
   other = await seedOrganization(ctx);
-}, 30_000);
+});
 afterAll(() => ctx.close());
 
 const create = (json: unknown, key = seed.liveKey, c = ctx) =>
@@ -202,7 +202,7 @@ describe("WEBHOOK_ALLOW_PRIVATE_URLS=true", () => {
   beforeAll(async () => {
     dev = await createTestContext({ env: { WEBHOOK_ALLOW_PRIVATE_URLS: "true" } });
     devSeed = await seedOrganization(dev);
-  }, 30_000);
+  });
   afterAll(() => dev.close());
 
   test("http and private targets are accepted; other schemes still are not", async () => {
