@@ -11,7 +11,10 @@ import {
   type WebCallWorld,
 } from "./support.ts";
 
-/** POST /api/v1/web-calls with a publishable key (CONTRACT.md §4: the order of checks). */
+/**
+ * POST /api/v1/web-calls with a publishable key, and the order of its checks: rate limit → key →
+ * Origin in the key's list → bot check → paid plan → agent active → plan minutes → minute cap → start.
+ */
 
 let w: WebCallWorld;
 let seed: Seed;

@@ -21,7 +21,7 @@ afterAll(() => ctx.close());
 const hit = (address: string, c = clock) => hitRateLimit(ctx.db.sql, c, address);
 
 describe("hitRateLimit: 6 per rolling 10 minutes per address", () => {
-  test("the rule of SPEC.md", () => {
+  test("the rule: at most 6 web calls per address in a rolling 10 minutes", () => {
     expect(WEB_CALL_RATE_LIMIT).toEqual({ bucket: "web_calls", limit: 6, windowSeconds: 600 });
   });
 

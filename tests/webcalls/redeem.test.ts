@@ -196,7 +196,7 @@ describe("withRedeemedSessionToken: the session form up to the start of the call
     expect(n!.n).toBe(0);
   });
 
-  test("the order of CONTRACT.md §4 composed: paid plan → agent → plan minutes, each refusal leaving the token valid", async () => {
+  test("the session form's checks composed in order: paid plan → agent → plan minutes, each refusal leaving the token valid", async () => {
     const s = await seedOrganization(ctx, { planMinutes: 0 });
     const token = await mintToken(s.liveKey, { agentId: s.agent.id });
     const c = { sql: ctx.deps.sql, clock };

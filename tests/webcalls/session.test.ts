@@ -14,7 +14,11 @@ import {
   type WebCallWorld,
 } from "./support.ts";
 
-/** POST /api/v1/web-calls with a session token (SPEC.md "Session token", CONTRACT.md §4). */
+/**
+ * POST /api/v1/web-calls with a session token: single use, valid 5 minutes, no bot check and no
+ * website list; checked rate limit → token → paid plan (live only) → agent → plan minutes → start,
+ * and only a failure while starting spends the token.
+ */
 
 let w: WebCallWorld;
 let seed: Seed;

@@ -12,7 +12,12 @@ import {
   type WebCallWorld,
 } from "./support.ts";
 
-/** The end of live web calls: LiveKit's webhooks and the maxSeconds timer (CONTRACT.md §4, §8). */
+/**
+ * The end of live web calls. LiveKit's signed webhooks move a call to ongoing when someone joins and
+ * end it on room_finished; a missing or bad signature is 401 invalid_signature and changes nothing.
+ * At maxSeconds the server closes the room and ends the call itself. Either way the minutes used
+ * (whole minutes, at least 1) stay counted and the rest of the reservation is returned.
+ */
 
 let w: WebCallWorld;
 let seed: Seed;

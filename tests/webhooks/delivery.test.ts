@@ -10,8 +10,9 @@ import { createTestContext, seedOrganization, type TestContext } from "../helper
 import { waitUntil } from "../helpers/wait.ts";
 
 /**
- * Webhook delivery (CONTRACT.md §6) to a local receiver: Standard Webhooks signature, body, event-type
- * subscriptions, retry after a failure, timeout, giving up, and endpoints deleted meanwhile.
+ * Webhook delivery to a local receiver: the Standard Webhooks signature (webhook-id is the event id),
+ * the event as body, event-type subscriptions, retry after a failure, timeout, giving up, and
+ * endpoints deleted meanwhile.
  */
 
 interface Received {
