@@ -238,10 +238,10 @@ describe("unknown and malformed ids in paths are 404 not_found", () => {
   const unknownOrg = "org_01JD8Y3M6W9Q2T4V5X7Z8A9B0C";
   const unknownAgent = "agt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C";
   const unknownKey = "key_01JD8Y3M6W9Q2T4V5X7Z8A9B0C";
-  // An id that is not one of the path's kind names the param `id`; a well-formed one that matches no row names none.
+  // Malformed, of another kind or unknown: the same 404, naming no parameter (the path is not a parameter).
   const cases: [string, string, unknown, string | undefined][] = [];
   for (const org of [unknownOrg, "nope", unknownAgent, "org_01jd8y3m6w9q2t4v5x7z8a9b0c"]) {
-    const param = org === unknownOrg ? undefined : "id";
+    const param = undefined;
     cases.push(["PATCH", `/organizations/${org}`, { name: "x" }, param]);
     cases.push(["POST", `/organizations/${org}/agents`, { name: "x" }, param]);
     cases.push(["POST", `/organizations/${org}/secret-keys`, { mode: "test", scopes: ["*"] }, param]);
@@ -254,9 +254,9 @@ describe("unknown and malformed ids in paths are 404 not_found", () => {
     cases.push(["POST", `/organizations/${org}/knowledge-bases`, { name: "x" }, param]);
   }
   for (const agent of [unknownAgent, "nope", unknownOrg])
-    cases.push(["PATCH", `/agents/${agent}`, { name: "x" }, agent === unknownAgent ? undefined : "id"]);
+    cases.push(["PATCH", `/agents/${agent}`, { name: "x" }, undefined]);
   for (const key of [unknownKey, "nope", unknownOrg]) {
-    const param = key === unknownKey ? undefined : "id";
+    const param = undefined;
     cases.push(["POST", `/secret-keys/${key}/revoke`, undefined, param]);
     cases.push(["POST", `/publishable-keys/${key}/revoke`, undefined, param]);
   }
@@ -270,7 +270,7 @@ describe("unknown and malformed ids in paths are 404 not_found", () => {
 
   test("a malformed id is 404 even when the body is bad too", async () => {
     const { res } = await admin(ctx, "PATCH", "/organizations/nope", { json: { bogus: 1 } });
-    await expectApiError(res, 404, "not_found", { param: "id" });
+    await expectApiError(res, 404, "not_found");
   });
 });
 
