@@ -74,8 +74,29 @@ const agentFlags = (created: boolean) => ({
       : 'Agent name dispatched on the media server; "" clears it (the agent id is used).',
   },
   language: {
-    value: "en|fr",
-    help: created ? "Language of the agent (default en)." : "Language of the agent.",
+    value: "<bcp47-tag>",
+    help: created
+      ? "Language of the agent, e.g. en, fr, fr-CA (default en)."
+      : "Language of the agent, e.g. fr-CA.",
+  },
+  instructions: {
+    value: "<text>",
+    help: created
+      ? "What the voice agent is told to do (at most 20,000 characters)."
+      : 'What the voice agent is told to do; "" clears it.',
+  },
+  greeting: {
+    value: "<text>",
+    help: created
+      ? "The first sentence the agent says (at most 1,000 characters)."
+      : 'The first sentence the agent says; "" clears it.',
+  },
+  knowledgeBaseIds: {
+    flag: "knowledge-bases",
+    value: "<kb_…,…>",
+    help: created
+      ? "Comma-separated knowledge bases of the organization the agent searches."
+      : 'Comma-separated knowledge bases of the organization the agent searches; "" for none.',
   },
 });
 
@@ -140,7 +161,9 @@ export const adminOperations: AdminOperation[] = [
     summary: "Create an agent",
     description:
       "Creates an agent in the organization. `livekitAgentName` is the agent name dispatched on the media " +
-      "server (default: the agent id).",
+      "server (default: the agent id). `language` (BCP 47, default `en`), `instructions`, `greeting` and " +
+      "`knowledgeBaseIds` are what the voice agent reads with `GET /api/v1/agents/{id}`; a knowledge base that " +
+      "is not the organization's is 404 `not_found` with `param` `knowledgeBaseIds`.",
     id: inOrganization,
     body: AgentInput,
     flags: agentFlags(true),
@@ -154,8 +177,10 @@ export const adminOperations: AdminOperation[] = [
     path: "/agents/{id}",
     summary: "Update an agent",
     description:
-      "Changes any of `name`, `active`, `livekitAgentName` (`null` clears it), `language`; fields left out keep " +
-      "their value. An inactive agent takes no new web call (503 `agent_unavailable`).",
+      "Changes any of `name`, `active`, `livekitAgentName`, `language`, `instructions`, `greeting` (`null` clears " +
+      "those three), `knowledgeBaseIds` (the whole list); fields left out keep their value. An inactive agent " +
+      "takes no new web call (503 `agent_unavailable`). A knowledge base that is not the organization's is 404 " +
+      "`not_found` with `param` `knowledgeBaseIds`.",
     id: { prefix: "agt", example: AGENT_ID, cli: { positional: "<agent-id>" } },
     body: AgentPatch,
     flags: agentFlags(false),

@@ -22,3 +22,15 @@ export async function knowledgeBaseExists(sql: Db, organizationId: string, id: s
     await sql`select 1 from knowledge_bases where id = ${id} and organization_id = ${organizationId}`;
   return rows.length > 0;
 }
+
+/** The ids among `ids` that are knowledge bases of the organization. */
+export async function existingKnowledgeBaseIds(
+  sql: Db,
+  organizationId: string,
+  ids: string[],
+): Promise<Set<string>> {
+  if (ids.length === 0) return new Set();
+  const rows = await sql<{ id: string }[]>`
+    select id from knowledge_bases where organization_id = ${organizationId} and id = any(${ids})`;
+  return new Set(rows.map((r) => r.id));
+}

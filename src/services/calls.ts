@@ -67,7 +67,7 @@ export async function createCall(deps: Deps, auth: SecretKeyAuth, input: CreateC
       createSimulatedCall(tx, deps, {
         organizationId: auth.organizationId,
         agentId: agent.id,
-        agentLanguage: agent.language,
+        agentLanguage: agent.content_language,
         direction: "outbound",
         to: input.to,
         contactId,

@@ -56,7 +56,7 @@ export async function prepareLiveCall(
     direction: "web",
     variables: input.variables,
     simulated_duration_seconds: null,
-    language: input.agent.language,
+    language: input.agent.content_language,
     task_id: null,
     created_at: deps.clock.now(),
   });
