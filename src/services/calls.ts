@@ -8,6 +8,7 @@ import {
   callsScope,
   callView,
   columnList,
+  ENDED_STATUSES,
   findCall,
   findTranscript,
   transcriptView,
@@ -115,7 +116,10 @@ export async function getCall(deps: Pick<Deps, "sql">, auth: ReadScope, id: stri
 export async function getTranscript(deps: Pick<Deps, "sql">, auth: ReadScope, id: string) {
   const row = isId(id, "call") ? await findTranscript(deps.sql, auth, id) : null;
   if (!row) throw new ApiError("not_found", "No such call.");
-  if (!row.transcript) throw new ApiError("not_found", "This call has no transcript yet.");
+  // A live call's transcript, reported by its voice agent, is there once the call has ended too.
+  if (!row.transcript || !(ENDED_STATUSES as readonly string[]).includes(row.status)) {
+    throw new ApiError("not_found", "This call has no transcript yet.");
+  }
   return transcriptView({ id: row.id, livemode: row.livemode, transcript: row.transcript });
 }
 

@@ -7,6 +7,7 @@ import { ApiError } from "../errors.ts";
 import { LiveKitError, liveKitAgentName, type WebCallRoom } from "../livekit/client.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
 import type { HandlerContext, TimerHandler } from "../timers/types.ts";
+import { releaseCallResults } from "./callResults.ts";
 import { callEvent, recordEvent } from "./events.ts";
 import { reserveMinutes, settleReservation } from "./minutes.ts";
 
@@ -132,6 +133,8 @@ export async function endLiveCall(
   if (!moved) return null;
   await settleReservation(tx, deps.clock, callId, actualSeconds);
   await recordEvent(tx, deps, callEvent("call.ended", moved));
+  // Results the voice agent reported before the end become ready now (services/callResults.ts).
+  await releaseCallResults(tx, deps, callId);
   return moved;
 }
 

@@ -2,6 +2,7 @@ import type { RouteRegistration } from "../../http/appEnv.ts";
 import { registerCreateCall } from "./create.ts";
 import { registerGetCall } from "./get.ts";
 import { registerListCalls } from "./list.ts";
+import { registerReportCallResults } from "./results.ts";
 import { registerGetTranscript } from "./transcript.ts";
 
 export const callRoutes: RouteRegistration[] = [
@@ -9,4 +10,5 @@ export const callRoutes: RouteRegistration[] = [
   registerListCalls,
   registerGetCall,
   registerGetTranscript,
+  registerReportCallResults,
 ];
