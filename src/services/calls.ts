@@ -123,6 +123,17 @@ export async function getTranscript(deps: Pick<Deps, "sql">, auth: ReadScope, id
   return transcriptView({ id: row.id, livemode: row.livemode, transcript: row.transcript });
 }
 
+/**
+ * The recording of a call, once its voice agent reported one. A simulated call has none; a call of the
+ * other mode is not found like any other.
+ */
+export async function getRecording(deps: Pick<Deps, "sql">, auth: ReadScope, id: string) {
+  const row = isId(id, "call") ? await findCall(deps.sql, auth, id) : null;
+  if (!row) throw new ApiError("not_found", "No such call.");
+  if (!row.recording_url) throw new ApiError("not_found", "This call has no recording.");
+  return { callId: row.id, livemode: row.livemode, url: row.recording_url };
+}
+
 export function listCalls(
   deps: Pick<Deps, "sql">,
   auth: ReadScope,

@@ -2,6 +2,7 @@ import type { RouteRegistration } from "../../http/appEnv.ts";
 import { registerCreateCall } from "./create.ts";
 import { registerGetCall } from "./get.ts";
 import { registerListCalls } from "./list.ts";
+import { registerGetRecording } from "./recording.ts";
 import { registerReportCallResults } from "./results.ts";
 import { registerGetTranscript } from "./transcript.ts";
 
@@ -11,4 +12,5 @@ export const callRoutes: RouteRegistration[] = [
   registerGetCall,
   registerGetTranscript,
   registerReportCallResults,
+  registerGetRecording,
 ];

@@ -210,7 +210,7 @@ export const CallResultsInputSchema = z
 export const RecordingSchema = z
   .object({
     callId: z.string().openapi({ example: "call_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
-    livemode: z.literal(true),
+    livemode: z.boolean().openapi({ description: "Always true: simulated calls have no recording." }),
     url: z
       .string()
       .openapi({ example: "https://recordings.example.com/call_01JD8Y3M6W9Q2T4V5X7Z8A9B0C.ogg" }),
