@@ -1,6 +1,20 @@
+import type { Fragment } from "postgres";
 import type { Db } from "./engine/connection.ts";
 
 /** Statements of knowledge-base documents (documents) and their chunks (document_chunks). */
+
+export interface DocumentRow {
+  id: string;
+  knowledge_base_id: string;
+  title: string;
+  chunk_count: number;
+  created_at: Date;
+}
+
+/** The columns of a document in lists (no text). */
+export function documentListColumns(sql: Db): Fragment {
+  return sql`id, knowledge_base_id, title, chunk_count, created_at`;
+}
 
 /**
  * Writes a document with its chunks, in the knowledge base `knowledgeBaseId` of the organization. False
@@ -13,7 +27,7 @@ export async function insertDocument(
     organizationId: string;
     knowledgeBaseId: string;
     title: string;
-    chunks: string[];
+    chunks: { text: string; separator: string }[];
     createdAt: Date;
   },
 ): Promise<boolean> {
@@ -25,8 +39,51 @@ export async function insertDocument(
     returning id`;
   if (inserted.length === 0) return false;
   await tx`
-    insert into document_chunks (document_id, position, content)
-    select ${d.id}, ordinality - 1, content
-    from unnest(${d.chunks}::text[]) with ordinality as c(content, ordinality)`;
+    insert into document_chunks (document_id, position, content, separator)
+    select ${d.id}, ordinality - 1, content, separator
+    from unnest(${d.chunks.map((c) => c.text)}::text[], ${d.chunks.map((c) => c.separator)}::text[])
+      with ordinality as c(content, separator, ordinality)`;
   return true;
+}
+
+/**
+ * The scope of a documents list: one knowledge base of the organization. Documents are live objects:
+ * a test key's scope holds none.
+ */
+export function documentsScope(
+  sql: Db,
+  scope: { organizationId: string; knowledgeBaseId: string; livemode: boolean },
+): Fragment {
+  return sql`organization_id = ${scope.organizationId} and knowledge_base_id = ${scope.knowledgeBaseId}
+    and ${scope.livemode}::boolean`;
+}
+
+/** One document of a knowledge base of the organization, with its text put back together from its chunks. */
+export async function findDocument(
+  sql: Db,
+  organizationId: string,
+  knowledgeBaseId: string,
+  id: string,
+): Promise<(DocumentRow & { text: string }) | null> {
+  const [row] = await sql<(DocumentRow & { text: string })[]>`
+    select d.id, d.knowledge_base_id, d.title, d.chunk_count, d.created_at,
+      (select string_agg(case when c.position = 0 then '' else c.separator end || c.content, '' order by c.position)
+       from document_chunks c where c.document_id = d.id) as text
+    from documents d
+    where d.id = ${id} and d.knowledge_base_id = ${knowledgeBaseId} and d.organization_id = ${organizationId}`;
+  return row ?? null;
+}
+
+/** Deletes a document and its chunks; false when there is no such document in that knowledge base. */
+export async function deleteDocument(
+  sql: Db,
+  organizationId: string,
+  knowledgeBaseId: string,
+  id: string,
+): Promise<boolean> {
+  const rows = await sql`
+    delete from documents
+    where id = ${id} and knowledge_base_id = ${knowledgeBaseId} and organization_id = ${organizationId}
+    returning id`;
+  return rows.length > 0;
 }

@@ -4,11 +4,7 @@ import { errorResponses } from "../../errors.ts";
 import type { App } from "../../http/appEnv.ts";
 import { secretKeyAuth } from "../../http/secretKey.ts";
 import { addDocument, CHUNK_MAX_CHARS } from "../../services/documents.ts";
-import { DocumentInputSchema } from "./schema.ts";
-
-const KnowledgeBaseIdParams = z.object({
-  id: z.string().openapi({ param: { name: "id", in: "path" }, example: "kb_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
-});
+import { DocumentInputSchema, KnowledgeBaseIdParams } from "./schema.ts";
 
 const DocumentReadySchema = z
   .object({

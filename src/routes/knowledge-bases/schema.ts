@@ -20,3 +20,42 @@ export const DocumentInputSchema = z
   })
   .strict()
   .openapi("DocumentInput");
+
+export const KnowledgeBaseIdParams = z.object({
+  id: z.string().openapi({ param: { name: "id", in: "path" }, example: "kb_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
+});
+
+export const DocumentIdParams = KnowledgeBaseIdParams.extend({
+  documentId: z
+    .string()
+    .openapi({ param: { name: "documentId", in: "path" }, example: "doc_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
+});
+
+const documentFields = {
+  id: z.string().openapi({ example: "doc_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
+  knowledgeBaseId: z.string().openapi({ example: "kb_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
+  title: z.string().openapi({ example: "Opening hours" }),
+  chunkCount: z.number().int().openapi({ example: 2 }),
+  createdAt: z.string().openapi({ example: "2026-11-21T09:30:00.000Z" }),
+};
+
+export const DocumentSchema = z.object(documentFields).openapi("Document");
+
+export const DocumentWithTextSchema = z
+  .object({
+    ...documentFields,
+    text: z.string().openapi({
+      description:
+        "The document's text, put back together from its chunks: runs of whitespace are single spaces, " +
+        "paragraphs are separated by a blank line.",
+      example: "We are open Monday to Friday, 9:00 to 18:00.\n\nOn Saturdays, 10:00 to 13:00.",
+    }),
+  })
+  .openapi("DocumentWithText");
+
+export const DeletedDocumentSchema = z
+  .object({
+    id: z.string().openapi({ example: "doc_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
+    deleted: z.literal(true),
+  })
+  .openapi("DeletedDocument");
