@@ -9,7 +9,7 @@ import {
   revokePublishableKey,
   revokeSecretKey,
 } from "../services/keys.ts";
-import { createKnowledgeBase } from "../services/knowledgeBases.ts";
+import { createKnowledgeBase, updateKnowledgeBase } from "../services/knowledgeBases.ts";
 import { createOrganization, listOrganizations, updateOrganization } from "../services/organizations.ts";
 import {
   AgentDetailsSchema,
@@ -18,6 +18,7 @@ import {
   CreatedPublishableKeySchema,
   CreatedSecretKeySchema,
   KnowledgeBaseInput,
+  KnowledgeBasePatch,
   KnowledgeBaseSchema,
   OrganizationInput,
   OrganizationPatch,
@@ -296,12 +297,34 @@ export const adminOperations: AdminOperation[] = [
     summary: "Create a knowledge base",
     description:
       "Creates an empty knowledge base in the organization; documents are added with " +
-      "`POST /api/v1/knowledge-bases/{id}/documents`.",
+      "`POST /api/v1/knowledge-bases/{id}/documents`. Its `language` (BCP 47, optional) decides how its " +
+      "documents are indexed and searched: French or English words are stemmed, others matched as written.",
     id: inOrganization,
     body: KnowledgeBaseInput,
-    flags: { name: { value: "<text>", help: "Name of the knowledge base." } },
+    flags: {
+      name: { value: "<text>", help: "Name of the knowledge base." },
+      language: { value: "<bcp47-tag>", help: "Language of its documents, e.g. fr or en (default: none)." },
+    },
     response: { status: 201, description: "The knowledge base.", schema: KnowledgeBaseSchema },
     errors: ["not_found"],
     run: (deps, id, body) => createKnowledgeBase(deps, id, body as z.output<typeof KnowledgeBaseInput>),
+  },
+  {
+    name: "update-knowledge-base",
+    method: "patch",
+    path: "/knowledge-bases/{id}",
+    summary: "Update a knowledge base",
+    description:
+      "Changes any of `name`, `language` (`null`: none); fields left out keep their value. A new language " +
+      "indexes the knowledge base's documents again before this answers, so searches use it at once.",
+    id: { prefix: "kb", example: "kb_01JD8Y3M6W9Q2T4V5X7Z8A9B0C", cli: { positional: "<kb-id>" } },
+    body: KnowledgeBasePatch,
+    flags: {
+      name: { value: "<text>", help: "New name." },
+      language: { value: "<bcp47-tag>", help: 'Language of its documents, e.g. fr; "" for none.' },
+    },
+    response: { status: 200, description: "The knowledge base.", schema: KnowledgeBaseSchema },
+    errors: ["not_found"],
+    run: (deps, id, body) => updateKnowledgeBase(deps, id, body as z.output<typeof KnowledgeBasePatch>),
   },
 ];

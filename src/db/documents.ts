@@ -32,17 +32,21 @@ export async function insertDocument(
   },
 ): Promise<boolean> {
   // The knowledge base must be the organization's: the insert selects it, and inserts nothing otherwise.
+  // It stays locked (for share) until the end of the transaction, so its language cannot change
+  // between here and the indexing of the chunks (a change waits, then indexes them again itself).
   const inserted = await tx`
     insert into documents (id, organization_id, knowledge_base_id, title, chunk_count, created_at)
     select ${d.id}, organization_id, id, ${d.title}, ${d.chunks.length}, ${d.createdAt}
     from knowledge_bases where id = ${d.knowledgeBaseId} and organization_id = ${d.organizationId}
+    for share
     returning id`;
   if (inserted.length === 0) return false;
   await tx`
-    insert into document_chunks (document_id, position, content, separator)
-    select ${d.id}, ordinality - 1, content, separator
+    insert into document_chunks (document_id, position, content, separator, search_vector)
+    select ${d.id}, ordinality - 1, content, separator, to_tsvector(k.search_config::regconfig, content)
     from unnest(${d.chunks.map((c) => c.text)}::text[], ${d.chunks.map((c) => c.separator)}::text[])
-      with ordinality as c(content, separator, ordinality)`;
+      with ordinality as c(content, separator, ordinality)
+      cross join (select search_config from knowledge_bases where id = ${d.knowledgeBaseId}) k`;
   return true;
 }
 

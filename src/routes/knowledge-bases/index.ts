@@ -3,10 +3,12 @@ import { registerCreateDocument } from "./createDocument.ts";
 import { registerDeleteDocument } from "./deleteDocument.ts";
 import { registerGetDocument } from "./getDocument.ts";
 import { registerListDocuments } from "./listDocuments.ts";
+import { registerSearchKnowledgeBase } from "./search.ts";
 
 export const knowledgeBaseRoutes: RouteRegistration[] = [
   registerCreateDocument,
   registerListDocuments,
   registerGetDocument,
   registerDeleteDocument,
+  registerSearchKnowledgeBase,
 ];
