@@ -174,8 +174,8 @@ export interface Chunk {
 
 /**
  * Splits text into chunks of at most `max` characters along its structure: paragraphs are kept
- * together while they fit, a longer paragraph is cut between sentences, a longer sentence between
- * words, and a longer word is cut where it must. Whitespace runs inside a chunk become one space,
+ * together while they fit, a longer paragraph is cut between sentences (Chinese and Japanese ones
+ * too, after 。！？), a longer sentence between words, and a longer word is cut where it must. Whitespace runs inside a chunk become one space,
  * paragraph breaks inside a chunk stay a blank line. Text with content gives at least one chunk.
  */
 export function chunkText(text: string, max = CHUNK_MAX_CHARS): Chunk[] {
@@ -239,9 +239,26 @@ function splitToFit(paragraph: string, max: number): Chunk[] {
   return pieces;
 }
 
-/** The sentences of a paragraph (single spaces only), each with the space that came before it. */
+/**
+ * Where a sentence ends: after `.`, `!`, `?` or `…` followed by a space, or after the ideographic
+ * full stop, exclamation and question marks (。！？), which Chinese and Japanese write with no space
+ * after them. The match is what separates the two sentences ("" or " ").
+ */
+const SENTENCE_END = /(?<=[.!?…])\s+|(?<=[。！？])\s*/g;
+
+/** The sentences of a paragraph (single spaces only), each with what came before it. */
 function sentencesOf(paragraph: string): Chunk[] {
-  return paragraph.split(/(?<=[.!?…])\s+/).map((text) => ({ text, separator: " " }));
+  const sentences: Chunk[] = [];
+  let start = 0;
+  let separator = "";
+  for (const end of paragraph.matchAll(SENTENCE_END)) {
+    if (end.index === start) continue;
+    sentences.push({ text: paragraph.slice(start, end.index), separator });
+    start = end.index + end[0].length;
+    separator = end[0];
+  }
+  if (start < paragraph.length) sentences.push({ text: paragraph.slice(start), separator });
+  return sentences;
 }
 
 /** A word longer than `max` UTF-16 units, in pieces that never split a character's surrogate pair. */

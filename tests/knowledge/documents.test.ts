@@ -260,4 +260,36 @@ describe("chunkText", () => {
       .join("\n\n");
     expect(chunks.map((c) => c.separator + c.text).join("")).toBe(normalized);
   });
+
+  test("Chinese and Japanese text is cut after 。！？ (no space follows them), never inside a sentence", () => {
+    const sentences = Array.from(
+      { length: 200 },
+      (_, i) => `第${i}句话讲营业时间和预约方法${"。！？"[i % 3]}`,
+    );
+    const text = sentences.join("");
+    expect(text.length).toBeGreaterThan(3000);
+    const chunks = chunkText(text);
+    expect(chunks.length).toBeGreaterThan(2);
+    for (const c of chunks) {
+      expect(c.text.length).toBeLessThanOrEqual(CHUNK_MAX_CHARS);
+      expect(c.text).toMatch(/[。！？]$/);
+    }
+    // Nothing between the sentences: the chunks joined give the text back exactly.
+    expect(chunks.map((c) => c.separator + c.text).join("")).toBe(text);
+    expect(chunks.slice(1).every((c) => c.separator === "")).toBe(true);
+    // Mixed with Latin text, and a space after 。 is kept.
+    expect(chunkText("日本語の文です。 English after. 終わり。", 10)).toEqual([
+      { text: "日本語の文です。", separator: "" },
+      { text: "English", separator: " " },
+      { text: "after.", separator: " " },
+      { text: "終わり。", separator: " " },
+    ]);
+  });
+
+  test("a CJK sentence longer than a chunk is still cut by length", () => {
+    const sentence = `${"长".repeat(2500)}。`;
+    const chunks = chunkText(`${sentence}短句。`);
+    expect(chunks.map((c) => c.text.length)).toEqual([1000, 1000, 504]);
+    expect(chunks.map((c) => c.separator + c.text).join("")).toBe(`${sentence}短句。`);
+  });
 });

@@ -69,6 +69,20 @@ describe("read one", () => {
     expect(body.text).toBe(paragraphs.map((p) => p.replace(/\s+/g, " ").trim()).join("\n\n"));
   });
 
+  test("Chinese text comes back exactly, cut into chunks between its sentences", async () => {
+    const text = Array.from(
+      { length: 150 },
+      (_, i) => `这是第${i}个句子，说明退货政策${"。！？"[i % 3]}`,
+    ).join("");
+    const doc = await upload("退货政策", text);
+    expect(doc.chunkCount).toBeGreaterThan(1);
+    const body = await (await ctx.request(`${base()}/${doc.documentId}`, { key: seed.liveKey })).json();
+    expect(body.text).toBe(text);
+    const chunks = await ctx.db.sql<{ content: string }[]>`
+      select content from document_chunks where document_id = ${doc.documentId} order by position`;
+    expect(chunks.every((c) => /[。！？]$/.test(c.content))).toBe(true);
+  });
+
   test("a test key, another knowledge base, another organization, unknown or malformed ids: 404", async () => {
     const doc = await upload("Private", "Only live keys read this.");
     const second = await createKnowledgeBase(ctx.deps, seed.org.id, { name: "Second" });

@@ -28,7 +28,7 @@ export function registerCreateDocument(app: App, deps: Deps) {
       "Adds a plain-text document to a knowledge base of the organization and emits " +
       "`knowledge.document_ready` with `{documentId, knowledgeBaseId, chunkCount, livemode}`. The text is " +
       `split into chunks of at most ${CHUNK_MAX_CHARS.toLocaleString("en")} characters along paragraphs, ` +
-      "sentences and words. With a test key the request is validated the same way, nothing is stored, " +
+      "sentences (Chinese and Japanese ones too, after 。！？) and words. With a test key the request is validated the same way, nothing is stored, " +
       "the answer carries `simulated: true` and a fictitious `documentId` (the document does not exist " +
       "afterwards) and the event has `livemode` false. No paid plan is needed. The body may be up to 1 MiB.",
     ...secretKeyAuth(deps, "knowledge:write"),
