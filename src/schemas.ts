@@ -84,3 +84,23 @@ export const FlatObjectSchema = z
     }
   })
   .transform((v) => v as FlatObject);
+
+/**
+ * A BCP 47 language tag (`en`, `fr`, `fr-CA`, `pt-BR`, `zh-Hant-TW`), checked and canonicalised by the
+ * runtime's own list of locales (`fr-ca` becomes `fr-CA`). Stored as canonicalised.
+ */
+export const LanguageTagSchema = z
+  .string({ error: (iss) => (iss.input === undefined ? "is required" : "must be a string") })
+  .max(64, { message: "must be at most 64 characters" })
+  .transform((value, ctx) => {
+    try {
+      const [canonical] = Intl.getCanonicalLocales(value);
+      if (canonical) return canonical;
+    } catch {}
+    ctx.addIssue({
+      code: "custom",
+      message: `"${value}" is not a BCP 47 language tag such as en, fr or fr-CA`,
+    });
+    return z.NEVER;
+  })
+  .openapi({ type: "string", description: "A BCP 47 language tag.", example: "fr-CA" });

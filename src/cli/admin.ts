@@ -44,14 +44,18 @@ const ID_FIELD = "\u0000id";
 
 /** What a body field's schema asks for on the command line. */
 function fieldKind(schema: z.ZodType): { kind: Kind; required: boolean } {
-  let s = schema as unknown as { _zod: { def: { type: string; innerType?: unknown } } };
+  let s = schema as unknown as { _zod: { def: { type: string; innerType?: unknown; in?: unknown } } };
   let required = true;
   let nullable = false;
   for (;;) {
     const def = s._zod.def;
     if (def.type === "optional" || def.type === "default") required = false;
     else if (def.type === "nullable") nullable = true;
-    else break;
+    // A transformed value (a canonicalised tag, a de-duplicated list) is typed by what it takes.
+    else if (def.type === "pipe") {
+      s = def.in as typeof s;
+      continue;
+    } else break;
     s = def.innerType as typeof s;
   }
   const type = s._zod.def.type;

@@ -3,11 +3,14 @@ import { ApiError } from "../errors.ts";
 import type { AppEnv } from "./appEnv.ts";
 
 export const BODY_LIMIT = 64 * 1024;
-export const DOCUMENT_BODY_LIMIT = 1024 * 1024;
+export const LARGE_BODY_LIMIT = 1024 * 1024;
 
-/** The body limit of a path: 1 MiB for knowledge-base documents, 64 KiB everywhere else. */
+/** Paths whose bodies carry long texts: knowledge-base documents and the results of a call (its transcript). */
+const LARGE_BODY_PATH = /\/knowledge-bases\/[^/]+\/documents$|\/calls\/[^/]+\/results$/;
+
+/** The body limit of a path: 1 MiB for knowledge-base documents and call results, 64 KiB everywhere else. */
 export function bodyLimit(path: string): number {
-  return /\/knowledge-bases\/[^/]+\/documents$/.test(path) ? DOCUMENT_BODY_LIMIT : BODY_LIMIT;
+  return LARGE_BODY_PATH.test(path) ? LARGE_BODY_LIMIT : BODY_LIMIT;
 }
 
 /** Content types read as JSON: application/json and the `+json` family (LiveKit sends webhook+json). */

@@ -119,23 +119,48 @@ describe("organizations", () => {
 });
 
 describe("agents", () => {
+  /** `"long"` stands for a text one character over the field's limit (kept short in the test names). */
+  const LIMITS: Record<string, number> = { instructions: 20_000, greeting: 1_000 };
+  const expand = (json: Record<string, unknown>) =>
+    Object.fromEntries(
+      Object.entries(json).map(([k, v]) => [k, v === "long" ? "x".repeat((LIMITS[k] ?? 0) + 1) : v]),
+    );
+
   test.each([
     [{}, "name"],
     [{ name: "A", active: "yes" }, "active"],
-    [{ name: "A", language: "de" }, "language"],
+    [{ name: "A", language: "fr_CA" }, "language"],
+    [{ name: "A", language: "12" }, "language"],
+    [{ name: "A", language: "" }, "language"],
+    [{ name: "A", language: 7 }, "language"],
+    [{ name: "A", instructions: "long" }, "instructions"],
+    [{ name: "A", instructions: 7 }, "instructions"],
+    [{ name: "A", greeting: "long" }, "greeting"],
+    [{ name: "A", knowledgeBaseIds: "kb_x" }, "knowledgeBaseIds"],
+    [{ name: "A", knowledgeBaseIds: [7] }, "knowledgeBaseIds.0"],
     [{ name: "A", livekitAgentName: "" }, "livekitAgentName"],
     [{ name: "A", livekitAgentName: 7 }, "livekitAgentName"],
     [{ name: "A", organizationId: "org_x" }, "organizationId"],
   ])("POST %j is 400 invalid_request with param %s", async (json, param) => {
-    await refused("POST", `/organizations/${seed.org.id}/agents`, { json }, 400, "invalid_request", param);
+    await refused(
+      "POST",
+      `/organizations/${seed.org.id}/agents`,
+      { json: expand(json) },
+      400,
+      "invalid_request",
+      param,
+    );
   });
 
   test.each([
     [{ active: 1 }, "active"],
     [{ name: "" }, "name"],
+    [{ language: "en-" }, "language"],
+    [{ greeting: "long" }, "greeting"],
+    [{ knowledgeBaseIds: null }, "knowledgeBaseIds"],
     [{ id: "agt_x" }, "id"],
   ])("PATCH %j is 400 invalid_request with param %s", async (json, param) => {
-    await refused("PATCH", `/agents/${seed.agent.id}`, { json }, 400, "invalid_request", param);
+    await refused("PATCH", `/agents/${seed.agent.id}`, { json: expand(json) }, 400, "invalid_request", param);
   });
 });
 

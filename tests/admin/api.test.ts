@@ -98,7 +98,9 @@ describe("agents", () => {
     const kept = await admin(ctx, "PATCH", `/agents/${agent.id}`, { json: { language: "fr" } });
     expect(kept.body).toEqual({ ...patched.body, language: "fr" });
     const list = await ctx.request("/api/v1/agents", { key: key.body.key });
-    expect(await list.json()).toEqual({ agents: [{ id: agent.id, name: "Sales (paused)", active: false }] });
+    const { organizationId, ...publicAgent } = kept.body;
+    expect(organizationId).toBe(org.id);
+    expect(await list.json()).toEqual({ agents: [publicAgent] });
   });
 });
 

@@ -200,7 +200,7 @@ describe("refusals: the API's error on stderr, exit 1, nothing written", () => {
     });
     expect(await refused("create-organization", "--name", "")).toMatchObject({ param: "name" });
     expect(
-      await refused("create-agent", "--organization", org.id, "--name", "B", "--language", "de"),
+      await refused("create-agent", "--organization", org.id, "--name", "B", "--language", "fr_CA"),
     ).toMatchObject({
       code: "invalid_request",
       param: "language",

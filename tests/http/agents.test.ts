@@ -18,7 +18,21 @@ describe("GET /api/v1/agents", () => {
     const res = await ctx.request("/api/v1/agents", { key: seed.liveKey });
     expect(res.status).toBe(200);
     expect(res.headers.get("x-request-id")).toMatch(/^req_[0-9A-HJKMNP-TV-Z]{26}$/);
-    expect(await res.json()).toEqual({ agents: [{ id: seed.agent.id, name: "Reception", active: true }] });
+    expect(await res.json()).toEqual({
+      agents: [
+        {
+          id: seed.agent.id,
+          name: "Reception",
+          active: true,
+          language: "en",
+          instructions: null,
+          greeting: null,
+          knowledgeBaseIds: [],
+          livekitAgentName: null,
+          createdAt: seed.agent.createdAt,
+        },
+      ],
+    });
   });
 
   test("a key restricted to one agent sees only that agent", async () => {
