@@ -48,6 +48,15 @@ async function main(): Promise<number> {
     return 1;
   }
 
+  // The server reads the widget from widget/dist/: built once here, not by each test that serves it.
+  const widget = Bun.spawnSync([process.execPath, "src/widget/write.ts", "--if-stale"], {
+    stdio: ["ignore", "inherit", "inherit"],
+  });
+  if (widget.exitCode !== 0) {
+    console.error("the widget build failed: see above");
+    return 1;
+  }
+
   const results: [PassName, Counts][] = [];
   for (const pass of passes) {
     if (!(pass in ALL_PASSES))

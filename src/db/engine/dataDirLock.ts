@@ -1,5 +1,6 @@
 import { linkSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import process from "node:process";
 
 /**
  * One process per DATA_DIR. PGlite has no lock of its own: two processes on one folder would both
