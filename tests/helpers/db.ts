@@ -80,9 +80,9 @@ let template: Promise<string> | undefined;
  * a fraction of that. So every embedded test database starts as a copy of a migrated template, kept in
  * the temporary folder under a name derived from the migrations and the PGlite version: a change to
  * either builds a new one. Built under a private name and renamed into place, so parallel runs never see
- * half a template.
+ * half a template. A copy of the folder is a DATA_DIR a server process can start on at once.
  */
-function embeddedTemplate(): Promise<string> {
+export function embeddedTemplate(): Promise<string> {
   template ??= (async () => {
     const hash = createHash("sha256").update(pkg.dependencies["@electric-sql/pglite"]);
     for (const m of migrations) hash.update(`\0${m.name}\0${m.sql}`);
