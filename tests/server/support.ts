@@ -123,7 +123,8 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
       return fetch(`${url}${path}`, { ...rest, headers, body });
     },
     admin: async <T>(method: string, path: string, json?: unknown) => {
-      const res = await server.fetch(`/api/admin/v1${path}`, { method, key: adminToken, json: json ?? {} });
+      const body = method === "GET" ? undefined : (json ?? {});
+      const res = await server.fetch(`/api/admin/v1${path}`, { method, key: adminToken, json: body });
       const text = await res.text();
       if (!res.ok) throw new Error(`admin ${method} ${path}: ${res.status} ${text}`);
       return JSON.parse(text) as T;
