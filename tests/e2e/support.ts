@@ -155,6 +155,8 @@ export interface PageServer {
   page(path: string, html: string): string;
   /** Registers a served script (for `ServiceWidget.init(...)` calls under the strict CSP). */
   script(path: string, js: string): string;
+  /** Registers a served stylesheet (inline styles are refused by the CSP). */
+  style(path: string, css: string): string;
   stop(): Promise<void>;
 }
 
@@ -216,15 +218,23 @@ export function startPageServer(serviceUrl: string): PageServer {
       pages.set(path, { body: js, type: "text/javascript; charset=utf-8" });
       return `${origin}${path}`;
     },
+    style(path, css) {
+      pages.set(path, { body: css, type: "text/css; charset=utf-8" });
+      return `${origin}${path}`;
+    },
     stop: () => server.stop(true),
   };
 }
 
-/** A plain page in `lang` with a slot for the widget and the given tags at the end of the body. */
-export function pageHtml(opts: { lang?: string; tags: string }): string {
+/**
+ * A plain page in `lang` with a slot for the widget and the given tags at the end of the body;
+ * `styles` are served stylesheets linked after the page's own.
+ */
+export function pageHtml(opts: { lang?: string; tags: string; styles?: string[] }): string {
+  const links = ["/page.css", ...(opts.styles ?? [])].map((href) => `<link rel="stylesheet" href="${href}">`);
   return `<!doctype html>
 <html lang="${opts.lang ?? "en"}">
-<head><meta charset="utf-8"><title>Shop</title><link rel="stylesheet" href="/page.css"></head>
+<head><meta charset="utf-8"><title>Shop</title>${links.join("")}</head>
 <body>
 <main>
 <h1>Contact us</h1>

@@ -203,6 +203,37 @@ describe("rate limit on /api/v1/web-calls", () => {
     expect(res.status).toBe(429);
   });
 
+  test("IPv6 visitors are counted per /64: new interface ids in one /64 share one budget", async () => {
+    for (let i = 1; i <= 6; i++) {
+      expect((await post(app, `2001:db8:60:1::${i.toString(16)}`, { origin: ORIGIN })).status).toBe(201);
+    }
+    const sameSlash64 = await post(app, "2001:db8:60:1:ffff:ffff:ffff:ffff", { origin: ORIGIN });
+    expect(sameSlash64.status).toBe(429);
+    expect((await sameSlash64.json()).error.code).toBe("rate_limited");
+    // The next /64 of the same /48 is another visitor.
+    expect((await post(app, "2001:db8:60:2::1", { origin: ORIGIN })).status).toBe(201);
+  });
+
+  test("an IPv4 visitor seen as IPv4-mapped IPv6 shares the IPv4 address's budget", async () => {
+    for (let i = 0; i < 6; i++) {
+      const peer = i % 2 ? "198.51.100.80" : "::ffff:198.51.100.80";
+      expect((await post(app, peer, { origin: ORIGIN })).status).toBe(201);
+    }
+    expect((await post(app, "::ffff:c633:6450", { origin: ORIGIN })).status).toBe(429);
+    expect((await post(app, "198.51.100.81", { origin: ORIGIN })).status).toBe(201);
+  });
+
+  test("behind a trusted IPv6 proxy the forwarded visitor is counted per /64", async () => {
+    for (let i = 1; i <= 6; i++) {
+      const res = await post(proxied, `fd00::${i}`, {
+        headers: { "x-forwarded-for": `2001:db8:61:1::${i}` },
+      });
+      expect(res.status).toBe(201);
+    }
+    const res = await post(proxied, "fd00::9", { headers: { "x-forwarded-for": "2001:db8:61:1::abcd" } });
+    expect(res.status).toBe(429);
+  });
+
   test("with TRUST_PROXY the visitor's address behind the proxy is counted", async () => {
     for (let i = 0; i < 6; i++) {
       const res = await post(proxied, "10.0.0.1", {

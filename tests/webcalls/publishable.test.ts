@@ -332,6 +332,24 @@ describe("CORS and the rate limit", () => {
   });
 });
 
+describe("an IPv6 visitor", () => {
+  test("the bot check gets the full address; the limit counts the visitor's /64", async () => {
+    const org = await seedOrganization(w.ctx, { cap: 100, planMinutes: 1000 });
+    const codes: string[] = [];
+    for (let i = 1; i <= 7; i++) {
+      const address = `2001:db8:77:1:${i}::${i}`;
+      const res = await startCall(
+        w.ctx,
+        { publishableKey: org.publishable.key, captchaToken: good() },
+        { address },
+      );
+      codes.push(await codeOf(res));
+      if (res.status === 201) expect(w.captcha.requests.at(-1)!.remoteip).toBe(address);
+    }
+    expect(codes).toEqual([...Array(6).fill("201 ok"), "429 rate_limited"]);
+  });
+});
+
 describe("behind a trusted proxy", () => {
   test(
     "the bot check and the rate limit see the forwarded address, and only from the proxy",

@@ -11,7 +11,7 @@ import { PgliteWire } from "./pgliteWire.ts";
 /**
  * The embedded PostgreSQL (PGlite), stored in DATA_DIR:
  *
- *   DATA_DIR/voice-service.lock   the pid of the one process using the folder (see dataDirLock.ts)
+ *   DATA_DIR/voice-service.lock   the one process using the folder, and its heartbeat (see dataDirLock.ts)
  *   DATA_DIR/pgdata/              the PostgreSQL data directory; it only ever exists complete
  *   DATA_DIR/pgdata.init-<pid>/   a first start in progress, renamed to pgdata/ when complete
  *
@@ -46,7 +46,20 @@ export async function openEmbedded(dataDir: string, log: Logger, files: PgliteFi
 
   const root = resolve(dataDir);
   mkdirSync(root, { recursive: true, mode: 0o700 });
-  const lock = lockDataDir(root, dataDir);
+  const lock = await lockDataDir(root, dataDir, {
+    onWait: ({ pid, heartbeatAgeMs }) =>
+      log.warn("DATA_DIR is locked by a process in another container or host; waiting for its heartbeat", {
+        dataDir,
+        pid,
+        heartbeatAgeSeconds: Math.round(heartbeatAgeMs / 1000),
+      }),
+    onLost: () => {
+      // Another process took the folder over (this one did not beat for too long): writing on would
+      // corrupt the database both now use. Stop at once; nothing is lost that was committed.
+      log.error("DATA_DIR lock taken over by another process; exiting", { dataDir });
+      process.exit(1);
+    },
+  });
   const cleanups: (() => Promise<void> | void)[] = [() => lock.release()];
   const closeAll = async () => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
