@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import net from "node:net";
+import { brotliDecompressSync } from "node:zlib";
 import { spawnService } from "../db/serviceProcess.ts";
 import {
   errorOf,
@@ -98,10 +99,7 @@ describe(`the service on ${SERVER_RUNTIME}, ${TEST_DATABASE} database`, () => {
         const res = await server.fetch(path, { headers: { "accept-encoding": encoding }, decompress: false });
         expect(res.headers.get("content-encoding")).toBe(encoding);
         const bytes = new Uint8Array(await res.arrayBuffer());
-        const decoded =
-          encoding === "gzip"
-            ? Bun.gunzipSync(bytes)
-            : (await import("node:zlib")).brotliDecompressSync(bytes);
+        const decoded = encoding === "gzip" ? Bun.gunzipSync(bytes) : brotliDecompressSync(bytes);
         expect(new TextDecoder().decode(decoded)).toBe(text);
         etags.add(res.headers.get("etag"));
         const unchanged = await server.fetch(path, {
