@@ -19,7 +19,8 @@ export const defaultHook: Hook<unknown, AppEnv, string, unknown> = (result, c) =
   const { message, param } = describeIssues(result.error.issues);
   const target = (result as { target?: string }).target;
   if (target === "query") throw new ApiError("invalid_query", message, param ? { param } : {});
-  if (target === "param") throw new ApiError("not_found", "No such object.", param ? { param } : {});
+  // An id in the path that is malformed is just an unknown id: the same 404, naming no parameter.
+  if (target === "param") throw new ApiError("not_found", "No such object.");
   return errorResponse(c, new ApiError("invalid_request", message, param ? { param } : {}));
 };
 

@@ -2,17 +2,17 @@
  * `npm test`: the whole suite twice, on PostgreSQL and on the embedded database (TEST_DATABASE=embedded),
  * then the HTTP-level suite (tests/server/, a started server driven over HTTP) twice more against a
  * server on Deno (SERVER_RUNTIME=deno), on each database. Each pass writes a JUnit report to
- * .artifacts/junit/<pass>.xml. Prints bun's own output, one `<pass>: N passed, N failed` line per pass,
- * then `N passed, N failed` for all; exits 1 if any failed.
+ * .artifacts/junit/<pass>.xml. Prints bun's own output, one `<pass>: N passed, N failed[, N skipped]`
+ * line per pass, then the same line for all; exits 1 if any pass failed or no test passed at all.
  *
  *   npm test                       every pass, every test file
  *   npm test -- tests/http         every pass, only the files under tests/http (any `bun test` filter;
  *                                  the Deno passes run those of tests/server/ only, or nothing)
  *   TEST_PASSES=embedded npm test  one pass only (postgres, embedded, deno-postgres, deno-embedded)
  *
- * Benchmarks live in tests/bench/ as `*.bench.ts` and run through their own npm scripts: `bun test`
- * picks up only `*.test.*`, `*_test.*`, `*.spec.*` and `*_spec.*`, so they must never be named like that
- * (checked below).
+ * Benchmarks are plain scripts in tests/bench/ (`agents.ts`, `webcalls.ts`, …), run through their own
+ * `npm run bench:*` scripts: `bun test` picks up only `*.test.*`, `*_test.*`, `*.spec.*` and `*_spec.*`,
+ * so none may be named like that (checked below).
  */
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -50,10 +50,12 @@ interface Counts {
 }
 
 /**
- * bun ignores `timeout` in bunfig.toml and defaults to 5 s for tests and hooks alike; a beforeAll that
- * opens an embedded database on a busy machine can take longer.
+ * The one timeout of every test and hook (bun's default is 5 s). bun reads it only from this flag,
+ * from setDefaultTimeout in a file, or from a test's own argument, never from bunfig.toml. A
+ * beforeAll that opens an embedded database, or a test that runs the service as a child process,
+ * takes seconds on a busy machine; a test that needs longer still says so where it is written.
  */
-const BUN_TEST_FLAGS = ["--timeout=30000"];
+const BUN_TEST_FLAGS = ["--timeout=60000"];
 
 const TEST_FILE = /(\.|_)(test|spec)\.[cm]?[jt]sx?$/;
 

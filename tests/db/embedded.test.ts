@@ -19,6 +19,7 @@ import { openEmbedded } from "../../src/db/engine/embedded.ts";
 import { migrate } from "../../src/db/engine/migrate.ts";
 import { silentLogger } from "../../src/log.ts";
 import { bunPgliteFiles } from "../../src/runtime/bunFiles.ts";
+import { waitUntil } from "../helpers/wait.ts";
 import { MAIN, spawnService, stopService } from "./serviceProcess.ts";
 
 const FIXTURE = join(import.meta.dir, "fixtures", "commitThenWait.ts");
@@ -230,12 +231,16 @@ describe("embedded database: first start", () => {
     const dataDir = join(tempDir(), "data");
     const child = spawnService(["migrate"], { env: { DATA_DIR: dataDir } });
     let staging: string | undefined;
-    while (!staging && child.proc.exitCode === null) {
-      staging = existsSync(dataDir)
-        ? readdirSync(dataDir).find((n) => n.startsWith("pgdata.init-"))
-        : undefined;
-      if (!staging) await Bun.sleep(1);
-    }
+    await waitUntil(
+      "the initialisation folder, or the end of the process",
+      () => {
+        staging = existsSync(dataDir)
+          ? readdirSync(dataDir).find((n) => n.startsWith("pgdata.init-"))
+          : undefined;
+        return staging !== undefined || child.proc.exitCode !== null;
+      },
+      { stepMs: 1 },
+    );
     child.proc.kill("SIGKILL");
     await child.exited;
     expect(staging).toBe(`pgdata.init-${child.pid}`);

@@ -1,5 +1,6 @@
 import { join } from "node:path";
 import type { Subprocess } from "bun";
+import { waitUntil } from "../helpers/wait.ts";
 
 /** Runs the service (from the sources, or an executable) as a child process, as an operator would. */
 
@@ -49,16 +50,16 @@ export function spawnService(
     done = true;
     return code;
   });
-  const waitFor = async (re: RegExp, timeoutMs = 20_000) => {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const match = text.match(re);
-      if (match) return match;
-      if (done) throw new Error(`process exited before ${re}:\n${text}`);
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${re}:\n${text}`);
-      await Bun.sleep(10);
-    }
-  };
+  const waitFor = (re: RegExp, timeoutMs = 20_000) =>
+    waitUntil(
+      () => `${re} in the output:\n${text}`,
+      () => {
+        const match = text.match(re);
+        if (!match && done) throw new Error(`process exited before ${re}:\n${text}`);
+        return match;
+      },
+      { timeoutMs, stepMs: 10 },
+    );
   return {
     proc,
     pid: proc.pid,

@@ -348,15 +348,6 @@ export function webCallRequests(requests: string[], serviceUrl: string): string[
   return requests.filter((u) => u === `${serviceUrl}/api/v1/web-calls`);
 }
 
-/** Polls `check` until it holds (for conditions outside the page, such as recorded requests). */
-export async function until(check: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(10);
-  }
-}
-
 /** Milliseconds from the last click to the first `state` after it, in page time. */
 export async function sinceClick(page: Page, state: string): Promise<number> {
   return page.evaluate((s) => {

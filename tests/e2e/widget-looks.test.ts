@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
@@ -24,7 +24,6 @@ import {
  * alert neither widens nor moves the button.
  */
 
-setDefaultTimeout(60_000);
 
 let service: Service;
 let pages: PageServer;

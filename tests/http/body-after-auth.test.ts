@@ -4,11 +4,11 @@ import { SCOPES } from "../../src/auth/scopes.ts";
 import { bodyLimit } from "../../src/http/body.ts";
 import { createSecretKey } from "../../src/services/keys.ts";
 import { createTestContext, seedOrganization } from "../helpers/app.ts";
+import { outcomeOf } from "../helpers/errors.ts";
 import {
   addFixtureWriteRoute,
   concretePath,
   type DocumentedOperation,
-  expectErrorEnvelope,
   FULL_ENV,
   fetchDocument,
   jsonBodyOf,
@@ -79,8 +79,7 @@ function send(o: DocumentedOperation, body: BodyInit, headers: Record<string, st
 }
 
 async function expectCode(res: Response, expected: string) {
-  const { code } = await expectErrorEnvelope(res);
-  expect(`${res.status} ${code}`).toBe(expected);
+  expect(await outcomeOf(res)).toBe(expected);
 }
 
 test("the document has write operations behind a secret key and behind the admin token", () => {

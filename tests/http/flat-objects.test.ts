@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { createTestContext, seedOrganization } from "../helpers/app.ts";
-import { expectErrorEnvelope } from "../helpers/openapi.ts";
+import { expectApiError, outcomeOf } from "../helpers/errors.ts";
 
 /**
  * Flat objects (call and session `variables`, contact `metadata`, campaign contacts' `variables`) keep
@@ -95,10 +95,7 @@ describe.each(routes.map((r) => [r.name, r] as const))("%s", (_name, r) => {
     const flat = withProto(value);
     expect(Object.keys(flat)).toContain("__proto__");
     const res = await r.send(flat);
-    const text = await res.clone().text();
-    const { code } = await expectErrorEnvelope(res);
-    expect(`${res.status} ${code}`).toBe("400 invalid_request");
-    expect(JSON.parse(text).error.param).toBe(`${r.param}.__proto__`);
+    await expectApiError(res, 400, "invalid_request", { param: `${r.param}.__proto__` });
   });
 
   test("keys named like Object's members are kept exactly, values and all", async () => {
@@ -120,7 +117,7 @@ describe.each(routes.map((r) => [r.name, r] as const))("%s", (_name, r) => {
     for (const key of ["constructor", "prototype", "toString"]) {
       const res = await r.send({ [key]: { x: 1 } });
       const text = await res.clone().text();
-      expect(`${res.status} ${(await expectErrorEnvelope(res)).code}`).toBe("400 invalid_request");
+      expect(await outcomeOf(res)).toBe("400 invalid_request");
       expect(JSON.parse(text).error.param).toBe(`${r.param}.${key}`);
     }
   });

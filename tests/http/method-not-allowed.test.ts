@@ -1,8 +1,8 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { createTestContext } from "../helpers/app.ts";
+import { expectApiError, outcomeOf } from "../helpers/errors.ts";
 import {
   concretePath,
-  expectErrorEnvelope,
   FULL_ENV,
   fetchDocument,
   HTTP_METHODS,
@@ -45,10 +45,9 @@ describe.each(cases)("%s", (_label, method, path, allow) => {
       ...(method === "GET" || method === "DELETE" ? {} : { json: {} }),
       headers: { authorization: `Bearer ${FULL_ENV.ADMIN_TOKEN}` },
     });
-    const { code, text } = await expectErrorEnvelope(res);
-    expect(`${res.status} ${code}`).toBe("405 method_not_allowed");
+    const { error } = await expectApiError(res, 405, "method_not_allowed");
     expect(res.headers.get("allow")).toBe(allow);
-    expect(text).toContain(method);
+    expect(error.message).toContain(method);
   });
 });
 
@@ -87,7 +86,7 @@ describe("around it", () => {
     for (const method of ["GET", "POST", "DELETE"]) {
       for (const path of ["/api/v1/nope", "/api/v1/calls/x/nope", "/api/v2/calls", "/nope"]) {
         const res = await ctx.request(path, { method });
-        expect(`${res.status} ${(await expectErrorEnvelope(res)).code}`).toBe("404 not_found");
+        expect(await outcomeOf(res)).toBe("404 not_found");
         expect(res.headers.get("allow")).toBeNull();
       }
     }
@@ -97,7 +96,7 @@ describe("around it", () => {
     const plain = await createTestContext();
     try {
       const res = await plain.request("/api/admin/v1/organizations", { method: "GET" });
-      expect(`${res.status} ${(await expectErrorEnvelope(res)).code}`).toBe("404 not_found");
+      expect(await outcomeOf(res)).toBe("404 not_found");
       expect(res.headers.get("allow")).toBeNull();
       const api = await plain.request("/api/v1/calls", { method: "PUT", json: {} });
       expect(api.status).toBe(405);

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { CHUNK_MAX_CHARS, chunkText } from "../../src/services/documents.ts";
 import { createSecretKey } from "../../src/services/keys.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
-import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
+import { expectApiError } from "../helpers/errors.ts";
 
 /** POST /api/v1/knowledge-bases/{id}/documents: both modes, every refusal, and the chunking. */
 
@@ -14,7 +14,7 @@ beforeAll(async () => {
   ctx = await createTestContext();
   seed = await seedOrganization(ctx, { paidPlan: false });
   other = await seedOrganization(ctx);
-}, SETUP_TIMEOUT_MS);
+});
 afterAll(() => ctx.close());
 
 const upload = (key: string, json: unknown, kb = seed.kb.id) =>
@@ -30,16 +30,6 @@ async function readyEvents(key: string) {
   const res = await ctx.request("/api/v1/events?type=knowledge.document_ready&limit=100", { key });
   expect(res.status).toBe(200);
   return (await res.json()).data as { id: string; livemode: boolean; data: Record<string, unknown> }[];
-}
-
-/** 400 `invalid_request` naming `param`. */
-async function expectInvalid(res: Response, param: string) {
-  const body = await res.json();
-  expect({ status: res.status, code: body.error?.code, param: body.error?.param }).toEqual({
-    status: 400,
-    code: "invalid_request",
-    param,
-  });
 }
 
 const TEXT = [
@@ -127,8 +117,7 @@ describe("refusals", () => {
     for (const key of [seed.liveKey, seed.testKey]) {
       for (const kb of [other.kb.id, "kb_01JD8Y3M6W9Q2T4V5X7Z8A9B0C", "nope", seed.agent.id]) {
         const res = await upload(key, { title: "T", text: "x" }, kb);
-        expect(res.status).toBe(404);
-        expect((await res.json()).error.code).toBe("not_found");
+        await expectApiError(res, 404, "not_found", { param: "id" });
       }
     }
     expect(await counts()).toEqual(before);
@@ -149,7 +138,7 @@ describe("refusals", () => {
     const before = await counts();
     for (const key of [seed.liveKey, seed.testKey]) {
       for (const [json, param] of cases) {
-        await expectInvalid(await upload(key, json), param);
+        await expectApiError(await upload(key, json), 400, "invalid_request", { param });
       }
     }
     expect(await counts()).toEqual(before);
@@ -162,7 +151,7 @@ describe("refusals", () => {
         [{ title: "T\u0000", text: "x" }, "title"],
         [{ title: "T", text: "a\u0000b" }, "text"],
       ] as const) {
-        await expectInvalid(await upload(key, json), param);
+        await expectApiError(await upload(key, json), 400, "invalid_request", { param });
       }
     }
     // An escaped backslash followed by "u0000" is ordinary text.
@@ -172,8 +161,7 @@ describe("refusals", () => {
 
   test("a body over 1 MiB is 413 payload_too_large; not JSON is 415", async () => {
     const res = await upload(seed.liveKey, { title: "T", text: "x".repeat(1024 * 1024) });
-    expect(res.status).toBe(413);
-    expect((await res.json()).error.code).toBe("payload_too_large");
+    await expectApiError(res, 413, "payload_too_large");
     const raw = await ctx.request(`/api/v1/knowledge-bases/${seed.kb.id}/documents`, {
       method: "POST",
       key: seed.liveKey,
@@ -189,8 +177,7 @@ describe("refusals", () => {
       scopes: ["contacts:write"],
     });
     const res = await upload(limited.key, { title: "T", text: "x" });
-    expect(res.status).toBe(403);
-    expect((await res.json()).error.code).toBe("missing_scope");
+    await expectApiError(res, 403, "missing_scope");
     const anonymous = await ctx.request(`/api/v1/knowledge-bases/${seed.kb.id}/documents`, {
       method: "POST",
       json: { title: "T", text: "x" },

@@ -30,7 +30,7 @@ beforeAll(async () => {
       }),
     );
   }
-}, 30_000);
+});
 afterAll(() => ctx.close());
 
 test("page 1 and a page after a cursor each run on a reused generic plan", async () => {

@@ -72,7 +72,7 @@ describe("texts and announcements", () => {
     });
   }
 
-  test("the texts of SPEC.md and CONTRACT.md §7, word for word", () => {
+  test("the button labels and screen-reader announcements in English and French, word for word", () => {
     expect(TEXTS.en).toMatchObject({
       label: "Talk to the agent",
       connecting: "Connecting…",
