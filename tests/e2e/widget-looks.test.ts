@@ -24,7 +24,6 @@ import {
  * alert neither widens nor moves the button.
  */
 
-
 let service: Service;
 let pages: PageServer;
 let browser: Browser;
