@@ -68,7 +68,7 @@ describe("the runtime boundary", () => {
     const output = `${run.stdout.toString()}${run.stderr.toString()}`;
     expect(output).not.toContain("error");
     expect(run.exitCode).toBe(0);
-  }, 120_000);
+  });
 
   test("deno check refuses a module that uses Bun's API", () => {
     const run = Bun.spawnSync([deno, "check", "tests/runtime/fixtures/runtime/bun.ts"], {
@@ -79,5 +79,5 @@ describe("the runtime boundary", () => {
     });
     expect(run.exitCode).not.toBe(0);
     expect(run.stderr.toString()).toContain("Cannot find name 'Bun'");
-  }, 60_000);
+  });
 });

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { codeOf, errorOf, type Seed, type Server, START_TIMEOUT_MS, seed, startServer } from "./support.ts";
+import { expectApiError, outcomeOf } from "../helpers/errors.ts";
+import { type Seed, type Server, seed, startServer } from "./support.ts";
 
 /** Who may call what, over HTTP: secret keys, scopes, agent restrictions, revocation, the admin token. */
 
@@ -8,7 +9,7 @@ let s: Seed;
 beforeAll(async () => {
   server = await startServer();
   s = await seed(server);
-}, START_TIMEOUT_MS);
+});
 afterAll(() => server.stop());
 
 const secretKey = (body: Record<string, unknown>) =>
@@ -28,8 +29,7 @@ describe("secret keys", () => {
     for (const authorization of authorizations) {
       for (const path of ["/api/v1/agents", "/api/v1/contacts", "/api/v1/events"]) {
         const res = await server.fetch(path, { headers: authorization ? { authorization } : {} });
-        expect(res.status).toBe(401);
-        expect((await errorOf(res)).code).toBe("invalid_key");
+        await expectApiError(res, 401, "invalid_key", { label: `${path} with ${authorization}` });
       }
     }
   });
@@ -45,7 +45,7 @@ describe("secret keys", () => {
     expect((await server.fetch("/api/v1/agents", { key: key.key })).status).toBe(200);
     const revoked = await server.admin<{ revoked: boolean }>("POST", `/secret-keys/${key.id}/revoke`);
     expect(revoked.revoked).toBe(true);
-    expect(await codeOf(await server.fetch("/api/v1/agents", { key: key.key }))).toBe("401 invalid_key");
+    expect(await outcomeOf(await server.fetch("/api/v1/agents", { key: key.key }))).toBe("401 invalid_key");
   });
 
   test("a key holds only its scopes: 403 missing_scope for the others", async () => {
@@ -56,8 +56,10 @@ describe("secret keys", () => {
       key: reader.key,
       json: { phone: "+33612345678" },
     });
-    expect(await codeOf(write)).toBe("403 missing_scope");
-    expect(await codeOf(await server.fetch("/api/v1/agents", { key: reader.key }))).toBe("403 missing_scope");
+    expect(await outcomeOf(write)).toBe("403 missing_scope");
+    expect(await outcomeOf(await server.fetch("/api/v1/agents", { key: reader.key }))).toBe(
+      "403 missing_scope",
+    );
   });
 
   test("a key restricted to some agents is 403 agent_not_allowed for the others", async () => {
@@ -67,8 +69,8 @@ describe("secret keys", () => {
     const restricted = await secretKey({ mode: "test", scopes: ["*"], agentIds: [s.agent.id] });
     const mint = (agentId: string) =>
       server.fetch("/api/v1/web-call-sessions", { method: "POST", key: restricted.key, json: { agentId } });
-    expect(await codeOf(await mint(s.agent.id))).toBe("201 ok");
-    expect(await codeOf(await mint(second.id))).toBe("403 agent_not_allowed");
+    expect(await outcomeOf(await mint(s.agent.id))).toBe("201 ok");
+    expect(await outcomeOf(await mint(second.id))).toBe("403 agent_not_allowed");
   });
 
   test("a test key never reads a live resource, nor a live key a test one", async () => {
@@ -82,7 +84,7 @@ describe("secret keys", () => {
       await server.fetch("/api/v1/web-calls", { method: "POST", json: { sessionToken: token } })
     ).json();
     expect((await server.fetch(`/api/v1/calls/${call.callId}`, { key: s.testKey })).status).toBe(200);
-    expect(await codeOf(await server.fetch(`/api/v1/calls/${call.callId}`, { key: s.liveKey }))).toBe(
+    expect(await outcomeOf(await server.fetch(`/api/v1/calls/${call.callId}`, { key: s.liveKey }))).toBe(
       "404 not_found",
     );
   });
@@ -101,8 +103,7 @@ describe("the admin API", () => {
         headers: { "content-type": "application/json", ...(authorization ? { authorization } : {}) },
         body: JSON.stringify({ name: "Intruder" }),
       });
-      expect(res.status).toBe(401);
-      expect((await errorOf(res)).code).toBe("invalid_key");
+      await expectApiError(res, 401, "invalid_key", { label: String(authorization) });
     }
     const orgs = await server
       .admin<{ data: { name: string }[] }>("GET", "/organizations?limit=100")
@@ -116,9 +117,7 @@ describe("the admin API", () => {
       key: server.adminToken,
       json: { mode: "sometimes", scopes: ["*"] },
     });
-    expect(res.status).toBe(400);
-    const error = await errorOf(res);
-    expect(error).toMatchObject({ code: "invalid_request", param: "mode" });
+    await expectApiError(res, 400, "invalid_request", { param: "mode" });
   });
 });
 

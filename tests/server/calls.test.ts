@@ -1,14 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import {
-  codeOf,
-  errorOf,
-  type Seed,
-  type Server,
-  START_TIMEOUT_MS,
-  seed,
-  startServer,
-  waitUntil,
-} from "./support.ts";
+import { expectApiError, outcomeOf } from "../helpers/errors.ts";
+import { waitUntil } from "../helpers/wait.ts";
+import { type Seed, type Server, seed, startServer } from "./support.ts";
 
 /**
  * Calls over HTTP: a simulated call played by the server's own durable timers, its transcript and
@@ -22,7 +15,7 @@ beforeAll(async () => {
   server = await startServer();
   s = await seed(server);
   unpaid = await seed(server, { paidPlan: false });
-}, START_TIMEOUT_MS);
+});
 afterAll(() => server.stop());
 
 const create = (json: Record<string, unknown>, key = s.testKey) =>
@@ -58,28 +51,23 @@ describe("a simulated call", () => {
     expect(created.id).toMatch(/^call_[0-9A-HJKMNP-TV-Z]{26}$/);
 
     const seen = new Set<string>();
-    const done = await waitUntil(
-      async () => {
-        const call = (await (
-          await server.fetch(`/api/v1/calls/${created.id}`, { key: s.testKey })
-        ).json()) as Call;
-        seen.add(call.status);
-        return call;
-      },
-      (c) => c.status === "completed",
-      "the call to complete",
-    );
+    const done = await waitUntil("the call to complete", async () => {
+      const call = (await (
+        await server.fetch(`/api/v1/calls/${created.id}`, { key: s.testKey })
+      ).json()) as Call;
+      seen.add(call.status);
+      return call.status === "completed" && call;
+    });
     expect(seen.has("initiated") || seen.has("ringing") || seen.has("ongoing")).toBe(true);
     expect(done.durationSeconds).toBeGreaterThanOrEqual(30);
     expect(done.durationSeconds).toBeLessThanOrEqual(89);
     expect(typeof done.startedAt).toBe("string");
     expect(typeof done.endedAt).toBe("string");
 
-    const transcript = await waitUntil(
-      () => server.fetch(`/api/v1/calls/${created.id}/transcript`, { key: s.testKey }),
-      (r) => r.status === 200,
-      "the transcript",
-    );
+    const transcript = await waitUntil("the transcript", async () => {
+      const res = await server.fetch(`/api/v1/calls/${created.id}/transcript`, { key: s.testKey });
+      return res.status === 200 && res;
+    });
     const body = await transcript.json();
     expect(body).toMatchObject({ callId: created.id, livemode: false });
     expect(body.segments.length).toBeGreaterThan(1);
@@ -88,26 +76,23 @@ describe("a simulated call", () => {
       expect(typeof segment.text).toBe("string");
     }
 
-    const events = await waitUntil(
-      async () => {
-        const page = await (await server.fetch("/api/v1/events?limit=100", { key: s.testKey })).json();
-        return (page.data as { type: string; data: { id?: string; callId?: string } }[])
-          .filter((e) => e.data.id === created.id || e.data.callId === created.id)
-          .map((e) => e.type)
-          .sort();
-      },
-      (types) => types.length >= 4,
-      "the call's four events",
-    );
+    const events = await waitUntil("the call's four events", async () => {
+      const page = await (await server.fetch("/api/v1/events?limit=100", { key: s.testKey })).json();
+      const types = (page.data as { type: string; data: { id?: string; callId?: string } }[])
+        .filter((e) => e.data.id === created.id || e.data.callId === created.id)
+        .map((e) => e.type)
+        .sort();
+      return types.length >= 4 && types;
+    });
     expect(events).toEqual(["call.analysis_ready", "call.ended", "call.started", "call.transcript_ready"]);
-  }, 40_000);
+  });
 
   test("the transcript is 404 not_found until the call has one; a live key never sees the test call", async () => {
     const created = (await (await create({})).json()) as Call;
     expect(
-      await codeOf(await server.fetch(`/api/v1/calls/${created.id}/transcript`, { key: s.testKey })),
+      await outcomeOf(await server.fetch(`/api/v1/calls/${created.id}/transcript`, { key: s.testKey })),
     ).toBe("404 not_found");
-    expect(await codeOf(await server.fetch(`/api/v1/calls/${created.id}`, { key: s.liveKey }))).toBe(
+    expect(await outcomeOf(await server.fetch(`/api/v1/calls/${created.id}`, { key: s.liveKey }))).toBe(
       "404 not_found",
     );
   });
@@ -132,11 +117,9 @@ describe("a simulated call", () => {
 describe("refusals", () => {
   test("a number that is not E.164 or an unknown agent is refused naming the field", async () => {
     const badPhone = await create({ to: "0612345678" });
-    expect(badPhone.status).toBe(400);
-    expect(await errorOf(badPhone)).toMatchObject({ code: "invalid_request", param: "to" });
+    await expectApiError(badPhone, 400, "invalid_request", { param: "to" });
     const unknown = await create({ agentId: "agt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" });
-    expect(unknown.status).toBe(404);
-    expect(await errorOf(unknown)).toMatchObject({ code: "not_found", param: "agentId" });
+    await expectApiError(unknown, 404, "not_found", { param: "agentId" });
   });
 
   test("live: without a paid plan 403 plan_required; with one but no carrier 503 carrier_unavailable", async () => {
@@ -145,8 +128,8 @@ describe("refusals", () => {
       key: unpaid.liveKey,
       json: { agentId: unpaid.agent.id, to: "+33612345678" },
     });
-    expect(await codeOf(noPlan)).toBe("403 plan_required");
-    expect(await codeOf(await create({}, s.liveKey))).toBe("503 carrier_unavailable");
+    expect(await outcomeOf(noPlan)).toBe("403 plan_required");
+    expect(await outcomeOf(await create({}, s.liveKey))).toBe("503 carrier_unavailable");
   });
 });
 
@@ -180,7 +163,7 @@ describe("scheduled calls", () => {
   });
 
   test("tasks are live only: a test key is 403 test_mode_not_supported", async () => {
-    expect(await codeOf(await server.fetch("/api/v1/tasks", { key: s.testKey }))).toBe(
+    expect(await outcomeOf(await server.fetch("/api/v1/tasks", { key: s.testKey }))).toBe(
       "403 test_mode_not_supported",
     );
   });

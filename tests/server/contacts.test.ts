@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { codeOf, errorOf, type Seed, type Server, START_TIMEOUT_MS, seed, startServer } from "./support.ts";
+import { expectApiError, outcomeOf } from "../helpers/errors.ts";
+import { type Seed, type Server, seed, startServer } from "./support.ts";
 
 /** Contacts over HTTP: the resource in both modes, its validation, another organization's, concurrent writes. */
 
@@ -10,7 +11,7 @@ beforeAll(async () => {
   server = await startServer();
   s = await seed(server);
   other = await seed(server);
-}, START_TIMEOUT_MS);
+});
 afterAll(() => server.stop());
 
 const ID = /^ct_[0-9A-HJKMNP-TV-Z]{26}$/;
@@ -58,22 +59,22 @@ describe("contacts", () => {
     const c = await (await post({ phone: "+33633333333" })).json();
     const del = await server.fetch(`/api/v1/contacts/${c.id}`, { method: "DELETE", key: s.testKey });
     expect(await del.json()).toEqual({ id: c.id, deleted: true });
-    expect(await codeOf(await server.fetch(`/api/v1/contacts/${c.id}`, { key: s.testKey }))).toBe(
+    expect(await outcomeOf(await server.fetch(`/api/v1/contacts/${c.id}`, { key: s.testKey }))).toBe(
       "404 not_found",
     );
-    expect(await codeOf(await patch(c.id, { name: "X" }))).toBe("404 not_found");
+    expect(await outcomeOf(await patch(c.id, { name: "X" }))).toBe("404 not_found");
     const again = await server.fetch(`/api/v1/contacts/${c.id}`, { method: "DELETE", key: s.testKey });
-    expect(await codeOf(again)).toBe("404 not_found");
+    expect(await outcomeOf(again)).toBe("404 not_found");
   });
 
   test("another organization's contact is 404 and stays untouched", async () => {
     const c = await (await post({ phone: "+33644444444", name: "Mine" })).json();
-    expect(await codeOf(await server.fetch(`/api/v1/contacts/${c.id}`, { key: other.liveKey }))).toBe(
+    expect(await outcomeOf(await server.fetch(`/api/v1/contacts/${c.id}`, { key: other.liveKey }))).toBe(
       "404 not_found",
     );
-    expect(await codeOf(await patch(c.id, { name: "Theirs" }, other.liveKey))).toBe("404 not_found");
+    expect(await outcomeOf(await patch(c.id, { name: "Theirs" }, other.liveKey))).toBe("404 not_found");
     const del = await server.fetch(`/api/v1/contacts/${c.id}`, { method: "DELETE", key: other.liveKey });
-    expect(await codeOf(del)).toBe("404 not_found");
+    expect(await outcomeOf(del)).toBe("404 not_found");
     expect((await (await server.fetch(`/api/v1/contacts/${c.id}`, { key: s.testKey })).json()).name).toBe(
       "Mine",
     );
@@ -89,11 +90,7 @@ describe("contacts", () => {
       [{ phone: "+33612345678", surprise: 1 }, "surprise"],
     ];
     for (const [body, param] of cases) {
-      const res = await post(body);
-      expect(res.status).toBe(400);
-      const error = await errorOf(res);
-      expect(error.code).toBe("invalid_request");
-      expect(error.param).toBe(param);
+      await expectApiError(await post(body), 400, "invalid_request", { param, label: JSON.stringify(body) });
     }
     const notJson = await server.fetch("/api/v1/contacts", {
       method: "POST",
@@ -101,14 +98,14 @@ describe("contacts", () => {
       headers: { "content-type": "application/json" },
       body: "{not json",
     });
-    expect(await codeOf(notJson)).toBe("400 invalid_request");
+    expect(await outcomeOf(notJson)).toBe("400 invalid_request");
     const notDeclared = await server.fetch("/api/v1/contacts", {
       method: "POST",
       key: s.testKey,
       headers: { "content-type": "text/plain" },
       body: JSON.stringify({ phone: "+33612345678" }),
     });
-    expect(await codeOf(notDeclared)).toBe("415 unsupported_media_type");
+    expect(await outcomeOf(notDeclared)).toBe("415 unsupported_media_type");
     const after = (await (await server.fetch("/api/v1/contacts?limit=100", { key: s.testKey })).json()).data
       .length;
     expect(after).toBe(before);

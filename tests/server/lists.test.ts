@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { errorOf, type Seed, type Server, START_TIMEOUT_MS, seed, startServer } from "./support.ts";
+import type { ErrorCode } from "../../src/errors.ts";
+import { expectApiError } from "../helpers/errors.ts";
+import { type Seed, type Server, seed, startServer } from "./support.ts";
 
 /** The cursor convention over HTTP: walking a list page by page, and the refusals of its parameters. */
 
@@ -17,7 +19,7 @@ beforeAll(async () => {
     });
     made.push((await res.json()).id);
   }
-}, START_TIMEOUT_MS);
+});
 afterAll(() => server.stop());
 
 async function walk(limit: number): Promise<{ ids: string[]; pages: number }> {
@@ -37,13 +39,8 @@ async function walk(limit: number): Promise<{ ids: string[]; pages: number }> {
   }
 }
 
-const expectError = async (path: string, status: number, code: string, param?: string) => {
-  const res = await server.fetch(path, { key: s.liveKey });
-  expect(res.status).toBe(status);
-  const error = await errorOf(res);
-  expect(error.code).toBe(code);
-  if (param) expect(error.param).toBe(param);
-};
+const expectError = async (path: string, status: number, code: ErrorCode, param: string) =>
+  expectApiError(await server.fetch(path, { key: s.liveKey }), status, code, { param, label: path });
 
 describe("cursor lists", () => {
   test("a walk by pages of 5 meets every item once, newest first, and ends with has_more false", async () => {

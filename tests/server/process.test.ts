@@ -2,13 +2,12 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import net from "node:net";
 import { brotliDecompressSync } from "node:zlib";
 import { spawnService } from "../db/serviceProcess.ts";
+import { expectApiError } from "../helpers/errors.ts";
 import {
-  errorOf,
   logLines,
   SERVER_RUNTIME,
   type Seed,
   type Server,
-  START_TIMEOUT_MS,
   seed,
   serverCommand,
   startServer,
@@ -23,7 +22,7 @@ beforeAll(async () => {
   // An empty database: the migrations run, and the embedded database is made from nothing.
   server = await startServer({ fresh: true });
   s = await seed(server);
-}, START_TIMEOUT_MS);
+});
 afterAll(() => server.stop());
 
 describe(`the service on ${SERVER_RUNTIME}, ${TEST_DATABASE} database`, () => {
@@ -53,10 +52,7 @@ describe(`the service on ${SERVER_RUNTIME}, ${TEST_DATABASE} database`, () => {
   });
 
   test("an unknown route is a 404 in the error envelope, with X-Request-Id", async () => {
-    const res = await server.fetch("/api/v1/nothing-here");
-    expect(res.status).toBe(404);
-    expect(res.headers.get("x-request-id")).toMatch(/^req_[0-9A-HJKMNP-TV-Z]{26}$/);
-    expect((await errorOf(res)).code).toBe("not_found");
+    await expectApiError(await server.fetch("/api/v1/nothing-here"), 404, "not_found");
   });
 
   test("serves the OpenAPI document and the docs page with its own assets, gzip and 304 included", async () => {
@@ -138,8 +134,7 @@ describe(`the service on ${SERVER_RUNTIME}, ${TEST_DATABASE} database`, () => {
       headers: { "content-type": "application/json" },
       body,
     });
-    expect(res.status).toBe(413);
-    expect((await errorOf(res)).code).toBe("payload_too_large");
+    await expectApiError(res, 413, "payload_too_large");
   });
 
   test.if(TEST_DATABASE === "embedded")(
@@ -153,7 +148,6 @@ describe(`the service on ${SERVER_RUNTIME}, ${TEST_DATABASE} database`, () => {
       expect(second.output()).toContain("in use");
       expect((await server.fetch("/api/v1/agents", { key: s.liveKey })).status).toBe(200);
     },
-    START_TIMEOUT_MS,
   );
 });
 
@@ -190,5 +184,5 @@ describe("shutdown", () => {
       () => "refused",
     );
     expect(refused).toBe("refused");
-  }, 30_000);
+  });
 });

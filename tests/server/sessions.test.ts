@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { codeOf, errorOf, type Seed, type Server, START_TIMEOUT_MS, seed, startServer } from "./support.ts";
+import { expectApiError, outcomeOf } from "../helpers/errors.ts";
+import { type Seed, type Server, seed, startServer } from "./support.ts";
 
 /** Session tokens over HTTP: minting, validation, Idempotency-Key, concurrent requests. */
 
@@ -10,7 +11,7 @@ beforeAll(async () => {
   server = await startServer();
   s = await seed(server);
   other = await seed(server);
-}, START_TIMEOUT_MS);
+});
 afterAll(() => server.stop());
 
 const TOKEN = /^inf_wcs_[A-Za-z0-9_-]{43}$/;
@@ -43,8 +44,7 @@ describe("minting", () => {
 
   test("an unknown or foreign agent is 404 not_found with param agentId", async () => {
     for (const agentId of ["agt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C", other.agent.id]) {
-      const error = await errorOf(await mint({ agentId }));
-      expect(error).toMatchObject({ code: "not_found", param: "agentId" });
+      await expectApiError(await mint({ agentId }), 404, "not_found", { param: "agentId" });
     }
   });
 
@@ -63,9 +63,7 @@ describe("minting", () => {
       [{ agentId: 42 }, "agentId"],
     ];
     for (const [body, param] of cases) {
-      const res = await mint(body);
-      expect(res.status).toBe(400);
-      expect(await errorOf(res)).toMatchObject({ code: "invalid_request", param });
+      await expectApiError(await mint(body), 400, "invalid_request", { param });
     }
   });
 
@@ -90,7 +88,7 @@ describe("Idempotency-Key", () => {
   test("the same key with another body is 409 idempotency_key_reused", async () => {
     await mint({ agentId: s.agent.id }, { idempotencyKey: "order-2" });
     const res = await mint({ agentId: s.agent.id, variables: { a: 2 } }, { idempotencyKey: "order-2" });
-    expect(await codeOf(res)).toBe("409 idempotency_key_reused");
+    expect(await outcomeOf(res)).toBe("409 idempotency_key_reused");
   });
 
   test("keys are per mode: the same key in the other mode mints another token", async () => {
@@ -113,7 +111,7 @@ describe("Idempotency-Key", () => {
 
   test("a key outside 1–255 printable characters is 400 invalid_request", async () => {
     for (const key of ["x".repeat(256), "tab\there"]) {
-      expect(await codeOf(await mint({ agentId: s.agent.id }, { idempotencyKey: key }))).toBe(
+      expect(await outcomeOf(await mint({ agentId: s.agent.id }, { idempotencyKey: key }))).toBe(
         "400 invalid_request",
       );
     }

@@ -1,15 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import {
-  codeOf,
-  errorOf,
-  type Seed,
-  type Server,
-  START_TIMEOUT_MS,
-  seed,
-  startServer,
-  waitUntil,
-} from "./support.ts";
+import { expectApiError, outcomeOf } from "../helpers/errors.ts";
+import { waitUntil } from "../helpers/wait.ts";
+import { type Seed, type Server, seed, startServer } from "./support.ts";
 
 /**
  * Webhooks over HTTP: endpoints made with the API, events delivered by the server process to a local
@@ -50,7 +43,7 @@ beforeAll(async () => {
   receiver = startReceiver();
   server = await startServer();
   s = await seed(server);
-}, START_TIMEOUT_MS);
+});
 afterAll(async () => {
   await server.stop();
   await receiver.close();
@@ -83,11 +76,10 @@ const signature = (secret: string, id: string, timestamp: string, body: string) 
     .digest("base64")}`;
 
 const delivered = (path: string, eventId: string) =>
-  waitUntil(
-    async () => receiver.at(path).filter((r) => r.headers["webhook-id"] === eventId),
-    (got) => got.length > 0,
-    `the delivery of ${eventId} to ${path}`,
-  );
+  waitUntil(`the delivery of ${eventId} to ${path}`, () => {
+    const got = receiver.at(path).filter((r) => r.headers["webhook-id"] === eventId);
+    return got.length > 0 && got;
+  });
 
 describe("webhook endpoints", () => {
   test("an event reaches its endpoint signed per Standard Webhooks, body equal to the listed event", async () => {
@@ -122,11 +114,10 @@ describe("webhook endpoints", () => {
     await createEndpoint(s.liveKey, "/deletes", ["contact.deleted"]);
     const event = await contactCreated(s.liveKey);
     await server.fetch(`/api/v1/contacts/${event.data.id}`, { method: "DELETE", key: s.liveKey });
-    const [got] = await waitUntil(
-      async () => receiver.at("/deletes"),
-      (r) => r.length > 0,
-      "the contact.deleted delivery",
-    );
+    const [got] = await waitUntil("the contact.deleted delivery", () => {
+      const got = receiver.at("/deletes");
+      return got.length > 0 && got;
+    });
     expect(JSON.parse(got!.body)).toMatchObject({
       type: "contact.deleted",
       data: { id: event.data.id, deleted: true },
@@ -138,16 +129,14 @@ describe("webhook endpoints", () => {
     receiver.script("/flaky", [500]);
     await createEndpoint(s.liveKey, "/flaky", ["contact.created"]);
     const event = await contactCreated(s.liveKey);
-    const attempts = await waitUntil(
-      async () => receiver.at("/flaky").filter((r) => r.headers["webhook-id"] === event.id),
-      (r) => r.length >= 2,
-      "the retry",
-      20_000,
-    );
+    const attempts = await waitUntil("the retry, due 5 s after the failure", () => {
+      const got = receiver.at("/flaky").filter((r) => r.headers["webhook-id"] === event.id);
+      return got.length >= 2 && got;
+    });
     const [first, second] = attempts.map((a) => Number(a.headers["webhook-timestamp"]));
     expect(second! - first!).toBeGreaterThanOrEqual(3);
     expect(attempts[1]!.body).toBe(attempts[0]!.body);
-  }, 30_000);
+  });
 
   test("a deleted endpoint receives nothing more; deleting it again is 404", async () => {
     const endpoint = await createEndpoint(s.liveKey, "/gone", ["contact.created"]);
@@ -165,7 +154,7 @@ describe("webhook endpoints", () => {
       method: "DELETE",
       key: s.liveKey,
     });
-    expect(await codeOf(again)).toBe("404 not_found");
+    expect(await outcomeOf(again)).toBe("404 not_found");
     expect(witness.id).not.toBe(endpoint.id);
   });
 
@@ -175,14 +164,12 @@ describe("webhook endpoints", () => {
       key: s.liveKey,
       json: { url: "ftp://127.0.0.1/hook" },
     });
-    expect(scheme.status).toBe(400);
-    expect(await errorOf(scheme)).toMatchObject({ code: "invalid_request", param: "url" });
+    await expectApiError(scheme, 400, "invalid_request", { param: "url" });
     const type = await server.fetch("/api/v1/webhook-endpoints", {
       method: "POST",
       key: s.liveKey,
       json: { url: receiver.url("/x"), events: ["contact.exploded"] },
     });
-    expect(type.status).toBe(400);
-    expect((await errorOf(type)).code).toBe("invalid_request");
+    expect(await outcomeOf(type)).toBe("400 invalid_request");
   });
 });
