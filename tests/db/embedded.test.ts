@@ -18,6 +18,7 @@ import { DataDirInUseError } from "../../src/db/engine/dataDirLock.ts";
 import { openEmbedded } from "../../src/db/engine/embedded.ts";
 import { migrate } from "../../src/db/engine/migrate.ts";
 import { silentLogger } from "../../src/log.ts";
+import { bunPgliteFiles } from "../../src/runtime/bunFiles.ts";
 import { waitUntil } from "../helpers/wait.ts";
 import { MAIN, spawnService, stopService } from "./serviceProcess.ts";
 
@@ -33,7 +34,7 @@ function tempDir(): string {
   return dir;
 }
 
-const open = (dataDir: string) => openDatabase({ dataDir, log: silentLogger });
+const open = (dataDir: string) => openDatabase({ dataDir, log: silentLogger, pglite: bunPgliteFiles });
 
 async function organizationIds(dataDir: string): Promise<string[]> {
   const db = await open(dataDir);
@@ -360,7 +361,7 @@ describe("embedded database: transport", () => {
   });
 
   test("one connection at a time: a second is refused, not interleaved; the next one after a close starts clean", async () => {
-    const embedded = await openEmbedded(join(tempDir(), "data"), silentLogger);
+    const embedded = await openEmbedded(join(tempDir(), "data"), silentLogger, bunPgliteFiles);
     const connect = () =>
       postgres({ socket: () => embedded.connect(), max: 1, onnotice: () => {} } as postgres.Options<
         Record<string, never>
@@ -396,7 +397,7 @@ describe("embedded database: transport", () => {
   });
 
   test("a cancel request or a malformed message closes that wire with an error and leaves the session alone", async () => {
-    const embedded = await openEmbedded(join(tempDir(), "data"), silentLogger);
+    const embedded = await openEmbedded(join(tempDir(), "data"), silentLogger, bunPgliteFiles);
     const sql = postgres({ socket: () => embedded.connect(), max: 1, onnotice: () => {} } as postgres.Options<
       Record<string, never>
     >);
@@ -441,7 +442,7 @@ describe("embedded database: transport", () => {
   });
 
   test("a connection that ends inside a transaction leaves no transaction behind", async () => {
-    const embedded = await openEmbedded(join(tempDir(), "data"), silentLogger);
+    const embedded = await openEmbedded(join(tempDir(), "data"), silentLogger, bunPgliteFiles);
     const connect = (sessionName: string) =>
       postgres({
         socket: () => embedded.connect(),

@@ -11,6 +11,8 @@ export interface ServiceProcess {
   pid: number;
   /** stdout and stderr so far. */
   output(): string;
+  /** stdout alone so far (the JSON log lines). */
+  stdout(): string;
   /** Resolves with the first match of re in the output; rejects if the process exits first or on timeout. */
   waitFor(re: RegExp, timeoutMs?: number): Promise<RegExpMatchArray>;
   /** Waits for the "listening" log line and returns the URL it gives. */
@@ -32,11 +34,16 @@ export function spawnService(
     stderr: "pipe",
   });
   let text = "";
-  const pump = async (stream: ReadableStream<Uint8Array>) => {
+  let stdout = "";
+  const pump = async (stream: ReadableStream<Uint8Array>, isStdout: boolean) => {
     const decoder = new TextDecoder();
-    for await (const chunk of stream) text += decoder.decode(chunk, { stream: true });
+    for await (const chunk of stream) {
+      const piece = decoder.decode(chunk, { stream: true });
+      text += piece;
+      if (isStdout) stdout += piece;
+    }
   };
-  const pumped = Promise.all([pump(proc.stdout), pump(proc.stderr)]);
+  const pumped = Promise.all([pump(proc.stdout, true), pump(proc.stderr, false)]);
   let done = false;
   const exited = proc.exited.then(async (code) => {
     await pumped;
@@ -57,6 +64,7 @@ export function spawnService(
     proc,
     pid: proc.pid,
     output: () => text,
+    stdout: () => stdout,
     waitFor,
     listening: async (timeoutMs) => {
       const [, url] = await waitFor(/"msg":"listening","url":"([^"]+)"/, timeoutMs);

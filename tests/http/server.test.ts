@@ -1,7 +1,8 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import net from "node:net";
 import type { Context } from "hono";
-import { type RunningServer, serve } from "../../src/runtime/bun.ts";
+import { serve } from "../../src/runtime/bun.ts";
+import type { RunningServer } from "../../src/runtime/runtime.ts";
 import { createTestContext, seedOrganization } from "../helpers/app.ts";
 import { expectApiError } from "../helpers/errors.ts";
 import { addFixtureWriteRoute } from "../helpers/openapi.ts";

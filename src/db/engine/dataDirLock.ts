@@ -13,6 +13,7 @@ import {
 } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
+import process from "node:process";
 import { setTimeout as sleep } from "node:timers/promises";
 
 /**

@@ -1,8 +1,9 @@
 import { chmodSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
+import process from "node:process";
 import { PGlite } from "@electric-sql/pglite";
 import type { Logger } from "../../log.ts";
-import { type PgliteFiles, pgliteFiles } from "../../runtime/pglite.ts";
+import type { PgliteFiles } from "../../runtime/runtime.ts";
 import { lockDataDir } from "./dataDirLock.ts";
 import { loadTemplate, unpackTemplate } from "./pgdataTemplate.ts";
 import { PgliteWire } from "./pgliteWire.ts";
@@ -36,11 +37,8 @@ export interface Embedded {
  */
 const SHARED_BUFFERS = "16MB";
 
-export async function openEmbedded(
-  dataDir: string,
-  log: Logger,
-  files: PgliteFiles = pgliteFiles,
-): Promise<Embedded> {
+/** `files`: the engine, as the runtime's adapter loads it (runtime/bun.ts, runtime/deno.ts). */
+export async function openEmbedded(dataDir: string, log: Logger, files: PgliteFiles): Promise<Embedded> {
   // Compiling the engine (~9 MB of WebAssembly, ~130 ms) is requested first and awaited only when
   // PGlite needs it; a failure before then must not surface as an unhandled rejection.
   const engine = files.engine();
@@ -71,7 +69,7 @@ export async function openEmbedded(
     const db = await PGlite.create({
       dataDir: pgdata,
       pgliteWasmModule: await engine,
-      fsBundle: files.fsBundle(),
+      fsBundle: await files.fsBundle(),
       startParams: [...PGlite.defaultStartParams, "-c", `shared_buffers=${SHARED_BUFFERS}`],
     });
     cleanups.push(() => db.close());
