@@ -1,6 +1,6 @@
 import type { Deps } from "./deps.ts";
 import { campaignSteps } from "./services/campaigns.ts";
-import { housekeeping } from "./services/housekeeping.ts";
+import { housekeeping, refreshStatistics } from "./services/housekeeping.ts";
 import { liveCallMaxDuration } from "./services/liveCalls.ts";
 import { simulationSteps } from "./services/simulatedCalls.ts";
 import { runTask } from "./services/tasks.ts";
@@ -24,5 +24,6 @@ export function registerTimerHandlers(
     .register(TIMER_KINDS.taskRun, runTask(deps))
     .register(TIMER_KINDS.liveCallMaxDuration, liveCallMaxDuration(deps))
     .register(TIMER_KINDS.webhookDelivery, deliverWebhook(deps, webhooks))
-    .register(TIMER_KINDS.housekeeping, housekeeping(deps));
+    .register(TIMER_KINDS.housekeeping, housekeeping(deps))
+    .register(TIMER_KINDS.statistics, refreshStatistics(deps));
 }

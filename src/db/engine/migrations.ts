@@ -17,6 +17,7 @@ import m0014 from "../../../sql/0014_agent_settings.sql" with { type: "text" };
 import m0015 from "../../../sql/0015_call_results.sql" with { type: "text" };
 import m0016 from "../../../sql/0016_document_reads.sql" with { type: "text" };
 import m0017 from "../../../sql/0017_knowledge_search.sql" with { type: "text" };
+import m0018 from "../../../sql/0018_statistics_timer.sql" with { type: "text" };
 
 export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0001_init", sql: m0001 },
@@ -36,4 +37,5 @@ export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0015_call_results", sql: m0015 },
   { name: "0016_document_reads", sql: m0016 },
   { name: "0017_knowledge_search", sql: m0017 },
+  { name: "0018_statistics_timer", sql: m0018 },
 ];
