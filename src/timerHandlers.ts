@@ -1,7 +1,7 @@
 import type { Deps } from "./deps.ts";
 import { campaignSteps } from "./services/campaigns.ts";
 import { checkDial, dialCalls } from "./services/dialing.ts";
-import { housekeeping } from "./services/housekeeping.ts";
+import { housekeeping, refreshStatistics } from "./services/housekeeping.ts";
 import { liveCallMaxDuration } from "./services/liveCalls.ts";
 import { simulationSteps } from "./services/simulatedCalls.ts";
 import { runTasks } from "./services/tasks.ts";
@@ -27,5 +27,6 @@ export function registerTimerHandlers(
     .register(TIMER_KINDS.callDialCheck, checkDial(deps))
     .register(TIMER_KINDS.liveCallMaxDuration, liveCallMaxDuration(deps))
     .register(TIMER_KINDS.webhookDelivery, deliverWebhook(deps, webhooks))
-    .register(TIMER_KINDS.housekeeping, housekeeping(deps));
+    .register(TIMER_KINDS.housekeeping, housekeeping(deps))
+    .register(TIMER_KINDS.statistics, refreshStatistics(deps));
 }

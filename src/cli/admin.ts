@@ -59,9 +59,12 @@ function fieldKind(schema: z.ZodType): { kind: Kind; required: boolean } {
     const def = s._zod.def;
     if (def.type === "optional" || def.type === "default") required = false;
     else if (def.type === "nullable") nullable = true;
-    // A value transformed after validation: what the command line gives is the pipe's input.
-    else if (def.type !== "pipe") break;
-    s = (def.type === "pipe" ? def.in : def.innerType) as typeof s;
+    // A transformed value (a canonicalised tag, a de-duplicated list) is typed by what it takes.
+    else if (def.type === "pipe") {
+      s = def.in as typeof s;
+      continue;
+    } else break;
+    s = def.innerType as typeof s;
   }
   const type = s._zod.def.type;
   const kind: Kind =

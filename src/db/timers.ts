@@ -317,13 +317,17 @@ export async function unlockRunner(sql: Db, runner: number): Promise<void> {
   await sql`select pg_advisory_unlock(${RUNNER_LOCK_NAMESPACE}, ${runner})`;
 }
 
+/** The kinds of which at most one timer is pending (the unique index of sql/0018 names the same). */
+export type SingleTimerKind = "housekeeping" | "statistics";
+
 /**
- * Makes sure one pending timer of `kind` exists, due in `delayMs` when it is created here. Only for the
- * kinds of sql/0013's unique index: concurrent callers (several processes starting) create one row.
+ * Makes sure one pending timer of `kind` exists, due in `delayMs` when it is created here: concurrent
+ * callers (several processes starting) create one row.
  */
-export async function ensureSingleTimer(sql: Db, kind: string, delayMs: number): Promise<void> {
+export async function ensureSingleTimer(sql: Db, kind: SingleTimerKind, delayMs: number): Promise<void> {
+  // The conflict target's predicate must be the index's own, word for word, for PostgreSQL to use it.
   await sql`
     insert into timers (kind, due_at, payload)
     values (${kind}, now() + ${delayMs}::float8 * interval '1 millisecond', '{}')
-    on conflict (kind) where status = 'pending' and kind in ('housekeeping') do nothing`;
+    on conflict (kind) where status = 'pending' and kind in ('housekeeping', 'statistics') do nothing`;
 }

@@ -194,7 +194,7 @@ async function advance(tx: Db, deps: Deps, id: string, knownAgent?: AgentRow): P
         const call = await createSimulatedCall(tx, deps, {
           organizationId: campaign.organization_id,
           agentId: campaign.agent_id,
-          ...(agent ? { agentLanguage: agent.language } : {}),
+          ...(agent ? { agentLanguage: agent.content_language } : {}),
           direction: "outbound",
           to: target.phone,
           contactId: target.contactId,
@@ -356,7 +356,7 @@ async function refusedCall(
     direction: "outbound",
     variables: target.variables,
     simulated_duration_seconds: null,
-    language: agent.language,
+    language: agent.content_language,
     task_id: null,
     created_at: now,
   });

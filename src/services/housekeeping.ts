@@ -3,6 +3,7 @@ import { deleteCaptchaTokensBefore } from "../db/captchaTokens.ts";
 import type { Db } from "../db/engine/connection.ts";
 import { deleteIdleRateLimitWindows } from "../db/rateLimits.ts";
 import { deleteStaleSessionData } from "../db/sessionTokens.ts";
+import { analyzeTable, tablesWithStaleStatistics } from "../db/statistics.ts";
 import { ensureSingleTimer } from "../db/timers.ts";
 import type { Deps } from "../deps.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
@@ -22,9 +23,16 @@ import { IDEMPOTENCY_TTL_MS, SESSION_TOKEN_TTL_MS } from "./sessionTokens.ts";
 
 export const HOUSEKEEPING_EVERY_MS = 10 * 60 * 1000;
 
-/** Makes sure one housekeeping timer is pending (any process may call it at start: one row results). */
+/** How often the statistics are checked against the tables' growth. */
+export const STATISTICS_EVERY_MS = 60 * 1000;
+
+/**
+ * Makes sure the periodic timers (housekeeping, statistics) are pending: any process may call it at
+ * start, one row of each results.
+ */
 export async function scheduleHousekeeping(deps: Pick<Deps, "sql">): Promise<void> {
   await ensureSingleTimer(deps.sql, TIMER_KINDS.housekeeping, 0);
+  await ensureSingleTimer(deps.sql, TIMER_KINDS.statistics, 0);
 }
 
 /** One pass: removes what has served its time; returns how many rows of each kind went. */
@@ -51,5 +59,18 @@ export function housekeeping(deps: Deps): TimerHandler {
     const removed = await housekeepingPass(tx, deps);
     await schedule({ kind: TIMER_KINDS.housekeeping, delayMs: HOUSEKEEPING_EVERY_MS });
     deps.log.debug("housekeeping", removed);
+  };
+}
+
+/**
+ * The `statistics` timer: analyzes the tables whose statistics lag behind their growth (db/statistics.ts),
+ * so that plans follow the data without autovacuum, then checks again in STATISTICS_EVERY_MS.
+ */
+export function refreshStatistics(deps: Deps): TimerHandler {
+  return async ({ tx, schedule }: HandlerContext) => {
+    const stale = await tablesWithStaleStatistics(tx);
+    for (const table of stale) await analyzeTable(tx, table);
+    await schedule({ kind: TIMER_KINDS.statistics, delayMs: STATISTICS_EVERY_MS });
+    if (stale.length) deps.log.debug("statistics refreshed", { tables: stale });
   };
 }

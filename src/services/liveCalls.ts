@@ -17,6 +17,7 @@ import { sipIdentity } from "../livekit/sip.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
 import type { HandlerContext, TimerHandler } from "../timers/types.ts";
 import { type AdmissionRead, admitPhoneCall, readAdmission } from "./admission.ts";
+import { releaseCallResults } from "./callResults.ts";
 import { callEvent, recordEvent } from "./events.ts";
 import { reserveMinutes, settleReservation } from "./minutes.ts";
 
@@ -66,7 +67,7 @@ export async function prepareLiveCall(
     direction: "web",
     variables: input.variables,
     simulated_duration_seconds: null,
-    language: input.agent.language,
+    language: input.agent.content_language,
     task_id: null,
     created_at: deps.clock.now(),
   });
@@ -140,7 +141,7 @@ export async function placePhoneCall(
           direction: "outbound",
           variables: call.variables,
           simulated_duration_seconds: null,
-          language: call.agent.language,
+          language: call.agent.content_language,
           task_id: null,
           created_at: now,
           placed_at: now,
@@ -235,6 +236,9 @@ export async function endLiveCall(
   await settledAll([
     settleReservation(tx, deps.clock, callId, actualSeconds),
     recordEvent(tx, deps, callEvent("call.ended", moved)),
+    // Results the voice agent reported before the end become ready now (services/callResults.ts);
+    // their events are drawn after call.ended's.
+    releaseCallResults(tx, deps, callId),
     // A campaign call that ended advances its campaign (one refused before it was placed is the
     // campaign's own doing, inside its step).
     moved.campaign_id && from !== "scheduled"

@@ -29,7 +29,7 @@ export async function scheduleCall(
   deps: Deps,
   input: {
     organizationId: string;
-    agent: Pick<AgentRow, "id" | "language">;
+    agent: Pick<AgentRow, "id" | "content_language">;
     to: string;
     contactId: string | null;
     variables: Record<string, unknown>;
@@ -51,7 +51,7 @@ export async function scheduleCall(
     direction: "outbound",
     variables: input.variables,
     simulated_duration_seconds: null,
-    language: input.agent.language,
+    language: input.agent.content_language,
     task_id: taskId,
     created_at: now,
   });

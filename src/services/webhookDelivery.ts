@@ -1,3 +1,4 @@
+import { Buffer } from "node:buffer";
 import { createHmac } from "node:crypto";
 import { lookup } from "node:dns/promises";
 import { pipelinedTransaction } from "../db/engine/connection.ts";

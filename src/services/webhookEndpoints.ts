@@ -1,3 +1,4 @@
+import { Buffer } from "node:buffer";
 import { type Page, paginate } from "../db/engine/pages.ts";
 import {
   deleteWebhookEndpointRow,

@@ -23,6 +23,8 @@ export const TIMER_KINDS = {
   webhookDelivery: "webhook.deliver",
   /** Periodic clean-up of expired rows (no payload); one pending at a time. */
   housekeeping: "housekeeping",
+  /** Periodic check that the planner's statistics follow the tables' growth (no payload); one pending. */
+  statistics: "statistics",
 } as const;
 
 export type TimerKind = (typeof TIMER_KINDS)[keyof typeof TIMER_KINDS];

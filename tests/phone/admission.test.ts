@@ -3,10 +3,10 @@ import { ManualClock } from "../../src/clock.ts";
 import { updateAgent } from "../../src/services/agents.ts";
 import { createSecretKey } from "../../src/services/keys.ts";
 import { updateOrganization } from "../../src/services/organizations.ts";
+import { outcomeOf } from "../helpers/errors.ts";
 import {
   CALLER,
   freshNumber,
-  outcomeOf,
   type PhoneWorld,
   placeCall,
   placementWrites,

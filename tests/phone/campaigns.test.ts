@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { ManualClock } from "../../src/clock.ts";
 import { updateAgent } from "../../src/services/agents.ts";
-import { waitFor } from "../calls/support.ts";
 import { checkMonotonic, checkProgress, type Progress } from "../campaigns/support.ts";
 import { liveKitEvents } from "../helpers/fakeLivekit.ts";
+import { waitUntil } from "../helpers/wait.ts";
 import {
   freshNumber,
   type PhoneSeed,
@@ -70,7 +70,8 @@ async function watch(
   onTick?: () => Promise<void>,
 ) {
   let last = c;
-  await waitFor(
+  await waitUntil(
+    "the campaign to reach the expected state",
     async () => {
       await onTick?.();
       const now = await read(world, seed, c.id);
@@ -79,8 +80,7 @@ async function watch(
       last = now;
       return done(now);
     },
-    20_000,
-    30,
+    { timeoutMs: 20_000, stepMs: 30 },
   );
   return last;
 }
@@ -209,7 +209,11 @@ describe("a live campaign", () => {
       maxAttempts: 1,
     });
     expect(campaign.progress).toMatchObject({ inProgress: 1, pending: 1 });
-    await waitFor(async () => (await read(w, seed, campaign.id)).progress.failed === 1, 10_000);
+    await waitUntil(
+      "the first contact to fail",
+      async () => (await read(w, seed, campaign.id)).progress.failed === 1,
+      { timeoutMs: 10_000 },
+    );
     const now = await read(w, seed, campaign.id);
     expect(now).toMatchObject({ status: "running", progress: { pending: 1, inProgress: 0, failed: 1 } });
     const [timer] = await w.ctx.deps.sql<{ wait: number }[]>`
@@ -224,7 +228,11 @@ describe("a live campaign", () => {
     const numbers = [freshNumber(), freshNumber(), freshNumber()];
     for (const n of numbers) w.liveKit.scriptDial(n, { kind: "answer", afterMs: 50 });
     const campaign = await create(w, seed, { contacts: numbers.map((phone) => ({ phone })), concurrency: 1 });
-    await waitFor(async () => (await callsOf(w, campaign.id)).some((c) => c.status === "ongoing"), 10_000);
+    await waitUntil(
+      "an answered call",
+      async () => (await callsOf(w, campaign.id)).some((c) => c.status === "ongoing"),
+      { timeoutMs: 10_000 },
+    );
     await updateAgent(w.ctx.deps, seed.agent.id, { active: false });
     await hangUpAnswered(w, campaign.id);
     const done = await watch(w, seed, campaign, (c) => c.status === "completed");
@@ -262,7 +270,9 @@ describe("a live campaign", () => {
       key: seed.liveKey,
     });
     expect((await res.json()).progress).toMatchObject({ cancelled: 1, inProgress: 1 });
-    await waitFor(() => w.liveKit.dials.some((d) => d.to === numbers[0]), 10_000);
+    await waitUntil("the first dial", () => w.liveKit.dials.some((d) => d.to === numbers[0]), {
+      timeoutMs: 10_000,
+    });
     w.liveKit.releaseDials({ kind: "sip_error", sipStatus: 486 });
     const done = await watch(w, seed, campaign, (c) => c.progress.inProgress === 0);
     expect(done).toMatchObject({ status: "cancelled", progress: { cancelled: 1, failed: 1, pending: 0 } });
@@ -337,8 +347,12 @@ describe("a live campaign outside the call window", () => {
       // 09:00 in Paris: the timer fires (brought to now here) and the call goes out.
       clock.set("2027-01-04T08:00:00.000Z");
       await timed.ctx.deps.sql`update timers set due_at = now() where id = ${timers[0]!.id}::bigint`;
-      await waitFor(async () => (await read(timed, seed, campaign.id)).progress.inProgress === 1, 10_000);
-      await waitFor(() => timed.liveKit.dials.some((d) => d.to === to), 10_000);
+      await waitUntil(
+        "a call in progress",
+        async () => (await read(timed, seed, campaign.id)).progress.inProgress === 1,
+        { timeoutMs: 10_000 },
+      );
+      await waitUntil("the dial", () => timed.liveKit.dials.some((d) => d.to === to), { timeoutMs: 10_000 });
     } finally {
       await timed.close();
     }

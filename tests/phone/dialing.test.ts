@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { usedMinutes } from "../../src/services/minutes.ts";
 import { updateOrganization } from "../../src/services/organizations.ts";
-import { waitFor } from "../calls/support.ts";
 import type { DialScript } from "../helpers/fakeLivekit.ts";
+import { waitUntil } from "../helpers/wait.ts";
 import {
   CALLER,
   freshNumber,
@@ -58,10 +58,14 @@ async function place(to: string, variables: Record<string, unknown> = {}) {
 
 async function settled(id: string, statuses: string[]) {
   let last: Record<string, unknown> = {};
-  await waitFor(async () => {
-    last = await call(id);
-    return statuses.includes(String(last.status));
-  }, 10_000);
+  await waitUntil(
+    "the call to settle",
+    async () => {
+      last = await call(id);
+      return statuses.includes(String(last.status));
+    },
+    { timeoutMs: 10_000 },
+  );
   return last;
 }
 
@@ -71,7 +75,7 @@ describe("an answered call", () => {
     w.liveKit.scriptDial(to, { kind: "answer", afterMs: 600 });
     const before = await planUsed();
     const { id, placedAt } = await place(to, { firstName: "Claire" });
-    await waitFor(() => w.liveKit.dialCount(`sip_${id}`) === 1, 2000, 5);
+    await waitUntil("the dial", () => w.liveKit.dialCount(`sip_${id}`) === 1, { timeoutMs: 2000, stepMs: 5 });
     expect(w.liveKit.dials.find((d) => d.identity === `sip_${id}`)!.at - placedAt).toBeLessThan(2000);
     expect((await call(id)).status).toBe("ringing");
 
@@ -119,7 +123,7 @@ describe("an answered call", () => {
     const to = freshNumber();
     const res = await placeCall(w.ctx, own.liveKey, { agentId: own.agent.id, to });
     const id = (await res.json()).id;
-    await waitFor(() => w.liveKit.dialCount(`sip_${id}`) === 1, 5000, 5);
+    await waitUntil("the dial", () => w.liveKit.dialCount(`sip_${id}`) === 1, { timeoutMs: 5000, stepMs: 5 });
     expect(w.liveKit.dials.find((d) => d.identity === `sip_${id}`)).toMatchObject({
       trunkId: "ST_own",
       from: "+3225550000",
@@ -172,7 +176,7 @@ describe("each SIP outcome", () => {
       const [reservation] = await w.ctx.deps
         .sql`select kept_minutes from minute_reservations where call_id = ${id}`;
       expect(reservation!.kept_minutes).toBe(0);
-      await waitFor(() => !w.liveKit.rooms.has(id), 2000);
+      await waitUntil("the room to close", () => !w.liveKit.rooms.has(id), { timeoutMs: 2000 });
       expect(requestsFor(id).map((r) => r.method)).toEqual([
         "CreateRoom",
         "CreateDispatch",
@@ -191,7 +195,7 @@ describe("each SIP outcome", () => {
       const done = await settled(id, ["failed"]);
       expect(done.outcome).toBe("internal");
       expect(w.liveKit.dialCount(`sip_${id}`)).toBe(0);
-      await waitFor(() => !w.liveKit.rooms.has(id), 2000);
+      await waitUntil("the room to close", () => !w.liveKit.rooms.has(id), { timeoutMs: 2000 });
     } finally {
       w.liveKit.fail("CreateDispatch", null);
     }
@@ -242,11 +246,15 @@ describe("never dialled twice", () => {
     const to = freshNumber();
     w.liveKit.scriptDial(to, { kind: "answer", afterMs: 300 });
     const { id } = await place(to);
-    await waitFor(() => w.liveKit.dialCount(`sip_${id}`) === 1, 5000, 5);
+    await waitUntil("the dial", () => w.liveKit.dialCount(`sip_${id}`) === 1, { timeoutMs: 5000, stepMs: 5 });
     await w.ctx.deps
       .sql`insert into timers (kind, due_at, payload) values ('call.dial', now(), ${w.ctx.deps.sql.json({ callId: id })})`;
     await settled(id, ["ongoing"]);
-    await waitFor(async () => (await timersOf(id)).every((k) => k !== "call.dial"), 5000);
+    await waitUntil(
+      "the repeated dial timer to fire",
+      async () => (await timersOf(id)).every((k) => k !== "call.dial"),
+      { timeoutMs: 5000 },
+    );
     await Bun.sleep(200);
     expect(w.liveKit.dialCount(`sip_${id}`)).toBe(1);
   });
@@ -257,17 +265,21 @@ describe("the safety net", () => {
     const to = freshNumber();
     w.liveKit.scriptDial(to, { kind: "hang" });
     const { id } = await place(to);
-    await waitFor(() => w.liveKit.dialCount(`sip_${id}`) === 1, 5000, 5);
+    await waitUntil("the dial", () => w.liveKit.dialCount(`sip_${id}`) === 1, { timeoutMs: 5000, stepMs: 5 });
     const [net] = await w.ctx.deps.sql<{ id: string }[]>`
       select id::text from timers where kind = 'call.dial_check' and payload->>'callId' = ${id}`;
     // Due now, and out of the runner's hands (it holds its nets), so that its next poll takes it at once.
     await w.ctx.deps.sql`update timers set due_at = now(), locked_by = null where id = ${net!.id}::bigint`;
     // The net fired, found the dial under way, and wrote its successor.
-    await waitFor(async () => {
-      const rows = await w.ctx.deps.sql<{ id: string }[]>`
+    await waitUntil(
+      "the net's successor",
+      async () => {
+        const rows = await w.ctx.deps.sql<{ id: string }[]>`
         select id::text from timers where kind = 'call.dial_check' and payload->>'callId' = ${id}`;
-      return rows.length === 1 && rows[0]!.id !== net!.id;
-    }, 5000);
+        return rows.length === 1 && rows[0]!.id !== net!.id;
+      },
+      { timeoutMs: 5000 },
+    );
     expect((await call(id)).status).toBe("ringing");
     expect(requestsFor(id).map((r) => r.method)).toEqual([
       "CreateRoom",
@@ -328,7 +340,11 @@ describe("the safety net", () => {
     w.liveKit.fail("ListParticipants");
     try {
       const id = await leftRinging();
-      await waitFor(() => requestsFor(id).some((r) => r.method === "ListParticipants"), 5000);
+      await waitUntil(
+        "a ListParticipants request",
+        () => requestsFor(id).some((r) => r.method === "ListParticipants"),
+        { timeoutMs: 5000 },
+      );
       await Bun.sleep(200);
       expect((await call(id)).status).toBe("ringing");
       const [retry] = await w.ctx.deps.sql<{ later: boolean }[]>`
@@ -351,7 +367,7 @@ describe("an answered call's minutes", () => {
     await updateOrganization(w.ctx.deps, small.org.id, {});
     const res = await placeCall(w.ctx, small.liveKey, { agentId: small.agent.id, to: freshNumber() });
     const id = (await res.json()).id;
-    await waitFor(() => w.liveKit.dialCount(`sip_${id}`) === 1, 5000, 5);
+    await waitUntil("the dial", () => w.liveKit.dialCount(`sip_${id}`) === 1, { timeoutMs: 5000, stepMs: 5 });
     expect(w.liveKit.dials.find((d) => d.identity === `sip_${id}`)!.maxCallDurationSeconds).toBe(120);
   });
 });

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { TokenVerifier } from "livekit-server-sdk";
 import { usedMinutes } from "../../src/services/minutes.ts";
-import { waitFor } from "../calls/support.ts";
 import { liveKitEvents } from "../helpers/fakeLivekit.ts";
+import { waitUntil } from "../helpers/wait.ts";
 import {
   freshNumber,
   type PhoneSeed,
@@ -65,7 +65,9 @@ async function answered(): Promise<{ id: string; startedAt: Date }> {
   w.liveKit.scriptDial(to, { kind: "answer", afterMs: 50 });
   const res = await placeCall(w.ctx, seed.liveKey, { agentId: seed.agent.id, to });
   const id = (await res.json()).id as string;
-  await waitFor(async () => (await row(id)).status === "ongoing", 10_000);
+  await waitUntil("the call to be answered", async () => (await row(id)).status === "ongoing", {
+    timeoutMs: 10_000,
+  });
   return { id, startedAt: (await row(id)).started_at! };
 }
 
@@ -90,7 +92,7 @@ describe("a phone call's end, reported by LiveKit", () => {
     expect(await planUsed()).toBe(before + 2);
     expect(await events(id)).toEqual(["call.started ongoing", "call.ended completed"]);
     // The server closes the room: nobody can join it again.
-    await waitFor(() => deletes(id).length === 1, 2000);
+    await waitUntil("a DeleteRoom request", () => deletes(id).length === 1, { timeoutMs: 2000 });
     expect(w.liveKit.rooms.has(id)).toBe(false);
 
     // Replays and the room_finished that follows change nothing.
@@ -124,7 +126,7 @@ describe("a phone call's end, reported by LiveKit", () => {
     const to = freshNumber();
     w.liveKit.scriptDial(to, { kind: "hang" });
     const id = (await (await placeCall(w.ctx, seed.liveKey, { agentId: seed.agent.id, to })).json()).id;
-    await waitFor(() => w.liveKit.dialCount(`sip_${id}`) === 1, 5000);
+    await waitUntil("the dial", () => w.liveKit.dialCount(`sip_${id}`) === 1, { timeoutMs: 5000 });
     await deliver(liveKitEvents.participantJoined(id, `agent-${id}`, "AGENT"));
     await deliver(liveKitEvents.participantJoined(id, `sip_${id}`, "SIP"));
     expect((await row(id)).status).toBe("ringing");
@@ -132,7 +134,7 @@ describe("a phone call's end, reported by LiveKit", () => {
     expect((await row(id)).status).toBe("ringing");
     // The dial's own answer decides.
     w.liveKit.releaseDials({ kind: "sip_error", sipStatus: 486 });
-    await waitFor(async () => (await row(id)).status === "busy", 5000);
+    await waitUntil("the busy end", async () => (await row(id)).status === "busy", { timeoutMs: 5000 });
   });
 });
 
@@ -145,7 +147,9 @@ describe("a phone call at maxSeconds", () => {
     const { id } = await answered();
     const logged = w.ctx.logs.length;
     await dueNow(id);
-    await waitFor(async () => (await row(id)).status === "completed", 10_000);
+    await waitUntil("the call to complete", async () => (await row(id)).status === "completed", {
+      timeoutMs: 10_000,
+    });
     const methods = w.liveKit.requests.filter((r) => r.body.room === id).map((r) => r.method);
     expect(methods.slice(-2)).toEqual(["ListParticipants", "DeleteRoom"]);
     expect(w.liveKit.rooms.has(id)).toBe(false);
@@ -159,7 +163,9 @@ describe("a phone call at maxSeconds", () => {
     w.liveKit.rooms.get(id)!.participants.delete(`sip_${id}`);
     const logged = w.ctx.logs.length;
     await dueNow(id);
-    await waitFor(async () => (await row(id)).status === "completed", 10_000);
+    await waitUntil("the call to complete", async () => (await row(id)).status === "completed", {
+      timeoutMs: 10_000,
+    });
     const warning = w.ctx.logs.slice(logged).find((l) => l.includes("/api/livekit/webhook"));
     expect(warning).toBeDefined();
     expect(JSON.parse(warning!)).toMatchObject({ level: "warn", callId: id });
@@ -202,7 +208,9 @@ describe("a web call whose end LiveKit never reports (no webhook configured)", (
     expect(await used()).toBe(10);
     const logged = w.ctx.logs.length;
     await maxSecondsNow(answer.callId);
-    await waitFor(async () => (await row(answer.callId)).status === "failed", 10_000);
+    await waitUntil("the call to fail", async () => (await row(answer.callId)).status === "failed", {
+      timeoutMs: 10_000,
+    });
     expect(await row(answer.callId)).toMatchObject({ outcome: "end_not_reported" });
     expect(await kept(answer.callId)).toEqual({ reserved_minutes: 10, kept_minutes: 10 });
     expect(await used()).toBe(10);
@@ -216,7 +224,9 @@ describe("a web call whose end LiveKit never reports (no webhook configured)", (
     const visitor = w.liveKit.addParticipant(answer.callId, { identity: `visitor-${answer.callId}` });
     visitor.joinedAt = Math.floor(Date.now() / 1000) - 130;
     await maxSecondsNow(answer.callId);
-    await waitFor(async () => (await row(answer.callId)).status === "completed", 10_000);
+    await waitUntil("the call to complete", async () => (await row(answer.callId)).status === "completed", {
+      timeoutMs: 10_000,
+    });
     const done = await row(answer.callId);
     expect(done.started_at).toEqual(new Date(visitor.joinedAt * 1000));
     expect(done.duration_seconds).toBeGreaterThanOrEqual(129);

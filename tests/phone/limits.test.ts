@@ -8,10 +8,10 @@ import { parseEnv } from "../../src/env.ts";
 import { silentLogger } from "../../src/log.ts";
 import { updateOrganization } from "../../src/services/organizations.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/db.ts";
+import { outcomeOf } from "../helpers/errors.ts";
 import { type FakeLiveKit, startFakeLiveKit } from "../helpers/fakeLivekit.ts";
 import {
   freshNumber,
-  outcomeOf,
   type PhoneWorld,
   placeCall,
   seedPhoneOrganization,

@@ -63,12 +63,6 @@ export function placeCall(ctx: TestContext, key: string, json: Record<string, un
   return ctx.request("/api/v1/calls", { method: "POST", key, json });
 }
 
-/** `<status> <code>` of an answer (`201 ok` for a success), for compact expectations. */
-export async function outcomeOf(res: Response): Promise<string> {
-  const body = (await res.clone().json()) as { error?: { code: string } };
-  return `${res.status} ${body.error?.code ?? "ok"}`;
-}
-
 /** Row counts of everything placing a live phone call may write. */
 export async function placementWrites(ctx: TestContext) {
   const [row] = await ctx.deps.sql<Record<string, number>[]>`select

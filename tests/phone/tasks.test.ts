@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { updateAgent } from "../../src/services/agents.ts";
 import { usedMinutes } from "../../src/services/minutes.ts";
 import { updateOrganization } from "../../src/services/organizations.ts";
-import { waitFor } from "../calls/support.ts";
+import { waitUntil } from "../helpers/wait.ts";
 import {
   freshNumber,
   type PhoneWorld,
@@ -35,12 +35,16 @@ async function schedule(seed: Awaited<ReturnType<typeof seedPhoneOrganization>>,
 }
 async function settle(id: string, statuses: string[]) {
   let row: Record<string, unknown> = {};
-  await waitFor(async () => {
-    const rows = await w.ctx.deps.sql<Record<string, unknown>[]>`
+  await waitUntil(
+    "the call to settle",
+    async () => {
+      const rows = await w.ctx.deps.sql<Record<string, unknown>[]>`
       select status, outcome, placed_at from calls where id = ${id}`;
-    row = rows[0]!;
-    return statuses.includes(String(row.status));
-  }, 10_000);
+      row = rows[0]!;
+      return statuses.includes(String(row.status));
+    },
+    { timeoutMs: 10_000 },
+  );
   return row;
 }
 async function events(id: string) {

@@ -1,7 +1,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import type { TimerRunner } from "../../src/timers/runner.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/db.ts";
-import { createFiresTable, registerFire, testRunner, waitFor } from "./support.ts";
+import { waitUntil } from "../helpers/wait.ts";
+import { createFiresTable, registerFire, testRunner } from "./support.ts";
 
 /** Held timers: leased to the runner that schedules them whatever their due time, until it dies. */
 
@@ -43,7 +44,7 @@ describe("hold", () => {
       { n: number }[]
     >`select count(*)::int as n from timers where locked_by = ${a.runnerId}`;
     expect(leased[0]!.n).toBe(10);
-    await waitFor(async () => (await db.sql`select 1 from timers`).length === 0);
+    await waitUntil("every timer to fire", async () => (await db.sql`select 1 from timers`).length === 0);
     const held = await db.sql<{ runner: number }[]>`
       select runner from test_fires where (substring(name from 2))::int % 2 = 0`;
     expect(new Set(held.map((r) => r.runner))).toEqual(new Set([a.runnerId]));
@@ -64,7 +65,7 @@ describe("hold", () => {
     // Not before it is due.
     await Bun.sleep(300);
     expect((await firedBy()).size).toBe(0);
-    await waitFor(async () => (await firedBy()).get(b.runnerId) === 1);
+    await waitUntil("the orphan timer to fire", async () => (await firedBy()).get(b.runnerId) === 1);
     const [row] = await db.sql<{ fired_at: Date }[]>`select fired_at from test_fires`;
     expect(row!.fired_at.getTime()).toBeGreaterThanOrEqual(dueAt.getTime());
   });

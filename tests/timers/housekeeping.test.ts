@@ -4,11 +4,17 @@ import { ManualClock } from "../../src/clock.ts";
 import { rememberCaptchaToken } from "../../src/db/captchaTokens.ts";
 import { rateLimitHitsSql } from "../../src/db/rateLimits.ts";
 import { insertSessionToken } from "../../src/db/sessionTokens.ts";
-import { HOUSEKEEPING_EVERY_MS, scheduleHousekeeping } from "../../src/services/housekeeping.ts";
+import { tablesWithStaleStatistics } from "../../src/db/statistics.ts";
+import {
+  HOUSEKEEPING_EVERY_MS,
+  STATISTICS_EVERY_MS,
+  scheduleHousekeeping,
+} from "../../src/services/housekeeping.ts";
 import { WEB_CALL_RATE_LIMIT } from "../../src/services/rateLimit.ts";
 import { registerTimerHandlers } from "../../src/timerHandlers.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
-import { testRunner, waitFor } from "./support.ts";
+import { waitUntil } from "../helpers/wait.ts";
+import { testRunner } from "./support.ts";
 
 /**
  * Housekeeping: one periodic durable timer removes what has served its time (idempotency records,
@@ -32,10 +38,13 @@ const pendingHousekeeping = async () =>
   ).map((r) => r.due_at);
 
 describe("the housekeeping timer", () => {
-  test("is one pending timer however many processes make sure of it, at once or not", async () => {
+  test("is one pending timer however many processes make sure of it, at once or not (statistics too)", async () => {
     await Promise.all(Array.from({ length: 8 }, () => scheduleHousekeeping(ctx.deps)));
     await scheduleHousekeeping(ctx.deps);
     expect(await pendingHousekeeping()).toHaveLength(1);
+    const statistics = await ctx.db
+      .sql`select 1 from timers where kind = 'statistics' and status = 'pending'`;
+    expect(statistics).toHaveLength(1);
   });
 
   test("a pass removes what served its time, keeps the rest, and schedules the next pass", async () => {
@@ -74,7 +83,7 @@ describe("the housekeeping timer", () => {
     registerTimerHandlers(runner, { ...ctx.deps, timers: runner });
     await runner.start();
     try {
-      await waitFor(async () => {
+      await waitUntil("the pass to run and schedule the next one", async () => {
         const due = await pendingHousekeeping();
         return due.length === 1 && due[0]!.getTime() > Date.now() + HOUSEKEEPING_EVERY_MS / 2;
       });
@@ -93,5 +102,37 @@ describe("the housekeeping timer", () => {
     expect(captcha.map((t) => Buffer.from(t.token_hash).toString("hex"))).toEqual([
       Buffer.from(sha256("captcha-new")).toString("hex"),
     ]);
+  });
+});
+
+describe("the statistics timer", () => {
+  test("analyzes a table that grew since its statistics, and only then; then checks again in a minute", async () => {
+    const sql = ctx.db.sql;
+    const reltuples = async () =>
+      (await sql<{ n: number }[]>`select reltuples::int as n from pg_class where oid = 'calls'::regclass`)[0]!
+        .n;
+    await sql`analyze calls`;
+    expect(await tablesWithStaleStatistics(sql)).not.toContain("calls");
+    await sql`
+      insert into calls (id, organization_id, livemode, status, agent_id, direction, created_at)
+      select 'call_' || lpad(i::text, 26, '0'), ${seed.org.id}, false, 'completed', ${seed.agent.id}, 'web', now()
+      from generate_series(1, 5000) i`;
+    expect(await tablesWithStaleStatistics(sql)).toContain("calls");
+    const before = await reltuples();
+    await sql`update timers set due_at = now() where kind = 'statistics'`;
+    const runner = testRunner(ctx.db);
+    registerTimerHandlers(runner, { ...ctx.deps, timers: runner });
+    await runner.start();
+    try {
+      await waitUntil("the statistics pass to run and schedule the next one", async () => {
+        const [due] = await sql<{ due_at: Date }[]>`
+          select due_at from timers where kind = 'statistics' and status = 'pending'`;
+        return due && due.due_at.getTime() > Date.now() + STATISTICS_EVERY_MS / 2;
+      });
+    } finally {
+      await runner.stop();
+    }
+    expect(await reltuples()).toBeGreaterThanOrEqual(before + 5000);
+    expect(await tablesWithStaleStatistics(sql)).not.toContain("calls");
   });
 });

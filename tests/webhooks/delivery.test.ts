@@ -7,11 +7,12 @@ import { deliverWebhook, MAX_ATTEMPTS, WebhookSender } from "../../src/services/
 import { databaseScheduler } from "../../src/timers/scheduler.ts";
 import type { FiredTimer, HandlerContext } from "../../src/timers/types.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
-import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
+import { waitUntil } from "../helpers/wait.ts";
 
 /**
- * Webhook delivery (CONTRACT.md §6) to a local receiver: Standard Webhooks signature, body, event-type
- * subscriptions, retry after a failure, timeout, giving up, and endpoints deleted meanwhile.
+ * Webhook delivery to a local receiver: the Standard Webhooks signature (webhook-id is the event id),
+ * the event as body, event-type subscriptions, retry after a failure, timeout, giving up, and
+ * endpoints deleted meanwhile.
  */
 
 interface Received {
@@ -42,16 +43,6 @@ function startReceiver() {
     script: (path: string, statuses: number[]) => scripts.set(path, statuses),
     stop: () => server.stop(true),
   };
-}
-
-async function until<T>(what: string, check: () => Promise<T | undefined> | T | undefined, ms = 10_000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(25);
-  }
 }
 
 /** The Standard Webhooks signature, computed here independently of the service. */
@@ -96,7 +87,7 @@ describe("with the timer runner", () => {
   beforeAll(async () => {
     ctx = await createTestContext({ timers: true, env: { WEBHOOK_ALLOW_PRIVATE_URLS: "true" } });
     seed = await seedOrganization(ctx);
-  }, SETUP_TIMEOUT_MS);
+  });
   afterAll(() => ctx.close());
 
   async function createContact(key: string) {
@@ -123,7 +114,7 @@ describe("with the timer runner", () => {
     const elsewhere = await createEndpoint(ctx, seed.liveKey, receiver.url("/calls"), ["call.started"]);
     for (const key of [seed.testKey, seed.liveKey]) {
       const event = await createContact(key);
-      const got = await until("the delivery", () =>
+      const got = await waitUntil("the delivery", () =>
         receiver.at("/contacts").find((r) => r.headers["webhook-id"] === event.id),
       );
       expect(JSON.parse(got.body)).toEqual(event);
@@ -134,7 +125,7 @@ describe("with the timer runner", () => {
         expectedSignature(subscribed.secret, event.id, timestamp, got.body),
       );
       expect(got.headers["content-type"]).toBe("application/json");
-      const delivery = await until("the recorded outcome", async () => {
+      const delivery = await waitUntil("the recorded outcome", async () => {
         const d = await deliveryOf(ctx, event.id, subscribed.id);
         return d?.status === "delivered" ? d : undefined;
       });
@@ -150,7 +141,7 @@ describe("with the timer runner", () => {
     receiver.script("/flaky", [500]);
     const endpoint = await createEndpoint(ctx, seed.liveKey, receiver.url("/flaky"), ["contact.created"]);
     const event = await createContact(seed.liveKey);
-    const failed = await until("the failed first attempt", async () => {
+    const failed = await waitUntil("the failed first attempt", async () => {
       const d = await deliveryOf(ctx, event.id, endpoint.id);
       return d?.last_status === 500 ? d : undefined;
     });
@@ -158,18 +149,18 @@ describe("with the timer runner", () => {
     const [retry] = await webhookTimers(ctx, failed.id);
     expect(retry!.due_in_ms).toBeGreaterThan(3_500);
     expect(retry!.due_in_ms).toBeLessThanOrEqual(5_000);
-    const delivered = await until(
+    const delivered = await waitUntil(
       "the retry",
       async () => {
         const d = await deliveryOf(ctx, event.id, endpoint.id);
         return d?.status === "delivered" ? d : undefined;
       },
-      9_000,
+      { timeoutMs: 9_000 },
     );
     expect(delivered).toMatchObject({ attempts: 2, last_status: 200, last_error: null });
     expect(receiver.at("/flaky").length).toBe(2);
     expect(await webhookTimers(ctx, failed.id)).toEqual([]);
-  }, 15_000);
+  });
 
   test("an endpoint deleted before the attempt: the delivery is dropped, nothing is sent", async () => {
     const endpoint = await createEndpoint(ctx, seed.liveKey, receiver.url("/deleted"));
@@ -183,7 +174,7 @@ describe("with the timer runner", () => {
       });
       await tx`delete from webhook_endpoints where id = ${endpoint.id}`;
     });
-    await until("the drop", async () => {
+    await waitUntil("the drop", async () => {
       const d = await deliveryOf(ctx, eventId, endpoint.id);
       return d?.status === "dropped" ? d : undefined;
     });
@@ -197,7 +188,7 @@ describe("one attempt at a time (no runner: the handler is called by the test)",
   beforeAll(async () => {
     ctx = await createTestContext({ env: { WEBHOOK_ALLOW_PRIVATE_URLS: "true" } });
     seed = await seedOrganization(ctx);
-  }, SETUP_TIMEOUT_MS);
+  });
   afterAll(() => ctx.close());
 
   /** Writes an event for one new endpoint at `path`; returns the delivery the trigger created. */
@@ -366,7 +357,7 @@ describe("one attempt at a time (no runner: the handler is called by the test)",
     expect((await webhookTimers(ctx, hanging.delivery.id)).length).toBe(1);
     expect(await new WebhookSender(ctx.deps).drain(10)).toBe(true);
     await sender.idle();
-  }, 15_000);
+  });
 
   test("an outcome written after a later attempt took over changes nothing (the attempt number fences it)", async () => {
     const { eventId, endpoint, delivery } = await pendingDelivery("/late");

@@ -37,6 +37,8 @@ export async function migrate(sql: Sql, log?: Logger, migrations = all): Promise
       applied.push(m.name);
       log?.info("migration applied", { migration: m.name });
     }
+    // New tables and indexes start with statistics (a plan made before any would assume a size).
+    if (applied.length) await conn`analyze`;
   } finally {
     await conn`select pg_advisory_unlock(${MIGRATION_LOCK})`.catch(() => {});
     conn.release();

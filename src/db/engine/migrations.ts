@@ -13,6 +13,11 @@ import m0010 from "../../../sql/0010_documents.sql" with { type: "text" };
 import m0011 from "../../../sql/0011_webhook_deliveries.sql" with { type: "text" };
 import m0012 from "../../../sql/0012_batch_rows.sql" with { type: "text" };
 import m0013 from "../../../sql/0013_single_timers.sql" with { type: "text" };
+import m0014 from "../../../sql/0014_agent_settings.sql" with { type: "text" };
+import m0015 from "../../../sql/0015_call_results.sql" with { type: "text" };
+import m0016 from "../../../sql/0016_document_reads.sql" with { type: "text" };
+import m0017 from "../../../sql/0017_knowledge_search.sql" with { type: "text" };
+import m0018 from "../../../sql/0018_statistics_timer.sql" with { type: "text" };
 import m0019 from "../../../sql/0019_carrier_settings.sql" with { type: "text" };
 import m0020 from "../../../sql/0020_blocked_numbers.sql" with { type: "text" };
 import m0021 from "../../../sql/0021_call_limits.sql" with { type: "text" };
@@ -32,6 +37,11 @@ export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0011_webhook_deliveries", sql: m0011 },
   { name: "0012_batch_rows", sql: m0012 },
   { name: "0013_single_timers", sql: m0013 },
+  { name: "0014_agent_settings", sql: m0014 },
+  { name: "0015_call_results", sql: m0015 },
+  { name: "0016_document_reads", sql: m0016 },
+  { name: "0017_knowledge_search", sql: m0017 },
+  { name: "0018_statistics_timer", sql: m0018 },
   { name: "0019_carrier_settings", sql: m0019 },
   { name: "0020_blocked_numbers", sql: m0020 },
   { name: "0021_call_limits", sql: m0021 },
