@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { expectApiError, outcomeOf } from "../helpers/errors.ts";
+import { type FakeLiveKit, startFakeLiveKit } from "../helpers/fakeLivekit.ts";
 import { waitUntil } from "../helpers/wait.ts";
 import { type Seed, type Server, seed, startServer } from "./support.ts";
 
@@ -9,14 +10,23 @@ import { type Seed, type Server, seed, startServer } from "./support.ts";
  */
 
 let server: Server;
+let liveKit: FakeLiveKit;
 let s: Seed;
 let unpaid: Seed;
+let noTrunk: Seed;
 beforeAll(async () => {
-  server = await startServer();
+  // LiveKit is configured; an organization has a carrier once it has an outbound SIP trunk.
+  liveKit = await startFakeLiveKit();
+  server = await startServer({ env: liveKit.env });
   s = await seed(server);
+  await server.admin("PATCH", `/organizations/${s.org.id}`, { sipTrunkId: "ST_server_test" });
   unpaid = await seed(server, { paidPlan: false });
+  noTrunk = await seed(server);
 });
-afterAll(() => server.stop());
+afterAll(async () => {
+  await server.stop();
+  await liveKit.close();
+});
 
 const create = (json: Record<string, unknown>, key = s.testKey) =>
   server.fetch("/api/v1/calls", {
@@ -129,7 +139,12 @@ describe("refusals", () => {
       json: { agentId: unpaid.agent.id, to: "+33612345678" },
     });
     expect(await outcomeOf(noPlan)).toBe("403 plan_required");
-    expect(await outcomeOf(await create({}, s.liveKey))).toBe("503 carrier_unavailable");
+    const noCarrier = await server.fetch("/api/v1/calls", {
+      method: "POST",
+      key: noTrunk.liveKey,
+      json: { agentId: noTrunk.agent.id, to: "+33612345678" },
+    });
+    expect(await outcomeOf(noCarrier)).toBe("503 carrier_unavailable");
   });
 });
 
