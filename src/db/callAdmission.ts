@@ -5,7 +5,7 @@ import type { OrganizationRow } from "./organizations.ts";
 /**
  * Statements that decide whether a live phone call may be placed: what the checks read (the
  * organization, its plan usage, the do-not-call list) and the organization's limits row, locked by
- * every placement (call_limits, sql/0021).
+ * every placement (call_limits, sql/0025).
  */
 
 /** A live phone call in progress counts against the organization's maxConcurrentCalls. */
