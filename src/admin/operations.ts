@@ -1,4 +1,5 @@
 import type { z } from "@hono/zod-openapi";
+import type { PageInput } from "../db/engine/pages.ts";
 import type { Deps } from "../deps.ts";
 import type { ErrorCode } from "../errors.ts";
 import type { IdPrefix } from "../ids.ts";
@@ -6,12 +7,21 @@ import { createAgent, listAgentsOf, updateAgent } from "../services/agents.ts";
 import {
   createPublishableKey,
   createSecretKey,
+  listPublishableKeys,
+  listSecretKeys,
   revokePublishableKey,
   revokeSecretKey,
 } from "../services/keys.ts";
 import { createKnowledgeBase } from "../services/knowledgeBases.ts";
-import { createOrganization, listOrganizations, updateOrganization } from "../services/organizations.ts";
 import {
+  createOrganization,
+  getOrganization,
+  listOrganizations,
+  updateOrganization,
+} from "../services/organizations.ts";
+import {
+  AdminListQuery,
+  AgentDetailsListSchema,
   AgentDetailsSchema,
   AgentInput,
   AgentPatch,
@@ -19,13 +29,17 @@ import {
   CreatedSecretKeySchema,
   KnowledgeBaseInput,
   KnowledgeBaseSchema,
+  OrganizationDetailsSchema,
   OrganizationInput,
+  OrganizationListSchema,
   OrganizationPatch,
   OrganizationSchema,
   PublishableKeyInput,
+  PublishableKeyListSchema,
   RevokedPublishableKeySchema,
   RevokedSecretKeySchema,
   SecretKeyInput,
+  SecretKeyListSchema,
 } from "./schema.ts";
 
 /**
@@ -49,14 +63,15 @@ export interface AdminOperation {
   };
   /** The JSON body (strict); a missing body is validated as `{}`. */
   body?: z.ZodType;
-  /** CLI flags whose name, placeholder or help differ from what the body field gives. */
+  /** The query parameters of a read (strict, string values); the CLI takes them as flags too. */
+  query?: z.ZodType;
+  /** CLI flags whose name, placeholder or help differ from what the body or query field gives. */
   flags?: Record<string, { flag?: string; value?: string; help?: string }>;
   response: { status: 200 | 201; description: string; schema: z.ZodType };
   /** Codes beyond those every admin operation can answer (invalid_key, and with a body invalid_request …). */
   errors: ErrorCode[];
-  /** Only a CLI command (no route yet). */
-  cliOnly?: boolean;
-  run(deps: Deps, id: string, body: Record<string, unknown>): Promise<unknown>;
+  /** `input` is the validated body, or the validated query of a read. */
+  run(deps: Deps, id: string, input: Record<string, unknown>): Promise<unknown>;
 }
 
 const ORG_ID = "org_01JD8Y3M6W9Q2T4V5X7Z8A9B0C";
@@ -78,6 +93,16 @@ const agentFlags = (created: boolean) => ({
     help: created ? "Language of the agent (default en)." : "Language of the agent.",
   },
 });
+
+/** The flags of a cursor list's query. */
+const listFlags = {
+  limit: { value: "<1-100>", help: "Items per page (default 20)." },
+  starting_after: {
+    flag: "starting-after",
+    value: "<id>",
+    help: "Id of the last item of the previous page.",
+  },
+};
 
 const inOrganization = {
   prefix: "org",
@@ -127,11 +152,30 @@ export const adminOperations: AdminOperation[] = [
     method: "get",
     path: "/organizations",
     summary: "List organizations",
-    description: "Lists every organization, newest first.",
-    response: { status: 200, description: "The organizations.", schema: OrganizationSchema },
-    errors: [],
-    cliOnly: true,
-    run: (deps) => listOrganizations(deps),
+    description:
+      "Lists every organization, newest first, in the cursor convention (`limit`, `starting_after`).",
+    query: AdminListQuery,
+    flags: listFlags,
+    response: { status: 200, description: "One page of organizations.", schema: OrganizationListSchema },
+    errors: ["invalid_query", "invalid_cursor"],
+    run: (deps, _id, query) => listOrganizations(deps, query as unknown as PageInput),
+  },
+  {
+    name: "get-organization",
+    method: "get",
+    path: "/organizations/{id}",
+    summary: "Read an organization",
+    description:
+      "Reads an organization with its use of the plan this calendar month (UTC): `usage.planMinutesUsed` " +
+      "counts the minutes of ended calls and the reservations of calls still running.",
+    id: { prefix: "org", example: ORG_ID, cli: { positional: "<org-id>" } },
+    response: {
+      status: 200,
+      description: "The organization and this month's usage.",
+      schema: OrganizationDetailsSchema,
+    },
+    errors: ["not_found"],
+    run: (deps, id) => getOrganization(deps, id),
   },
   {
     name: "create-agent",
@@ -168,12 +212,13 @@ export const adminOperations: AdminOperation[] = [
     method: "get",
     path: "/organizations/{id}/agents",
     summary: "List the agents of an organization",
-    description: "Lists the agents of an organization, newest first.",
+    description: "Lists the agents of an organization, newest first, in the cursor convention.",
     id: inOrganization,
-    response: { status: 200, description: "The agents.", schema: AgentDetailsSchema },
-    errors: ["not_found"],
-    cliOnly: true,
-    run: (deps, id) => listAgentsOf(deps, id),
+    query: AdminListQuery,
+    flags: listFlags,
+    response: { status: 200, description: "One page of agents.", schema: AgentDetailsListSchema },
+    errors: ["not_found", "invalid_query", "invalid_cursor"],
+    run: (deps, id, query) => listAgentsOf(deps, id, query as unknown as PageInput),
   },
   {
     name: "create-secret-key",
@@ -229,6 +274,42 @@ export const adminOperations: AdminOperation[] = [
     },
     errors: ["not_found"],
     run: (deps, id, body) => createPublishableKey(deps, id, body as z.output<typeof PublishableKeyInput>),
+  },
+  {
+    name: "list-secret-keys",
+    method: "get",
+    path: "/organizations/{id}/secret-keys",
+    summary: "List the secret keys of an organization",
+    description:
+      "Lists the organization's secret keys, revoked ones included, newest first, in the cursor convention. " +
+      "Never the key itself (only its hash is stored): `start` shows its first characters. `lastUsedAt` is " +
+      "at most a minute behind.",
+    id: inOrganization,
+    query: AdminListQuery,
+    flags: listFlags,
+    response: { status: 200, description: "One page of secret keys.", schema: SecretKeyListSchema },
+    errors: ["not_found", "invalid_query", "invalid_cursor"],
+    run: (deps, id, query) => listSecretKeys(deps, id, query as unknown as PageInput),
+  },
+  {
+    name: "list-publishable-keys",
+    method: "get",
+    path: "/organizations/{id}/publishable-keys",
+    summary: "List the publishable keys of an organization",
+    description:
+      "Lists the organization's publishable keys, revoked ones included, newest first, in the cursor " +
+      "convention. Never the key itself: `start` shows its first characters. `lastUsedAt` is the latest web " +
+      "call attempt with the key; `minutesUsedThisMonth` the minutes counted on its cap this calendar month.",
+    id: inOrganization,
+    query: AdminListQuery,
+    flags: listFlags,
+    response: {
+      status: 200,
+      description: "One page of publishable keys.",
+      schema: PublishableKeyListSchema,
+    },
+    errors: ["not_found", "invalid_query", "invalid_cursor"],
+    run: (deps, id, query) => listPublishableKeys(deps, id, query as unknown as PageInput),
   },
   {
     name: "revoke-secret-key",

@@ -1,6 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import { SCOPES } from "../auth/scopes.ts";
 import { type IdPrefix, isId } from "../ids.ts";
+import { listEnvelope, listQuery } from "../lists/cursor.ts";
 
 /**
  * Request and response schemas of the operators' operations, shared by the admin API (which
@@ -157,6 +158,20 @@ export const OrganizationSchema = z
   })
   .openapi("Organization");
 
+export const OrganizationDetailsSchema = OrganizationSchema.extend({
+  usage: z
+    .object({
+      month: z.string().openapi({ description: "The calendar month (UTC), `YYYY-MM`.", example: "2026-11" }),
+      planMinutesUsed: z.number().int().openapi({
+        description: "Plan minutes counted this month, including the reservations of calls still running.",
+        example: 312,
+      }),
+    })
+    .openapi({ description: "This month's use of the plan." }),
+}).openapi("OrganizationDetails");
+
+export const OrganizationListSchema = listEnvelope(OrganizationSchema, "OrganizationList");
+
 export const AgentDetailsSchema = z
   .object({
     id: agentId,
@@ -168,6 +183,8 @@ export const AgentDetailsSchema = z
     createdAt: Timestamp,
   })
   .openapi("AgentDetails");
+
+export const AgentDetailsListSchema = listEnvelope(AgentDetailsSchema, "AgentDetailsList");
 
 const secretKeyFields = {
   id: keyId,
@@ -188,6 +205,20 @@ export const CreatedSecretKeySchema = z
     }),
   })
   .openapi("CreatedSecretKey");
+
+const summaryFields = {
+  revoked: z.boolean(),
+  revokedAt: Timestamp.nullable(),
+  lastUsedAt: Timestamp.nullable().openapi({
+    description: "When the key was last used (at most a minute behind); `null` if never.",
+  }),
+};
+
+export const SecretKeySummarySchema = z
+  .object({ ...secretKeyFields, ...summaryFields })
+  .openapi("SecretKeySummary", { description: "A secret key as operators list it: never its value." });
+
+export const SecretKeyListSchema = listEnvelope(SecretKeySummarySchema, "SecretKeyList");
 
 export const RevokedSecretKeySchema = z
   .object({ ...secretKeyFields, revoked: z.literal(true), revokedAt: Timestamp })
@@ -213,6 +244,22 @@ export const CreatedPublishableKeySchema = z
   })
   .openapi("CreatedPublishableKey");
 
+export const PublishableKeySummarySchema = z
+  .object({
+    ...publishableKeyFields,
+    ...summaryFields,
+    minutesUsedThisMonth: z.number().int().openapi({
+      description: "Minutes counted on the key's cap this calendar month (UTC), running calls included.",
+      example: 42,
+    }),
+  })
+  .openapi("PublishableKeySummary", {
+    description:
+      "A publishable key as operators list it: never its value. Last use: its latest web call attempt.",
+  });
+
+export const PublishableKeyListSchema = listEnvelope(PublishableKeySummarySchema, "PublishableKeyList");
+
 export const RevokedPublishableKeySchema = z
   .object({ ...publishableKeyFields, revoked: z.literal(true), revokedAt: Timestamp })
   .openapi("RevokedPublishableKey");
@@ -225,6 +272,9 @@ export const KnowledgeBaseSchema = z
     createdAt: Timestamp,
   })
   .openapi("KnowledgeBase");
+
+/** The query of an admin list: the cursor convention, no filter. */
+export const AdminListQuery = listQuery({});
 
 /**
  * The `{id}` path parameter. A malformed id is refused here (404 `not_found` through the

@@ -259,6 +259,7 @@ export async function failTimer(
       attempts = attempts + 1,
       last_error = ${opts.error.slice(0, 2000)},
       status = case when attempts + 1 >= ${opts.maxAttempts} then 'failed' else 'pending' end,
+      failed_at = case when attempts + 1 >= ${opts.maxAttempts} then now() end,
       due_at = now() + ${opts.backoffMs}::float8 * interval '1 millisecond',
       locked_by = null,
       locked_until = null

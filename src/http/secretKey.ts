@@ -41,13 +41,15 @@ export async function resolveSecretKey(
 
 /** Route middleware: a valid secret key with `scope`, else 401 `invalid_key` / 403 `missing_scope`. */
 export function requireSecretKey(
-  deps: Pick<Deps, "sql" | "keyCache">,
+  deps: Pick<Deps, "sql" | "keyCache" | "keyUsage">,
   scope: Scope,
 ): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const auth = await resolveSecretKey(deps, c.req.header("authorization"));
     if (!auth)
       throw new ApiError("invalid_key", "Provide a valid secret key as `Authorization: Bearer <key>`.");
+    // A key presented validly was used, whatever the operation then allows it.
+    deps.keyUsage.touch(auth.keyId);
     if (!hasScope(auth.scopes, scope))
       throw new ApiError("missing_scope", `This key lacks the scope \`${scope}\`.`);
     c.set("auth", auth);
@@ -60,7 +62,7 @@ export function requireSecretKey(
  * that the middleware enforces, so the document and the check cannot drift apart.
  */
 export function secretKeyAuth(
-  deps: Pick<Deps, "sql" | "keyCache">,
+  deps: Pick<Deps, "sql" | "keyCache" | "keyUsage">,
   scope: Scope,
   ...then: MiddlewareHandler<AppEnv>[]
 ) {

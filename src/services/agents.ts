@@ -1,11 +1,13 @@
 import type { SecretKeyAuth } from "../auth/access.ts";
 import {
   type AgentRow,
+  agentsOf,
   existingAgentIds,
   insertAgent,
   listAgents as listAgentRows,
   updateAgent as updateAgentRow,
 } from "../db/agents.ts";
+import { type Page, type PageInput, paginate } from "../db/engine/pages.ts";
 import type { TxDeps } from "../deps.ts";
 import { isId } from "../ids.ts";
 import { assertOrganization, notFound } from "./organizations.ts";
@@ -56,11 +58,24 @@ export async function updateAgent(deps: TxDeps, id: string, input: Partial<Agent
   return agentView(row);
 }
 
+export type AgentView = ReturnType<typeof agentView>;
+
 /** The agents of one organization, newest first, with the details operators need (ids for keys). */
-export async function listAgentsOf(deps: TxDeps, organizationId: string) {
+export async function listAgentsOf(
+  deps: TxDeps,
+  organizationId: string,
+  q: PageInput,
+): Promise<Page<AgentView>> {
   await assertOrganization(deps, organizationId);
-  const rows = await listAgentRows(deps.sql, organizationId);
-  return { agents: rows.map(agentView) };
+  return paginate<AgentRow, AgentView>({
+    sql: deps.sql,
+    table: "agents",
+    where: agentsOf(deps.sql, organizationId),
+    prefix: "agt",
+    limit: q.limit,
+    startingAfter: q.starting_after,
+    map: agentView,
+  });
 }
 
 /** `GET /v1/agents`: the agents a secret key may use. */

@@ -13,6 +13,7 @@ import m0010 from "../../../sql/0010_documents.sql" with { type: "text" };
 import m0011 from "../../../sql/0011_webhook_deliveries.sql" with { type: "text" };
 import m0012 from "../../../sql/0012_batch_rows.sql" with { type: "text" };
 import m0013 from "../../../sql/0013_single_timers.sql" with { type: "text" };
+import m0014 from "../../../sql/0014_operators.sql" with { type: "text" };
 
 export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0001_init", sql: m0001 },
@@ -28,4 +29,5 @@ export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0011_webhook_deliveries", sql: m0011 },
   { name: "0012_batch_rows", sql: m0012 },
   { name: "0013_single_timers", sql: m0013 },
+  { name: "0014_operators", sql: m0014 },
 ];
