@@ -4,6 +4,7 @@ import type { Deps } from "../deps.ts";
 import type { ErrorCode } from "../errors.ts";
 import type { IdPrefix } from "../ids.ts";
 import { createAgent, listAgentsOf, updateAgent } from "../services/agents.ts";
+import { listFailedTimers, retryFailedTimer } from "../services/failedTimers.ts";
 import {
   createPublishableKey,
   createSecretKey,
@@ -27,6 +28,8 @@ import {
   AgentPatch,
   CreatedPublishableKeySchema,
   CreatedSecretKeySchema,
+  FailedTimerListSchema,
+  FailedTimerSchema,
   KnowledgeBaseInput,
   KnowledgeBaseSchema,
   OrganizationDetailsSchema,
@@ -359,5 +362,35 @@ export const adminOperations: AdminOperation[] = [
     response: { status: 201, description: "The knowledge base.", schema: KnowledgeBaseSchema },
     errors: ["not_found"],
     run: (deps, id, body) => createKnowledgeBase(deps, id, body as z.output<typeof KnowledgeBaseInput>),
+  },
+  {
+    name: "list-failed-timers",
+    method: "get",
+    path: "/failed-timers",
+    summary: "List work that gave up",
+    description:
+      "Lists the durable timers whose work failed until its retries ran out (kept as `failed` with the " +
+      "number of attempts and the last error), newest first, in the cursor convention. `object` names what " +
+      "the work was about. Retry one with `POST /failed-timers/{id}/retry` once the cause is fixed.",
+    query: AdminListQuery,
+    flags: listFlags,
+    response: { status: 200, description: "One page of failed timers.", schema: FailedTimerListSchema },
+    errors: ["invalid_query", "invalid_cursor"],
+    run: (deps, _id, query) => listFailedTimers(deps, query as unknown as PageInput),
+  },
+  {
+    name: "retry-failed-timer",
+    method: "post",
+    path: "/failed-timers/{id}/retry",
+    summary: "Retry work that gave up",
+    description:
+      "Puts a failed timer back to work: pending, due now, its attempts counted from zero. The work is " +
+      "fenced on the state it moves, so what was done meanwhile by other means is not done twice. A timer " +
+      "that is not failed (unknown, already retried) is 404; a periodic kind of which one timer is already " +
+      "pending is 400 `invalid_request`.",
+    id: { prefix: "tmr", example: "tmr_00000000000000000000000AZ7", cli: { positional: "<timer-id>" } },
+    response: { status: 200, description: "The timer, pending again.", schema: FailedTimerSchema },
+    errors: ["not_found"],
+    run: (deps, id) => retryFailedTimer(deps, id),
   },
 ];

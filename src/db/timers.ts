@@ -312,3 +312,42 @@ export async function ensureSingleTimer(sql: Db, kind: string, delayMs: number):
     values (${kind}, now() + ${delayMs}::float8 * interval '1 millisecond', '{}')
     on conflict (kind) where status = 'pending' and kind in ('housekeeping') do nothing`;
 }
+
+/** A timer kept as `failed`: its retries ran out (see failTimer). */
+export interface FailedTimerRow {
+  id: string;
+  kind: string;
+  payload: Record<string, unknown>;
+  attempts: number;
+  last_error: string | null;
+  created_at: Date;
+  failed_at: Date | null;
+}
+
+/** The scope of the operators' list of failed timers (index timers_failed). */
+export const failedTimers = (sql: Db): Fragment => sql`status = 'failed'`;
+
+export const failedTimerColumns = (sql: Db): Fragment =>
+  sql`id::text as id, kind, payload, attempts, last_error, created_at, failed_at`;
+
+/**
+ * Puts a failed timer back to work: pending, due now, no attempt counted, free for any runner's next
+ * poll. `absent` when there is no such failed timer; `one_pending` when its kind allows one pending
+ * timer only (sql/0013) and one is pending already.
+ */
+export async function retryFailedTimer(
+  sql: Db,
+  id: string,
+): Promise<FailedTimerRow | "absent" | "one_pending"> {
+  try {
+    const [row] = await sql<FailedTimerRow[]>`
+      update timers set status = 'pending', attempts = 0, due_at = now(), failed_at = null,
+        locked_by = null, locked_until = null, epoch = epoch + 1
+      where id = ${id}::bigint and status = 'failed'
+      returning id::text as id, kind, payload, attempts, last_error, created_at, failed_at`;
+    return row ?? "absent";
+  } catch (err) {
+    if ((err as { code?: string }).code === "23505") return "one_pending";
+    throw err;
+  }
+}
