@@ -5,6 +5,7 @@ import type { ErrorCode } from "../errors.ts";
 import type { IdPrefix } from "../ids.ts";
 import { createAgent, listAgentsOf, updateAgent } from "../services/agents.ts";
 import { listFailedTimers, retryFailedTimer } from "../services/failedTimers.ts";
+import { publishableKeyStats } from "../services/keyStats.ts";
 import {
   createPublishableKey,
   createSecretKey,
@@ -30,6 +31,8 @@ import {
   CreatedSecretKeySchema,
   FailedTimerListSchema,
   FailedTimerSchema,
+  KeyStatsQuery,
+  KeyStatsSchema,
   KnowledgeBaseInput,
   KnowledgeBaseSchema,
   OrganizationDetailsSchema,
@@ -347,6 +350,24 @@ export const adminOperations: AdminOperation[] = [
     },
     errors: ["not_found"],
     run: (deps, id) => revokePublishableKey(deps, id),
+  },
+  {
+    name: "publishable-key-stats",
+    method: "get",
+    path: "/publishable-keys/{id}/stats",
+    summary: "How a publishable key is used and abused",
+    description:
+      "Per day (UTC, oldest first): web call attempts with the key, calls started, refusals by error code " +
+      "(`origin_not_allowed`, `invalid_captcha`, `rate_limited`, `plan_required`, `agent_unavailable`, " +
+      "`plan_minutes_exhausted`, `minute_cap_reached` …) and minutes; over the period, the bot check's " +
+      "scores in 11 buckets and the 10 most refused origins. Counted from the attempts themselves as they " +
+      "are refused or started; a rate-limited attempt counts when its body carries the valid key.",
+    id: { prefix: "key", example: KEY_ID, cli: { positional: "<key-id>" } },
+    query: KeyStatsQuery,
+    flags: { days: { value: "<1-90>", help: "Days to report, ending today (default 30)." } },
+    response: { status: 200, description: "The key's attempts.", schema: KeyStatsSchema },
+    errors: ["not_found"],
+    run: (deps, id, query) => publishableKeyStats(deps, id, (query as { days: number }).days),
   },
   {
     name: "create-knowledge-base",

@@ -1,7 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import { SCOPES } from "../auth/scopes.ts";
 import { type IdPrefix, isId } from "../ids.ts";
-import { listEnvelope, listQuery } from "../lists/cursor.ts";
+import { listEnvelope, listQuery, queryValue } from "../lists/cursor.ts";
 
 /**
  * Request and response schemas of the operators' operations, shared by the admin API (which
@@ -318,3 +318,70 @@ export const FailedTimerSchema = z
   });
 
 export const FailedTimerListSchema = listEnvelope(FailedTimerSchema, "FailedTimerList");
+
+const DAYS_RE = /^[0-9]{1,3}$/;
+
+/** `days` of the abuse view: 1–90, default 30. */
+export const KeyStatsQuery = z
+  .object({
+    days: queryValue("an integer from 1 to 90")
+      .optional()
+      .transform((v, ctx) => {
+        if (v === undefined) return 30;
+        const n = DAYS_RE.test(v) ? Number(v) : Number.NaN;
+        if (!Number.isInteger(n) || n < 1 || n > 90) {
+          ctx.addIssue({ code: "custom", message: "must be an integer from 1 to 90" });
+          return z.NEVER;
+        }
+        return n;
+      })
+      .openapi({
+        param: { name: "days", in: "query" },
+        type: "integer",
+        minimum: 1,
+        maximum: 90,
+        default: 30,
+        description: "How many days (UTC) to report, ending today. 1 to 90, default 30.",
+      }),
+  })
+  .strict();
+
+export const KeyStatsSchema = z
+  .object({
+    days: z
+      .array(
+        z.object({
+          date: z.string().openapi({ example: "2026-11-21" }),
+          attempts: z.number().int().openapi({ description: "Web call attempts with the key.", example: 40 }),
+          started: z.number().int().openapi({ description: "Attempts that started a call.", example: 12 }),
+          refused: z.record(z.string(), z.number().int()).openapi({
+            description: "Refused attempts by error code.",
+            example: { origin_not_allowed: 20, invalid_captcha: 6, rate_limited: 2 },
+          }),
+          minutes: z.number().int().openapi({
+            description:
+              "Minutes of the calls started that day (reserved while they run, kept once they end).",
+            example: 31,
+          }),
+        }),
+      )
+      .openapi({ description: "One entry per day, oldest first, days without attempts included." }),
+    captchaScores: z
+      .array(z.number().int())
+      .length(11)
+      .openapi({
+        description:
+          "How many bot check answers scored 0.0, 0.1 … 1.0 (to the nearest tenth) over the period.",
+        example: [0, 9, 2, 0, 0, 1, 0, 3, 5, 8, 4],
+      }),
+    topRefusedOrigins: z
+      .array(z.object({ origin: z.string(), count: z.number().int() }))
+      .max(10)
+      .openapi({
+        description:
+          "The `Origin` headers of the most refused attempts over the period, at most 10, most refused first. " +
+          "`(none)`: no Origin header; `(other origins)`: beyond the 100 distinct origins kept per day.",
+        example: [{ origin: "https://copycat.example.net", count: 20 }],
+      }),
+  })
+  .openapi("PublishableKeyStats");

@@ -69,3 +69,8 @@ export const publishableKeyListColumns = (sql: Db, month: string): Fragment => s
     where s.publishable_key_id = publishable_keys.id order by s.day desc limit 1) as last_used_at,
   coalesce((select m.used_minutes from minute_usage m
     where m.kind = 'key' and m.subject_id = publishable_keys.id and m.month = ${month}::date), 0) as minutes_used`;
+
+export async function findPublishableKeyById(sql: Db, id: string): Promise<PublishableKeyRow | null> {
+  const [row] = await sql<PublishableKeyRow[]>`select * from publishable_keys where id = ${id}`;
+  return row ?? null;
+}
