@@ -327,8 +327,9 @@ export interface FailedTimerRow {
 /** The scope of the operators' list of failed timers (index timers_failed). */
 export const failedTimers = (sql: Db): Fragment => sql`status = 'failed'`;
 
+/** `id` as it is (the driver reads bigint as text): a cast named `id` would be what a page orders by. */
 export const failedTimerColumns = (sql: Db): Fragment =>
-  sql`id::text as id, kind, payload, attempts, last_error, created_at, failed_at`;
+  sql`id, kind, payload, attempts, last_error, created_at, failed_at`;
 
 /**
  * Puts a failed timer back to work: pending, due now, no attempt counted, free for any runner's next

@@ -49,17 +49,36 @@ export function signWebhook(secret: string, id: string, timestamp: number, body:
   return `v1,${createHmac("sha256", key).update(`${id}.${timestamp}.${body}`).digest("base64")}`;
 }
 
+/**
+ * The `webhook-signature` header: the signature under the endpoint's secret and, for a day after a
+ * rotation, the one under its previous secret too, space-separated (Standard Webhooks).
+ */
+export function signatureHeader(
+  secrets: { secret: string; previousSecret: string | null },
+  id: string,
+  timestamp: number,
+  body: string,
+): string {
+  const current = signWebhook(secrets.secret, id, timestamp, body);
+  return secrets.previousSecret
+    ? `${current} ${signWebhook(secrets.previousSecret, id, timestamp, body)}`
+    : current;
+}
+
 interface Attempt {
   deliveryId: number;
   attempt: number;
   endpointId: string;
   url: string;
   secret: string;
+  previousSecret: string | null;
   event: WebhookEvent;
   safetyNetId: string;
 }
 
-type Outcome = { ok: true; status: number } | { ok: false; status: number | null; error: string };
+type Outcome = ({ ok: true; status: number } | { ok: false; status: number | null; error: string }) & {
+  durationMs: number;
+};
 
 /** Addresses of a host name (injectable for tests). */
 export type Resolve = (hostname: string) => Promise<string[]>;
@@ -148,6 +167,14 @@ export class WebhookSender {
   }
 
   async #send(a: Attempt): Promise<Outcome> {
+    const started = performance.now();
+    const outcome = await this.#request(a);
+    return { ...outcome, durationMs: Math.round(performance.now() - started) } as Outcome;
+  }
+
+  async #request(
+    a: Attempt,
+  ): Promise<{ ok: true; status: number } | { ok: false; status: number | null; error: string }> {
     const allowPrivate = this.#deps.env.WEBHOOK_ALLOW_PRIVATE_URLS;
     const problem = webhookUrlProblem(a.url, allowPrivate);
     if (problem) return { ok: false, status: null, error: `url ${problem}` };
@@ -174,7 +201,7 @@ export class WebhookSender {
           "user-agent": "voice-service-webhooks/1",
           "webhook-id": a.event.id,
           "webhook-timestamp": String(timestamp),
-          "webhook-signature": signWebhook(a.secret, a.event.id, timestamp, body),
+          "webhook-signature": signatureHeader(a, a.event.id, timestamp, body),
         },
         body,
         // A redirect is an answer other than 2xx: following it could lead anywhere.
@@ -215,6 +242,7 @@ export async function recordOutcome(deps: Deps, a: Attempt, outcome: Outcome): P
       status,
       lastStatus: outcome.status,
       lastError: outcome.ok ? null : outcome.error,
+      durationMs: outcome.durationMs,
       finishedAt: finished ? deps.clock.now() : null,
     });
     if (!finished) {
@@ -258,6 +286,7 @@ export function deliverWebhook(deps: Pick<Deps, "log">, sender: WebhookSender): 
       endpointId: d.endpoint_id,
       url: d.url,
       secret: d.secret,
+      previousSecret: d.previous_secret,
       safetyNetId: net.id,
       event: {
         id: d.event_id,

@@ -1,12 +1,16 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { createHmac } from "node:crypto";
-import type { Server } from "bun";
 import type { Sql } from "postgres";
 import { recordEvent } from "../../src/services/events.ts";
 import { deliverWebhook, MAX_ATTEMPTS, WebhookSender } from "../../src/services/webhookDelivery.ts";
 import { databaseScheduler } from "../../src/timers/scheduler.ts";
 import type { FiredTimer, HandlerContext } from "../../src/timers/types.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
+import {
+  expectedSignature,
+  startWebhookReceiver,
+  until,
+  type WebhookReceiver,
+} from "../helpers/webhookReceiver.ts";
 import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
 
 /**
@@ -14,55 +18,9 @@ import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
  * subscriptions, retry after a failure, timeout, giving up, and endpoints deleted meanwhile.
  */
 
-interface Received {
-  path: string;
-  headers: Record<string, string>;
-  body: string;
-}
-
-/** A receiver answering each path from a script of statuses (then 200), or never (`hang`). */
-function startReceiver() {
-  const received: Received[] = [];
-  const scripts = new Map<string, number[]>();
-  const server: Server<undefined> = Bun.serve({
-    hostname: "127.0.0.1",
-    port: 0,
-    async fetch(req) {
-      const path = new URL(req.url).pathname;
-      received.push({ path, headers: Object.fromEntries(req.headers), body: await req.text() });
-      if (path === "/hang") return new Promise<Response>(() => {});
-      const status = scripts.get(path)?.shift() ?? 200;
-      return new Response(null, { status, headers: status === 302 ? { location: "/elsewhere" } : {} });
-    },
-  });
-  return {
-    url: (path: string) => `http://127.0.0.1:${server.port}${path}`,
-    received,
-    at: (path: string) => received.filter((r) => r.path === path),
-    script: (path: string, statuses: number[]) => scripts.set(path, statuses),
-    stop: () => server.stop(true),
-  };
-}
-
-async function until<T>(what: string, check: () => Promise<T | undefined> | T | undefined, ms = 10_000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(25);
-  }
-}
-
-/** The Standard Webhooks signature, computed here independently of the service. */
-function expectedSignature(secret: string, id: string, timestamp: string, body: string) {
-  const key = Buffer.from(secret.slice("whsec_".length), "base64");
-  return `v1,${createHmac("sha256", key).update(`${id}.${timestamp}.${body}`).digest("base64")}`;
-}
-
-let receiver: ReturnType<typeof startReceiver>;
+let receiver: WebhookReceiver;
 beforeAll(() => {
-  receiver = startReceiver();
+  receiver = startWebhookReceiver();
 });
 afterAll(() => receiver.stop());
 
@@ -177,6 +135,7 @@ describe("with the timer runner", () => {
     await ctx.db.sql.begin(async (tx) => {
       eventId = await recordEvent(tx, ctx.deps, {
         organizationId: seed.org.id,
+        agentId: null,
         type: "contact.created",
         livemode: true,
         data: { id: "ct_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" },
@@ -205,6 +164,7 @@ describe("one attempt at a time (no runner: the handler is called by the test)",
     const endpoint = await createEndpoint(ctx, seed.liveKey, receiver.url(path));
     const eventId = await recordEvent(ctx.db.sql, ctx.deps, {
       organizationId: seed.org.id,
+      agentId: null,
       type: "contact.deleted",
       livemode: true,
       data: { id: "ct_01JD8Y3M6W9Q2T4V5X7Z8A9B0C", deleted: true },

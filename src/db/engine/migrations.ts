@@ -14,6 +14,7 @@ import m0011 from "../../../sql/0011_webhook_deliveries.sql" with { type: "text"
 import m0012 from "../../../sql/0012_batch_rows.sql" with { type: "text" };
 import m0013 from "../../../sql/0013_single_timers.sql" with { type: "text" };
 import m0014 from "../../../sql/0014_operators.sql" with { type: "text" };
+import m0015 from "../../../sql/0015_webhook_modes.sql" with { type: "text" };
 
 export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0001_init", sql: m0001 },
@@ -30,4 +31,5 @@ export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0012_batch_rows", sql: m0012 },
   { name: "0013_single_timers", sql: m0013 },
   { name: "0014_operators", sql: m0014 },
+  { name: "0015_webhook_modes", sql: m0015 },
 ];

@@ -1,4 +1,5 @@
 import type { RouteRegistration } from "../../http/appEnv.ts";
 import { registerListEvents } from "./list.ts";
+import { registerRedeliverEvent } from "./redeliver.ts";
 
-export const eventRoutes: RouteRegistration[] = [registerListEvents];
+export const eventRoutes: RouteRegistration[] = [registerListEvents, registerRedeliverEvent];
