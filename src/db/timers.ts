@@ -352,3 +352,11 @@ export async function retryFailedTimer(
     throw err;
   }
 }
+
+/** Makes pending timers due now and free for any runner (work handed back at shutdown). */
+export async function makeTimersDue(sql: Db, ids: readonly string[]): Promise<void> {
+  if (ids.length === 0) return;
+  await sql`
+    update timers set due_at = now(), locked_by = null, locked_until = null
+    where id = any(${ids as string[]}::bigint[]) and status = 'pending'`;
+}

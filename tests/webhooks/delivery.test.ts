@@ -328,6 +328,27 @@ describe("one attempt at a time (no runner: the handler is called by the test)",
     await sender.idle();
   }, 15_000);
 
+  test("a delivery waiting for a slot is not counted; at shutdown it is handed back, its timer due at once", async () => {
+    const first = await pendingDelivery("/hang-slot-1");
+    const second = await pendingDelivery("/hang-slot-2");
+    const sender = new WebhookSender(ctx.deps, { timeoutMs: 5_000, concurrency: 1 });
+    for (const { delivery } of [first, second]) {
+      for (const fn of await count(delivery.id, sender)) fn();
+    }
+    await until("the first request", () => (receiver.at("/hang-slot-1").length === 1 ? true : undefined));
+    // The second waits in memory behind the only slot: nothing counted, held by a distant timer.
+    expect(await deliveryOf(ctx, second.eventId, second.endpoint.id)).toMatchObject({ attempts: 0 });
+    const [held] = await webhookTimers(ctx, second.delivery.id);
+    expect(held!.due_in_ms).toBeGreaterThan(60_000);
+    expect(await sender.drain(100)).toBe(false);
+    expect(receiver.at("/hang-slot-2")).toEqual([]);
+    expect(await deliveryOf(ctx, second.eventId, second.endpoint.id)).toMatchObject({ attempts: 0 });
+    const [handedBack] = await webhookTimers(ctx, second.delivery.id);
+    expect(handedBack!.due_in_ms).toBeLessThanOrEqual(0);
+    expect(await deliveryOf(ctx, first.eventId, first.endpoint.id)).toMatchObject({ attempts: 1 });
+    await sender.idle();
+  }, 15_000);
+
   test("an outcome written after a later attempt took over changes nothing (the attempt number fences it)", async () => {
     const { eventId, endpoint, delivery } = await pendingDelivery("/late");
     const sender = new WebhookSender(ctx.deps);
