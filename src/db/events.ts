@@ -65,3 +65,26 @@ export async function findEvent(
       and livemode = ${scope.livemode}`;
   return row ?? null;
 }
+
+/**
+ * Removes up to `limit` webhook deliveries created before `before`, oldest first, and then up to `limit`
+ * events created before it that no delivery refers to any more (a recent redelivery keeps its event).
+ * Rows another transaction holds are skipped for a later pass. Returns how many went of each.
+ */
+export async function deleteEventsBefore(
+  sql: Db,
+  before: Date,
+  limit: number,
+): Promise<{ deliveries: number; events: number }> {
+  const deliveries = await sql`
+    delete from webhook_deliveries where id in (
+      select id from webhook_deliveries where created_at < ${before}
+      order by created_at limit ${limit} for update skip locked)`;
+  const events = await sql`
+    delete from events where id in (
+      select e.id from events e
+      where e.created_at < ${before}
+        and not exists (select from webhook_deliveries d where d.event_id = e.id)
+      order by e.created_at limit ${limit} for update skip locked)`;
+  return { deliveries: deliveries.count, events: events.count };
+}

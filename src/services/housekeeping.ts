@@ -1,6 +1,7 @@
 import { CAPTCHA_TOKEN_MEMORY_MS } from "../captcha/verify.ts";
 import { deleteCaptchaTokensBefore } from "../db/captchaTokens.ts";
 import type { Db } from "../db/engine/connection.ts";
+import { deleteEventsBefore } from "../db/events.ts";
 import { deleteIdleRateLimitWindows } from "../db/rateLimits.ts";
 import { deleteStaleSessionData } from "../db/sessionTokens.ts";
 import { ensureSingleTimer } from "../db/timers.ts";
@@ -16,11 +17,18 @@ import { IDEMPOTENCY_TTL_MS, SESSION_TOKEN_TTL_MS } from "./sessionTokens.ts";
  * - idempotency records past their 24 hours, and session tokens expired for longer than that (a replay
  *   may still need a token's row until its record expires);
  * - rate-limit windows whose hits all left the window;
- * - accepted bot-check tokens past the time they are remembered.
+ * - accepted bot-check tokens past the time they are remembered;
+ * - events and webhook deliveries older than EVENT_RETENTION_DAYS, a bounded batch per pass (so a pass
+ *   never holds locks long); while batches come out full, the next pass comes sooner.
  * Every decision that these rows serve stays right whether or not a pass has run.
  */
 
 export const HOUSEKEEPING_EVERY_MS = 10 * 60 * 1000;
+/** The next pass when the last one left old events behind. */
+export const HOUSEKEEPING_CATCH_UP_MS = 10 * 1000;
+/** Events, and deliveries, removed per pass at most. */
+export const RETENTION_BATCH = 2_000;
+const DAY_MS = 24 * 60 * 60 * 1000;
 
 /** Makes sure one housekeeping timer is pending (any process may call it at start: one row results). */
 export async function scheduleHousekeeping(deps: Pick<Deps, "sql">): Promise<void> {
@@ -28,9 +36,18 @@ export async function scheduleHousekeeping(deps: Pick<Deps, "sql">): Promise<voi
 }
 
 /** One pass: removes what has served its time; returns how many rows of each kind went. */
-export async function housekeepingPass(sql: Db, deps: Pick<Deps, "clock">) {
+export async function housekeepingPass(sql: Db, deps: Pick<Deps, "clock" | "env">) {
   const now = deps.clock.now().getTime();
+  const retention = await deleteEventsBefore(
+    sql,
+    new Date(now - deps.env.EVENT_RETENTION_DAYS * DAY_MS),
+    RETENTION_BATCH,
+  );
   return {
+    events: retention.events,
+    deliveries: retention.deliveries,
+    /** Old events or deliveries are left for another pass. */
+    more: retention.events === RETENTION_BATCH || retention.deliveries === RETENTION_BATCH,
     ...(await deleteStaleSessionData(
       sql,
       new Date(now - IDEMPOTENCY_TTL_MS),
@@ -45,11 +62,14 @@ export async function housekeepingPass(sql: Db, deps: Pick<Deps, "clock">) {
   };
 }
 
-/** The `housekeeping` timer: one pass, then the next one in HOUSEKEEPING_EVERY_MS. */
+/** The `housekeeping` timer: one pass, then the next one in HOUSEKEEPING_EVERY_MS (sooner to catch up). */
 export function housekeeping(deps: Deps): TimerHandler {
   return async ({ tx, schedule }: HandlerContext) => {
     const removed = await housekeepingPass(tx, deps);
-    await schedule({ kind: TIMER_KINDS.housekeeping, delayMs: HOUSEKEEPING_EVERY_MS });
+    await schedule({
+      kind: TIMER_KINDS.housekeeping,
+      delayMs: removed.more ? HOUSEKEEPING_CATCH_UP_MS : HOUSEKEEPING_EVERY_MS,
+    });
     deps.log.debug("housekeeping", removed);
   };
 }

@@ -221,7 +221,7 @@ describe("verifyCaptcha against a siteverify server", () => {
     // Housekeeping removes what is older than the memory, and only that.
     clock.advance(11 * 60_000);
     expect((await verifyCaptcha(deps(), { ...input, token: fresh() })).ok).toBe(true);
-    await housekeepingPass(ctx.db.sql, { clock });
+    await housekeepingPass(ctx.db.sql, { clock, env: ctx.deps.env });
     const rows = await ctx.db.sql<{ token_hash: Uint8Array }[]>`select token_hash from captcha_tokens_used`;
     expect(rows).toHaveLength(1);
     expect(rows.some((r) => Buffer.from(r.token_hash).equals(Buffer.from(sha256(token))))).toBe(false);

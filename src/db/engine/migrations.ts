@@ -15,6 +15,7 @@ import m0012 from "../../../sql/0012_batch_rows.sql" with { type: "text" };
 import m0013 from "../../../sql/0013_single_timers.sql" with { type: "text" };
 import m0014 from "../../../sql/0014_operators.sql" with { type: "text" };
 import m0015 from "../../../sql/0015_webhook_modes.sql" with { type: "text" };
+import m0016 from "../../../sql/0016_event_retention.sql" with { type: "text" };
 
 export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0001_init", sql: m0001 },
@@ -32,4 +33,5 @@ export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0013_single_timers", sql: m0013 },
   { name: "0014_operators", sql: m0014 },
   { name: "0015_webhook_modes", sql: m0015 },
+  { name: "0016_event_retention", sql: m0016 },
 ];
