@@ -8,7 +8,7 @@ import { ensureSingleTimer } from "../db/timers.ts";
 import type { Deps } from "../deps.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
 import type { HandlerContext, TimerHandler } from "../timers/types.ts";
-import { WEB_CALL_RATE_LIMIT } from "./rateLimit.ts";
+import { RATE_LIMITS } from "./rateLimit.ts";
 import { IDEMPOTENCY_TTL_MS, SESSION_TOKEN_TTL_MS } from "./sessionTokens.ts";
 
 /**
@@ -53,13 +53,18 @@ export async function housekeepingPass(sql: Db, deps: Pick<Deps, "clock" | "env"
       new Date(now - IDEMPOTENCY_TTL_MS),
       new Date(now - IDEMPOTENCY_TTL_MS - SESSION_TOKEN_TTL_MS),
     )),
-    rateLimitWindows: await deleteIdleRateLimitWindows(
-      sql,
-      WEB_CALL_RATE_LIMIT.bucket,
-      new Date(now - WEB_CALL_RATE_LIMIT.windowSeconds * 1000),
-    ),
+    rateLimitWindows: await removeIdleWindows(sql, now),
     captchaTokens: await deleteCaptchaTokensBefore(sql, new Date(now - CAPTCHA_TOKEN_MEMORY_MS)),
   };
+}
+
+/** The windows of every limit whose hits all left the window. */
+async function removeIdleWindows(sql: Db, now: number): Promise<number> {
+  let removed = 0;
+  for (const rule of RATE_LIMITS) {
+    removed += await deleteIdleRateLimitWindows(sql, rule.bucket, new Date(now - rule.windowSeconds * 1000));
+  }
+  return removed;
 }
 
 /** The `housekeeping` timer: one pass, then the next one in HOUSEKEEPING_EVERY_MS (sooner to catch up). */
