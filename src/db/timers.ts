@@ -360,3 +360,23 @@ export async function makeTimersDue(sql: Db, ids: readonly string[]): Promise<vo
     update timers set due_at = now(), locked_by = null, locked_until = null
     where id = any(${ids as string[]}::bigint[]) and status = 'pending'`;
 }
+
+/**
+ * Makes due now the `limit` earliest pending webhook timers of deliveries waiting for room in
+ * `organizationId`'s queue (payload `waitingFor`, index timers_webhook_waiting), free for any runner.
+ * Rows another transaction holds are skipped. Returns how many.
+ */
+export async function bringWaitingDeliveriesForward(
+  sql: Db,
+  organizationId: string,
+  limit: number,
+): Promise<number> {
+  const rows = await sql`
+    update timers set due_at = now(), locked_by = null, locked_until = null
+    where id in (
+      select id from timers
+      where kind = 'webhook.deliver' and status = 'pending' and payload ? 'waitingFor'
+        and payload ->> 'waitingFor' = ${organizationId} and due_at > now()
+      order by due_at limit ${limit} for update skip locked)`;
+  return rows.count;
+}

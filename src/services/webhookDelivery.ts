@@ -1,6 +1,6 @@
 import { createHmac } from "node:crypto";
 import { pipelinedTransaction } from "../db/engine/connection.ts";
-import { type InsertedTimerRow, makeTimersDue } from "../db/timers.ts";
+import { bringWaitingDeliveriesForward, type InsertedTimerRow, makeTimersDue } from "../db/timers.ts";
 import {
   endUncountedDelivery,
   lockDeliveryState,
@@ -22,16 +22,21 @@ import { isPrivateAddress, webhookUrlProblem } from "./webhookUrls.ts";
  * 10 h and 10 h after it, on the real clock; after the 8th attempt the delivery is given up.
  *
  * Fair and bounded: each organization has its own queue in memory (at most `queuePerOrganization`
- * deliveries) and its own request slots (at most `perOrganization` at once, out of `concurrency`), and
- * the slots go round the organizations in turn. So one organization's slow or dead receivers occupy
- * its own slots and queue only: another organization's deliveries never wait behind them, and never
- * fail for them. An attempt is counted when its request starts, never while it waits.
+ * deliveries, counting those promised a place by a handler whose transaction has not committed yet)
+ * and its own request slots (at most `perOrganization` at once, out of `concurrency`), and the slots go
+ * round the organizations in
+ * turn. So one organization's slow or dead receivers occupy its own slots and queue only: another
+ * organization's deliveries never wait behind them, and never fail for them. An attempt is counted when
+ * its request starts, never while it waits.
  *
  * How a delivery moves, each step durable:
  * - a trigger (sql/0011, sql/0015) writes the delivery and the timer of its first attempt with the event;
  * - the timer's handler hands the delivery to this process's sender if its organization's queue has
- *   room, with a timer that holds it meanwhile (it fires if the process stops); when the queue is full
- *   it writes the timer again for when the queue should have room — nothing is counted;
+ *   room, with a timer that holds it meanwhile (it fires if the process stops; if it fires while the
+ *   delivery still waits here, it is written again); when the queue is full the delivery waits in the
+ *   timers table instead, marked as waiting for its organization, until the queue is half empty: then
+ *   the sender brings the oldest waiting ones forward, as many as there is room for (and a distant
+ *   due time brings them back anyway) — nothing is counted;
  * - when a slot frees, one statement counts the attempt (fenced on the attempts so far: one process
  *   starts it) and swaps the holding timer for one that stands in for the attempt's outcome;
  * - the outcome is recorded (fenced on the attempt number) with the next attempt's timer, or none.
@@ -45,6 +50,10 @@ export const MAX_ATTEMPTS = RETRY_DELAYS_MS.length + 1;
 export const ATTEMPT_TIMEOUT_MS = 15_000;
 /** Beyond an attempt's own bound, how long its outcome may take to be written before it is taken as lost. */
 const SAFETY_MARGIN_MS = 30_000;
+/** How long a delivery waiting in memory is held before its timer looks at it again (a process lost). */
+const HOLD_MS = 5 * 60_000;
+/** A delivery waiting for room in its organization's queue comes back by then at the latest. */
+const WAITING_MS = 10 * 60_000;
 
 export interface WebhookEvent {
   id: string;
@@ -119,9 +128,19 @@ export interface SenderOptions {
 interface Organization {
   queue: QueuedDelivery[];
   running: number;
-  /** Recent attempt durations of its receivers (moving average), to tell when its queue will have room. */
-  averageMs: number;
+  /** Deliveries of this organization were told to wait for room (and may not all be back yet). */
+  waiting: boolean;
+  /** A statement bringing waiting deliveries forward is under way. */
+  pulling: boolean;
+  /**
+   * Places promised by `accepts` to handlers whose transactions have not committed yet, by delivery,
+   * until when (performance.now() time): a rolled-back handler never comes, so a promise lapses.
+   */
+  promised: Map<number, number>;
 }
+
+/** How long a place promised to a handler is kept for its `enqueue`. */
+const PROMISE_MS = 60_000;
 
 /** Sends attempts outside any transaction, fairly between organizations, and records their outcomes. */
 export class WebhookSender {
@@ -143,17 +162,13 @@ export class WebhookSender {
     this.#timeoutMs = opts.timeoutMs ?? ATTEMPT_TIMEOUT_MS;
     this.#concurrency = opts.concurrency ?? 32;
     this.#perOrganization = Math.min(opts.perOrganization ?? 4, this.#concurrency);
-    this.#queuePerOrganization = opts.queuePerOrganization ?? 64;
+    this.#queuePerOrganization = opts.queuePerOrganization ?? 256;
     this.#resolve = opts.resolve ?? resolveWithDns;
   }
 
-  /**
-   * How long a delivery handed over may wait here before its holding timer fires: a full queue's turn
-   * at the slowest (every attempt before it running to the timeout), then its own attempt.
-   */
+  /** How long a delivery handed over waits here before its holding timer looks at it again. */
   get holdMs(): number {
-    const rounds = Math.ceil(this.#queuePerOrganization / this.#perOrganization) + 1;
-    return rounds * this.#timeoutMs + SAFETY_MARGIN_MS;
+    return HOLD_MS;
   }
 
   /** The longest an attempt's outcome may take to be written: past it, the attempt is taken as lost. */
@@ -161,22 +176,88 @@ export class WebhookSender {
     return this.#timeoutMs + SAFETY_MARGIN_MS;
   }
 
-  /** Whether the organization's queue has room for one more delivery (or already holds this one). */
+  /**
+   * Whether the organization's queue has room for one more delivery (or already holds this one); if
+   * so, the place is promised to it until its `enqueue`, so the handlers of one firing batch cannot
+   * together overfill the queue.
+   */
   accepts(organizationId: string, deliveryId: number): boolean {
     if (this.#held.has(deliveryId)) return true;
-    return (this.#organizations.get(organizationId)?.queue.length ?? 0) < this.#queuePerOrganization;
+    const org = this.#organization(organizationId);
+    const now = performance.now();
+    for (const [id, until] of org.promised) if (until <= now) org.promised.delete(id);
+    if (org.promised.has(deliveryId)) return true;
+    if (org.queue.length + org.promised.size >= this.#queuePerOrganization) return false;
+    org.promised.set(deliveryId, now + PROMISE_MS);
+    return true;
+  }
+
+  /** How long a delivery that found its organization's queue full waits at most for room. */
+  get waitingMs(): number {
+    return WAITING_MS;
+  }
+
+  /** A delivery of the organization was told to wait for room: bring it forward once there is some. */
+  noteWaiting(organizationId: string): void {
+    this.#organization(organizationId).waiting = true;
   }
 
   /**
-   * When to look at a delivery again that found its organization's queue full: about when the queue
-   * should have room, from how long that organization's receivers have been taking, spread a little so
-   * that deferred deliveries do not come back together.
+   * Brings waiting deliveries forward when the organization's queue is half empty, as many as there
+   * is room for; their timers then hand them over as usual. Once fewer come than asked for, nothing
+   * waits (for this process to know of) until the next deferral.
    */
-  deferMs(organizationId: string): number {
-    const org = this.#organizations.get(organizationId);
-    const waiting = org ? org.queue.length / this.#perOrganization : 0;
-    const estimate = waiting * (org?.averageMs ?? this.#timeoutMs);
-    return Math.round(Math.min(this.holdMs, Math.max(1_000, estimate)) * (1 + Math.random() * 0.5));
+  #pull(organizationId: string, org: Organization): void {
+    const taken = org.queue.length + org.promised.size;
+    if (!org.waiting || org.pulling || taken > this.#queuePerOrganization / 2) return;
+    org.pulling = true;
+    const room = this.#queuePerOrganization - taken;
+    bringWaitingDeliveriesForward(this.#deps.sql, organizationId, room)
+      .then((brought) => {
+        if (brought < room) org.waiting = false;
+      })
+      .catch((err) =>
+        // They come back when their timers are due anyway.
+        this.#deps.log.warn("waiting webhook deliveries not brought forward", {
+          organizationId,
+          error: (err as Error).message,
+        }),
+      )
+      .finally(() => {
+        org.pulling = false;
+        this.#forgetIfIdle(organizationId, org);
+      });
+  }
+
+  #organization(organizationId: string): Organization {
+    let org = this.#organizations.get(organizationId);
+    if (!org) {
+      // Organizations are kept while their deliveries wait; the idle ones go before memory grows (a
+      // waiting delivery forgotten here comes back when its timer is due).
+      if (this.#organizations.size >= 1_000) {
+        for (const [id, o] of this.#organizations) {
+          if (o.queue.length === 0 && o.running === 0 && o.promised.size === 0 && !o.pulling) {
+            this.#organizations.delete(id);
+          }
+        }
+      }
+      org = { queue: [], running: 0, waiting: false, pulling: false, promised: new Map() };
+      this.#organizations.set(organizationId, org);
+    }
+    return org;
+  }
+
+  /** Forgets an organization with nothing queued, running or waiting. */
+  #forgetIfIdle(organizationId: string, org: Organization): void {
+    if (
+      org.running === 0 &&
+      org.queue.length === 0 &&
+      org.promised.size === 0 &&
+      !org.waiting &&
+      !org.pulling
+    ) {
+      this.#organizations.delete(organizationId);
+    }
   }
 
   /** Takes a delivery to send (after the handing transaction committed). */
@@ -187,19 +268,9 @@ export class WebhookSender {
       held.heldBy = d.heldBy;
       return;
     }
-    let org = this.#organizations.get(d.organizationId);
-    if (!org) {
-      org = { queue: [], running: 0, averageMs: this.#timeoutMs / 2 };
-      this.#organizations.set(d.organizationId, org);
-    }
-    if (org.queue.length >= this.#queuePerOrganization) {
-      // Memory stays bounded; the holding timer brings it back later. Nothing was counted.
-      this.#deps.log.debug("webhook queue of the organization full; the delivery waits for its timer", {
-        deliveryId: d.deliveryId,
-        organizationId: d.organizationId,
-      });
-      return;
-    }
+    // Accepted by its handler (`accepts`), which promised it this place.
+    const org = this.#organization(d.organizationId);
+    org.promised.delete(d.deliveryId);
     org.queue.push(d);
     this.#held.set(d.deliveryId, d);
     if (org.queue.length === 1) this.#turns.push(d.organizationId);
@@ -259,7 +330,7 @@ export class WebhookSender {
       const d = org.queue.shift()!;
       if (org.queue.length > 0) this.#turns.push(orgId);
       org.running++;
-      const run = this.#attempt(org, d)
+      const run = this.#attempt(d)
         .catch((err) =>
           // Its timers still bring it back.
           this.#deps.log.error("webhook delivery attempt not recorded", {
@@ -271,14 +342,15 @@ export class WebhookSender {
           org.running--;
           this.#held.delete(d.deliveryId);
           this.#running.delete(run);
-          if (org.running === 0 && org.queue.length === 0) this.#organizations.delete(d.organizationId);
+          this.#pull(d.organizationId, org);
+          this.#forgetIfIdle(d.organizationId, org);
           this.#pump();
         });
       this.#running.add(run);
     }
   }
 
-  async #attempt(org: Organization, d: QueuedDelivery): Promise<void> {
+  async #attempt(d: QueuedDelivery): Promise<void> {
     const deps = this.#deps;
     const started = await startAttempt(
       deps.sql,
@@ -289,7 +361,6 @@ export class WebhookSender {
     if (!started) return;
     deps.timers.scheduled([started.net as InsertedTimerRow]);
     const outcome = await this.#send(started);
-    org.averageMs = org.averageMs * 0.8 + outcome.durationMs * 0.2;
     await recordOutcome(
       deps,
       {
@@ -419,8 +490,13 @@ export function deliverWebhook(deps: Pick<Deps, "log">, sender: WebhookSender): 
       return;
     }
     if (!sender.accepts(d.organization_id, deliveryId)) {
-      await again(sender.deferMs(d.organization_id));
-      deps.log.debug("webhook delivery deferred: its organization's queue is full", { deliveryId });
+      // Waits in the table for room in its organization's queue; the sender brings it forward.
+      await schedule({
+        kind: TIMER_KINDS.webhookDelivery,
+        delayMs: sender.waitingMs,
+        payload: { deliveryId, waitingFor: d.organization_id },
+      });
+      afterCommit(() => sender.noteWaiting(d.organization_id));
       return;
     }
     const holder = await again(sender.holdMs);

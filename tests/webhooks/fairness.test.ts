@@ -1,8 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type NewEvent, recordEvents } from "../../src/services/events.ts";
+import { WebhookSender } from "../../src/services/webhookDelivery.ts";
+import { registerTimerHandlers } from "../../src/timerHandlers.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { startWebhookReceiver, until, type WebhookReceiver } from "../helpers/webhookReceiver.ts";
 import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
+import { testRunner } from "../timers/support.ts";
 
 /**
  * Fair, bounded delivery: organization A's receiver hangs with thousands of deliveries pending, and
@@ -65,7 +68,7 @@ describe("a dead receiver of one organization and another organization's deliver
       );
     }
     // Every delivery has been looked at once: a few are in flight, some wait in A's queue, the rest
-    // were deferred until the queue has room. No timer is overdue any more.
+    // wait in the table for room in it. No timer is overdue any more.
     await until(
       "the backlog to settle",
       async () => {
@@ -102,5 +105,56 @@ describe("a dead receiver of one organization and another organization's deliver
     expect(Math.abs(attempts - requests)).toBeLessThanOrEqual(4);
     // A's requests so far: its 4 slots, refilled each time one times out (15 s): far fewer than its backlog.
     expect(requests).toBeLessThanOrEqual(4 * 3);
+  });
+});
+
+describe("a backlog larger than an organization's queue", () => {
+  test("reaches a fast receiver as the queue empties, not when the waiting deliveries' timers come due", async () => {
+    const own = await createTestContext({ env: { WEBHOOK_ALLOW_PRIVATE_URLS: "true" } });
+    const runner = testRunner(own.db);
+    try {
+      const seed = await seedOrganization(own);
+      const res = await own.request("/api/v1/webhook-endpoints", {
+        method: "POST",
+        key: seed.liveKey,
+        json: { url: receiver.url("/small-queue"), events: ["contact.created"] },
+      });
+      expect(res.status).toBe(201);
+      // A queue of 8: most of the 200 deliveries have to wait for room, 10 minutes at most.
+      const sender = new WebhookSender({ ...own.deps, timers: runner }, { queuePerOrganization: 8 });
+      registerTimerHandlers(runner, { ...own.deps, timers: runner }, sender);
+      await runner.start();
+      await recordEvents(
+        own.deps.sql,
+        own.deps,
+        Array.from({ length: 200 }, (_, i) => contactCreated(seed.org.id, i)),
+      );
+      await until(
+        "every delivery recorded",
+        async () => {
+          const [row] = await own.deps.sql<{ n: number }[]>`
+            select count(*)::int as n from webhook_deliveries where status = 'delivered'`;
+          return row!.n === 200 ? true : undefined;
+        },
+        30_000,
+      );
+      const ids = new Set(receiver.at("/small-queue").map((r) => r.headers["webhook-id"]));
+      expect(ids.size).toBe(200);
+    } finally {
+      await runner.stop();
+      await own.close();
+    }
+  }, 60_000);
+});
+
+describe("an organization's queue is bounded", () => {
+  test("places promised to handlers not yet committed count; other organizations have their own", () => {
+    const sender = new WebhookSender(ctx.deps, { queuePerOrganization: 2 });
+    expect(sender.accepts("org_a", 1)).toBe(true);
+    expect(sender.accepts("org_a", 2)).toBe(true);
+    // The same delivery asking again keeps its place; a third one finds none.
+    expect(sender.accepts("org_a", 1)).toBe(true);
+    expect(sender.accepts("org_a", 3)).toBe(false);
+    expect(sender.accepts("org_b", 4)).toBe(true);
   });
 });

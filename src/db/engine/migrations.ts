@@ -16,6 +16,7 @@ import m0013 from "../../../sql/0013_single_timers.sql" with { type: "text" };
 import m0014 from "../../../sql/0014_operators.sql" with { type: "text" };
 import m0015 from "../../../sql/0015_webhook_modes.sql" with { type: "text" };
 import m0016 from "../../../sql/0016_event_retention.sql" with { type: "text" };
+import m0017 from "../../../sql/0017_webhook_queues.sql" with { type: "text" };
 
 export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0001_init", sql: m0001 },
@@ -34,4 +35,5 @@ export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0014_operators", sql: m0014 },
   { name: "0015_webhook_modes", sql: m0015 },
   { name: "0016_event_retention", sql: m0016 },
+  { name: "0017_webhook_queues", sql: m0017 },
 ];
