@@ -4,6 +4,7 @@ import type { Deps } from "./deps.ts";
 import { ApiError, describeIssues, errorResponse, onError, thrownValuesAsErrors } from "./errors.ts";
 import type { AppEnv } from "./http/appEnv.ts";
 import { bodyLimit, jsonBody } from "./http/body.ts";
+import { allowedMethods, noRouteError } from "./http/methodNotAllowed.ts";
 import { requestContext } from "./http/requestId.ts";
 import { webCallGate } from "./http/webCallGate.ts";
 import { registerDocs } from "./routes/docs/index.ts";
@@ -18,7 +19,8 @@ export const defaultHook: Hook<unknown, AppEnv, string, unknown> = (result, c) =
   const { message, param } = describeIssues(result.error.issues);
   const target = (result as { target?: string }).target;
   if (target === "query") throw new ApiError("invalid_query", message, param ? { param } : {});
-  if (target === "param") throw new ApiError("not_found", "No such object.", param ? { param } : {});
+  // An id in the path that is malformed is just an unknown id: the same 404, naming no parameter.
+  if (target === "param") throw new ApiError("not_found", "No such object.");
   return errorResponse(c, new ApiError("invalid_request", message, param ? { param } : {}));
 };
 
@@ -28,10 +30,15 @@ export function createApp(deps: Deps) {
   // CORS and the per-address limit of web calls, before the body is read (see http/webCallGate.ts).
   app.use("/api/v1/web-calls", ...webCallGate(deps));
   app.use("*", thrownValuesAsErrors);
+  // Prepares the bounded body reader; a route reads the body once its credential is accepted.
   app.use("/api/*", jsonBody(bodyLimit));
   for (const register of routes) register(app, deps);
   registerDocs(app);
-  app.notFound((c) => errorResponse(c, new ApiError("not_found", `No route ${c.req.method} ${c.req.path}.`)));
+  // Without ADMIN_TOKEN the admin API does not exist: its paths are unknown, not "another method".
+  const allowed = allowedMethods(app.routes, {
+    hidden: (path) => !deps.env.ADMIN_TOKEN && path.startsWith("/api/admin/"),
+  });
+  app.notFound((c) => errorResponse(c, noRouteError(c, allowed)));
   app.onError(onError(deps.log));
   return app;
 }

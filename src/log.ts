@@ -1,3 +1,5 @@
+import process from "node:process";
+
 /** JSON-line logger on stdout. Callers pass fields, never secrets: see redact() for the safety net. */
 export type LogLevel = "debug" | "info" | "warn" | "error";
 const rank: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };

@@ -1,3 +1,4 @@
+import process from "node:process";
 import { createApp } from "./app.ts";
 import { listenForKeyChanges } from "./auth/keyCache.ts";
 import { type AdminResult, adminFailure, executeAdmin, parseAdmin } from "./cli/admin.ts";
@@ -6,7 +7,8 @@ import { type Database, openDatabase } from "./db/engine/connection.ts";
 import { migrate } from "./db/engine/migrate.ts";
 import { parseEnv } from "./env.ts";
 import { createLogger, silentLogger } from "./log.ts";
-import { type RunningServer, serve } from "./runtime/bun.ts";
+import { currentRuntime } from "./runtime/current.ts";
+import type { RunningServer } from "./runtime/runtime.ts";
 import { prepareDemo, reachableUrl } from "./services/demo.ts";
 import { scheduleHousekeeping } from "./services/housekeeping.ts";
 import { WebhookSender } from "./services/webhookDelivery.ts";
@@ -31,9 +33,12 @@ async function main(argv: string[]) {
   }
   const env = parseEnv(process.env);
   const log = createLogger(env.LOG_LEVEL);
+  const runtime = await currentRuntime();
+  const open = (logger = log, max?: number) =>
+    openDatabase({ url: env.DATABASE_URL, dataDir: env.DATA_DIR, log: logger, max, pglite: runtime.pglite });
 
   if (command === "migrate") {
-    const db = await openDatabase({ url: env.DATABASE_URL, dataDir: env.DATA_DIR, log });
+    const db = await open();
     const applied = await migrate(db.sql, log);
     console.log(JSON.stringify({ applied }));
     await db.close();
@@ -47,7 +52,7 @@ async function main(argv: string[]) {
       result = parsed;
     } else {
       try {
-        const db = await openDatabase({ url: env.DATABASE_URL, dataDir: env.DATA_DIR, log: silentLogger });
+        const db = await open(silentLogger);
         try {
           await migrate(db.sql);
           result = await executeAdmin(parsed, composeDeps({ sql: db.sql, env, log: silentLogger }));
@@ -98,14 +103,11 @@ async function main(argv: string[]) {
   process.on("SIGTERM", () => void shutdown("SIGTERM"));
   process.on("SIGINT", () => void shutdown("SIGINT"));
 
-  db = await openDatabase({ url: env.DATABASE_URL, dataDir: env.DATA_DIR, log });
+  db = await open();
   await migrate(db.sql, log);
   // Timers get connections of their own, so a burst of API requests cannot hold them back
   // (PostgreSQL only: the embedded database is a single session).
-  timerDb =
-    db.kind === "postgres"
-      ? await openDatabase({ url: env.DATABASE_URL, dataDir: env.DATA_DIR, log, max: TIMER_CONCURRENCY + 2 })
-      : null;
+  timerDb = db.kind === "postgres" ? await open(log, TIMER_CONCURRENCY + 2) : null;
   timers = new TimerRunner({
     sql: (timerDb ?? db).sql,
     log,
@@ -121,8 +123,13 @@ async function main(argv: string[]) {
   await scheduleHousekeeping(deps);
   await timers.start();
   const app = createApp(deps);
-  server = serve(app.fetch, { port: env.PORT, hostname: env.HOST });
-  log.info("listening", { url: `http://${env.HOST}:${server.port}`, database: db.kind, version: VERSION });
+  server = runtime.serve(app.fetch, { port: env.PORT, hostname: env.HOST });
+  log.info("listening", {
+    url: `http://${env.HOST}:${server.port}`,
+    database: db.kind,
+    version: VERSION,
+    runtime: runtime.name,
+  });
   // Prepared once listening, so it does not compete with start-up; a request arriving first waits for it.
   preloadWidget(log);
   // For a person, once: on stderr, apart from the JSON log stream on stdout.

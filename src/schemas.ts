@@ -18,12 +18,37 @@ export type FlatValue = string | number | boolean | null;
 export type FlatObject = Record<string, FlatValue>;
 
 /**
+ * Keys an object cannot hold as its own once parsed: the record parser skips them (assigning one to a
+ * plain object would replace its prototype), so they would be dropped without a word.
+ */
+const UNKEEPABLE_KEYS = new Set(["__proto__"]);
+
+/**
  * A flat object (a call's or session token's `variables`, a contact's `metadata`): at most 50 keys of 1–64
  * characters; values string (≤ 1,000 characters), finite number, boolean or null. The first fault
- * is reported with its key as the parameter (e.g. `variables.orderId`).
+ * is reported with its key as the parameter (e.g. `variables.orderId`). Every key is kept exactly as
+ * sent, or the object is refused: a key that cannot be kept is checked on the input, before the
+ * record is built without it.
  */
 export const FlatObjectSchema = z
-  .record(z.string(), z.unknown(), { error: "must be an object of simple values" })
+  .preprocess(
+    (input, ctx) => {
+      if (typeof input !== "object" || input === null) return input;
+      for (const key of Object.keys(input)) {
+        if (UNKEEPABLE_KEYS.has(key)) {
+          ctx.issues.push({
+            code: "custom",
+            message: `the key "${key}" cannot be used; choose another name`,
+            path: [key],
+            input,
+          });
+          return z.NEVER;
+        }
+      }
+      return input;
+    },
+    z.record(z.string(), z.unknown(), { error: "must be an object of simple values" }),
+  )
   .superRefine((value, ctx) => {
     const keys = Object.keys(value);
     if (keys.length > FLAT_MAX_KEYS) {
@@ -59,3 +84,23 @@ export const FlatObjectSchema = z
     }
   })
   .transform((v) => v as FlatObject);
+
+/**
+ * A BCP 47 language tag (`en`, `fr`, `fr-CA`, `pt-BR`, `zh-Hant-TW`), checked and canonicalised by the
+ * runtime's own list of locales (`fr-ca` becomes `fr-CA`). Stored as canonicalised.
+ */
+export const LanguageTagSchema = z
+  .string({ error: (iss) => (iss.input === undefined ? "is required" : "must be a string") })
+  .max(64, { message: "must be at most 64 characters" })
+  .transform((value, ctx) => {
+    try {
+      const [canonical] = Intl.getCanonicalLocales(value);
+      if (canonical) return canonical;
+    } catch {}
+    ctx.addIssue({
+      code: "custom",
+      message: `"${value}" is not a BCP 47 language tag such as en, fr or fr-CA`,
+    });
+    return z.NEVER;
+  })
+  .openapi({ type: "string", description: "A BCP 47 language tag.", example: "fr-CA" });

@@ -1,15 +1,18 @@
 /**
  * `npm test`: the whole suite twice, on PostgreSQL and on the embedded database (TEST_DATABASE=embedded),
- * each pass writing a JUnit report to .artifacts/junit/<pass>.xml. Prints bun's own output, one
- * `<pass>: N passed, N failed` line per pass, then `N passed, N failed` for both; exits 1 if either failed.
+ * then the HTTP-level suite (tests/server/, a started server driven over HTTP) twice more against a
+ * server on Deno (SERVER_RUNTIME=deno), on each database. Each pass writes a JUnit report to
+ * .artifacts/junit/<pass>.xml. Prints bun's own output, one `<pass>: N passed, N failed[, N skipped]`
+ * line per pass, then the same line for all; exits 1 if any pass failed or no test passed at all.
  *
- *   npm test                       both passes, every test file
- *   npm test -- tests/http         both passes, only the files under tests/http (any `bun test` filter)
- *   TEST_PASSES=embedded npm test  one pass only
+ *   npm test                       every pass, every test file
+ *   npm test -- tests/http         every pass, only the files under tests/http (any `bun test` filter;
+ *                                  the Deno passes run those of tests/server/ only, or nothing)
+ *   TEST_PASSES=embedded npm test  one pass only (postgres, embedded, deno-postgres, deno-embedded)
  *
- * Benchmarks live in tests/bench/ as `*.bench.ts` and run through their own npm scripts: `bun test`
- * picks up only `*.test.*`, `*_test.*`, `*.spec.*` and `*_spec.*`, so they must never be named like that
- * (checked below).
+ * Benchmarks are plain scripts in tests/bench/ (`agents.ts`, `webcalls.ts`, …), run through their own
+ * `npm run bench:*` scripts: `bun test` picks up only `*.test.*`, `*_test.*`, `*.spec.*` and `*_spec.*`,
+ * so none may be named like that (checked below).
  */
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -17,8 +20,28 @@ import postgres from "postgres";
 import { PG_ADMIN_URL } from "./helpers/db.ts";
 
 const REPORTS = ".artifacts/junit";
-const ALL_PASSES = { postgres: {}, embedded: { TEST_DATABASE: "embedded" } } as const;
+const ALL_PASSES = {
+  postgres: {},
+  embedded: { TEST_DATABASE: "embedded" },
+  "deno-postgres": { SERVER_RUNTIME: "deno" },
+  "deno-embedded": { SERVER_RUNTIME: "deno", TEST_DATABASE: "embedded" },
+} as const;
 type PassName = keyof typeof ALL_PASSES;
+
+/** The suite that talks to a started server; the Deno passes run it alone (the rest runs in-process on Bun). */
+const SERVER_SUITE = "tests/server";
+
+/** The filters of a pass: all of them, or for a Deno pass those within the server suite (null: nothing to run). */
+function passFilters(pass: PassName, filters: string[]): string[] | null {
+  if (!("SERVER_RUNTIME" in ALL_PASSES[pass])) return filters;
+  if (filters.length === 0) return [SERVER_SUITE];
+  const within = filters.flatMap((f) => {
+    const path = f.replace(/^\.\//, "");
+    if (path.startsWith(SERVER_SUITE)) return [f];
+    return SERVER_SUITE.startsWith(path.replace(/\/$/, "")) ? [SERVER_SUITE] : [];
+  });
+  return within.length > 0 ? [...new Set(within)] : null;
+}
 
 interface Counts {
   passed: number;
@@ -27,10 +50,12 @@ interface Counts {
 }
 
 /**
- * bun ignores `timeout` in bunfig.toml and defaults to 5 s for tests and hooks alike; a beforeAll that
- * opens an embedded database on a busy machine can take longer.
+ * The one timeout of every test and hook (bun's default is 5 s). bun reads it only from this flag,
+ * from setDefaultTimeout in a file, or from a test's own argument, never from bunfig.toml. A
+ * beforeAll that opens an embedded database, or a test that runs the service as a child process,
+ * takes seconds on a busy machine; a test that needs longer still says so where it is written.
  */
-const BUN_TEST_FLAGS = ["--timeout=30000"];
+const BUN_TEST_FLAGS = ["--timeout=60000"];
 
 const TEST_FILE = /(\.|_)(test|spec)\.[cm]?[jt]sx?$/;
 
@@ -48,12 +73,26 @@ async function main(): Promise<number> {
     return 1;
   }
 
+  // The server reads the widget from widget/dist/: built once here, not by each test that serves it.
+  const widget = Bun.spawnSync([process.execPath, "src/widget/write.ts", "--if-stale"], {
+    stdio: ["ignore", "inherit", "inherit"],
+  });
+  if (widget.exitCode !== 0) {
+    console.error("the widget build failed: see above");
+    return 1;
+  }
+
   const results: [PassName, Counts][] = [];
   for (const pass of passes) {
     if (!(pass in ALL_PASSES))
       throw new Error(`unknown pass ${pass}; use ${Object.keys(ALL_PASSES).join(",")}`);
-    console.log(`\n=== ${pass}: bun test ${filters.join(" ")}`.trimEnd());
-    results.push([pass, await runPass(pass, filters)]);
+    const selected = passFilters(pass, filters);
+    if (!selected) {
+      console.log(`\n=== ${pass}: nothing selected (this pass runs ${SERVER_SUITE} only)`);
+      continue;
+    }
+    console.log(`\n=== ${pass}: bun test ${selected.join(" ")}`.trimEnd());
+    results.push([pass, await runPass(pass, selected)]);
   }
 
   console.log("");
@@ -70,7 +109,7 @@ async function main(): Promise<number> {
 
 async function runPass(pass: PassName, filters: string[]): Promise<Counts> {
   const report = join(REPORTS, `${pass}.xml`);
-  if (pass === "postgres") {
+  if (!("TEST_DATABASE" in ALL_PASSES[pass])) {
     const problem = await postgresProblem();
     if (problem) {
       // A missing PostgreSQL fails the pass (the suite needs it), in CI and on a workstation alike.

@@ -14,7 +14,7 @@ import {
   revokePublishableKey,
   revokeSecretKey,
 } from "../services/keys.ts";
-import { createKnowledgeBase } from "../services/knowledgeBases.ts";
+import { createKnowledgeBase, updateKnowledgeBase } from "../services/knowledgeBases.ts";
 import {
   createOrganization,
   getOrganization,
@@ -34,6 +34,7 @@ import {
   KeyStatsQuery,
   KeyStatsSchema,
   KnowledgeBaseInput,
+  KnowledgeBasePatch,
   KnowledgeBaseSchema,
   OrganizationDetailsSchema,
   OrganizationInput,
@@ -95,8 +96,29 @@ const agentFlags = (created: boolean) => ({
       : 'Agent name dispatched on the media server; "" clears it (the agent id is used).',
   },
   language: {
-    value: "en|fr",
-    help: created ? "Language of the agent (default en)." : "Language of the agent.",
+    value: "<bcp47-tag>",
+    help: created
+      ? "Language of the agent, e.g. en, fr, fr-CA (default en)."
+      : "Language of the agent, e.g. fr-CA.",
+  },
+  instructions: {
+    value: "<text>",
+    help: created
+      ? "What the voice agent is told to do (at most 20,000 characters)."
+      : 'What the voice agent is told to do; "" clears it.',
+  },
+  greeting: {
+    value: "<text>",
+    help: created
+      ? "The first sentence the agent says (at most 1,000 characters)."
+      : 'The first sentence the agent says; "" clears it.',
+  },
+  knowledgeBaseIds: {
+    flag: "knowledge-bases",
+    value: "<kb_…,…>",
+    help: created
+      ? "Comma-separated knowledge bases of the organization the agent searches."
+      : 'Comma-separated knowledge bases of the organization the agent searches; "" for none.',
   },
 });
 
@@ -190,7 +212,9 @@ export const adminOperations: AdminOperation[] = [
     summary: "Create an agent",
     description:
       "Creates an agent in the organization. `livekitAgentName` is the agent name dispatched on the media " +
-      "server (default: the agent id).",
+      "server (default: the agent id). `language` (BCP 47, default `en`), `instructions`, `greeting` and " +
+      "`knowledgeBaseIds` are what the voice agent reads with `GET /api/v1/agents/{id}`; a knowledge base that " +
+      "is not the organization's is 404 `not_found` with `param` `knowledgeBaseIds`.",
     id: inOrganization,
     body: AgentInput,
     flags: agentFlags(true),
@@ -204,8 +228,10 @@ export const adminOperations: AdminOperation[] = [
     path: "/agents/{id}",
     summary: "Update an agent",
     description:
-      "Changes any of `name`, `active`, `livekitAgentName` (`null` clears it), `language`; fields left out keep " +
-      "their value. An inactive agent takes no new web call (503 `agent_unavailable`).",
+      "Changes any of `name`, `active`, `livekitAgentName`, `language`, `instructions`, `greeting` (`null` clears " +
+      "those three), `knowledgeBaseIds` (the whole list); fields left out keep their value. An inactive agent " +
+      "takes no new web call (503 `agent_unavailable`). A knowledge base that is not the organization's is 404 " +
+      "`not_found` with `param` `knowledgeBaseIds`.",
     id: { prefix: "agt", example: AGENT_ID, cli: { positional: "<agent-id>" } },
     body: AgentPatch,
     flags: agentFlags(false),
@@ -376,13 +402,35 @@ export const adminOperations: AdminOperation[] = [
     summary: "Create a knowledge base",
     description:
       "Creates an empty knowledge base in the organization; documents are added with " +
-      "`POST /api/v1/knowledge-bases/{id}/documents`.",
+      "`POST /api/v1/knowledge-bases/{id}/documents`. Its `language` (BCP 47, optional) decides how its " +
+      "documents are indexed and searched: French or English words are stemmed, others matched as written.",
     id: inOrganization,
     body: KnowledgeBaseInput,
-    flags: { name: { value: "<text>", help: "Name of the knowledge base." } },
+    flags: {
+      name: { value: "<text>", help: "Name of the knowledge base." },
+      language: { value: "<bcp47-tag>", help: "Language of its documents, e.g. fr or en (default: none)." },
+    },
     response: { status: 201, description: "The knowledge base.", schema: KnowledgeBaseSchema },
     errors: ["not_found"],
     run: (deps, id, body) => createKnowledgeBase(deps, id, body as z.output<typeof KnowledgeBaseInput>),
+  },
+  {
+    name: "update-knowledge-base",
+    method: "patch",
+    path: "/knowledge-bases/{id}",
+    summary: "Update a knowledge base",
+    description:
+      "Changes any of `name`, `language` (`null`: none); fields left out keep their value. A new language " +
+      "indexes the knowledge base's documents again before this answers, so searches use it at once.",
+    id: { prefix: "kb", example: "kb_01JD8Y3M6W9Q2T4V5X7Z8A9B0C", cli: { positional: "<kb-id>" } },
+    body: KnowledgeBasePatch,
+    flags: {
+      name: { value: "<text>", help: "New name." },
+      language: { value: "<bcp47-tag>", help: 'Language of its documents, e.g. fr; "" for none.' },
+    },
+    response: { status: 200, description: "The knowledge base.", schema: KnowledgeBaseSchema },
+    errors: ["not_found"],
+    run: (deps, id, body) => updateKnowledgeBase(deps, id, body as z.output<typeof KnowledgeBasePatch>),
   },
   {
     name: "list-failed-timers",

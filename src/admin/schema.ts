@@ -2,6 +2,7 @@ import { z } from "@hono/zod-openapi";
 import { SCOPES } from "../auth/scopes.ts";
 import { type IdPrefix, isId } from "../ids.ts";
 import { listEnvelope, listQuery, queryValue } from "../lists/cursor.ts";
+import { LanguageTagSchema } from "../schemas.ts";
 
 /**
  * Request and response schemas of the operators' operations, shared by the admin API (which
@@ -17,7 +18,40 @@ const PlanMinutes = z
   .max(10_000_000)
   .openapi({ description: "Monthly allowance of live minutes.", example: 1000 });
 const PaidPlan = z.boolean().openapi({ description: "Whether the organization has an active paid plan." });
-const Language = z.enum(["en", "fr"]).openapi({ description: "Language the agent speaks." });
+const Language = LanguageTagSchema.openapi({
+  description:
+    "The language the agent speaks, a BCP 47 tag (canonicalised: `fr-ca` is stored as `fr-CA`). Simulated calls " +
+    "play French content for `fr` and its regional variants, English for every other language.",
+  example: "fr-CA",
+});
+export const INSTRUCTIONS_MAX = 20_000;
+export const GREETING_MAX = 1_000;
+const Instructions = z
+  .string()
+  .max(INSTRUCTIONS_MAX, { message: `must be at most ${INSTRUCTIONS_MAX.toLocaleString("en")} characters` })
+  .nullable()
+  .openapi({
+    description: `What the voice agent is told to do (its prompt), at most ${INSTRUCTIONS_MAX.toLocaleString("en")} characters; \`null\` for none.`,
+    example: "You answer calls for the Rivoli dental practice. Book appointments; never give medical advice.",
+  });
+const Greeting = z
+  .string()
+  .max(GREETING_MAX, { message: `must be at most ${GREETING_MAX.toLocaleString("en")} characters` })
+  .nullable()
+  .openapi({
+    description: `The first sentence the agent says, at most ${GREETING_MAX.toLocaleString("en")} characters; \`null\` for none.`,
+    example: "Hello, Rivoli dental practice, how can I help?",
+  });
+const KnowledgeBaseIds = z
+  .array(z.string())
+  .max(50, { message: "must hold at most 50 knowledge bases" })
+  .transform((ids) => [...new Set(ids)])
+  .openapi({
+    description:
+      "Knowledge bases of the organization the agent searches (duplicates are dropped). An unknown id, or one of " +
+      "another organization, is 404 `not_found` with `param` `knowledgeBaseIds`.",
+    example: ["kb_01JD8Y3M6W9Q2T4V5X7Z8A9B0C"],
+  });
 const LivekitAgentName = Name.nullable().openapi({
   description: "Agent name dispatched on the media server; `null` means the agent id.",
   example: "reception-bot",
@@ -45,6 +79,9 @@ export const AgentInput = z
     active: z.boolean().default(true),
     livekitAgentName: LivekitAgentName.optional(),
     language: Language.default("en"),
+    instructions: Instructions.optional(),
+    greeting: Greeting.optional(),
+    knowledgeBaseIds: KnowledgeBaseIds.optional(),
   })
   .strict()
   .openapi("CreateAgentRequest");
@@ -55,6 +92,9 @@ export const AgentPatch = z
     active: z.boolean(),
     livekitAgentName: LivekitAgentName,
     language: Language,
+    instructions: Instructions,
+    greeting: Greeting,
+    knowledgeBaseIds: KnowledgeBaseIds,
   })
   .partial()
   .strict()
@@ -133,10 +173,25 @@ export const PublishableKeyInput = z
   .strict()
   .openapi("CreatePublishableKeyRequest");
 
+const KnowledgeBaseLanguage = LanguageTagSchema.nullable().openapi({
+  description:
+    "The language of the knowledge base's documents, a BCP 47 tag, or `null` for none. It decides how chunks are " +
+    "indexed and searches parsed: `fr` (and `fr-…`) with the `french` text search configuration, `en` (and " +
+    "`en-…`) with `english` (both stem words and drop stop words), any other language or none with `simple` " +
+    "(words as written).",
+  example: "fr",
+});
+
 export const KnowledgeBaseInput = z
-  .object({ name: Name.openapi({ example: "FAQ" }) })
+  .object({ name: Name.openapi({ example: "FAQ" }), language: KnowledgeBaseLanguage.optional() })
   .strict()
   .openapi("CreateKnowledgeBaseRequest");
+
+export const KnowledgeBasePatch = z
+  .object({ name: Name.openapi({ example: "FAQ (2027)" }), language: KnowledgeBaseLanguage })
+  .partial()
+  .strict()
+  .openapi("UpdateKnowledgeBaseRequest");
 
 /** Responses: what the services return, documented. */
 
@@ -179,7 +234,10 @@ export const AgentDetailsSchema = z
     name: z.string().openapi({ example: "Reception" }),
     active: z.boolean(),
     livekitAgentName: z.string().nullable().openapi({ example: null }),
-    language: z.enum(["en", "fr"]),
+    language: z.string().openapi({ example: "fr-CA" }),
+    instructions: z.string().nullable(),
+    greeting: z.string().nullable(),
+    knowledgeBaseIds: z.array(z.string()).openapi({ example: ["kb_01JD8Y3M6W9Q2T4V5X7Z8A9B0C"] }),
     createdAt: Timestamp,
   })
   .openapi("AgentDetails");
@@ -268,7 +326,8 @@ export const KnowledgeBaseSchema = z
   .object({
     id: z.string().openapi({ example: "kb_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
     organizationId: orgId,
-    name: z.string(),
+    name: z.string().openapi({ example: "FAQ" }),
+    language: z.string().nullable().openapi({ example: "fr" }),
     createdAt: Timestamp,
   })
   .openapi("KnowledgeBase");

@@ -7,6 +7,7 @@ export const SCOPES = [
   "campaigns:write",
   "contacts:read",
   "contacts:write",
+  "knowledge:read",
   "knowledge:write",
   "tasks:read",
   "tasks:write",

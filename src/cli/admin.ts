@@ -44,14 +44,14 @@ const ID_FIELD = "\u0000id";
 
 /** What a body field's schema asks for on the command line. */
 function fieldKind(schema: z.ZodType): { kind: Kind; required: boolean } {
-  let s = schema as unknown as { _zod: { def: { type: string; innerType?: unknown } } };
+  let s = schema as unknown as { _zod: { def: { type: string; innerType?: unknown; in?: unknown } } };
   let required = true;
   let nullable = false;
   for (;;) {
-    const def = s._zod.def as typeof s._zod.def & { in?: unknown };
+    const def = s._zod.def;
     if (def.type === "optional" || def.type === "default") required = false;
     else if (def.type === "nullable") nullable = true;
-    // A query value that is read as text then transformed (`limit`): what it takes is its input's.
+    // A transformed value (a canonicalised tag, a de-duplicated list) is typed by what it takes.
     else if (def.type === "pipe") {
       s = def.in as typeof s;
       continue;

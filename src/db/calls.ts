@@ -17,6 +17,9 @@ export const CALL_STATUSES = [
 ] as const;
 export type CallStatus = (typeof CALL_STATUSES)[number];
 
+/** The statuses a call ends in. */
+export const ENDED_STATUSES = ["completed", "failed", "no_answer", "busy", "cancelled"] as const;
+
 export type CallRow = {
   id: string;
   organization_id: string;
@@ -165,15 +168,93 @@ export async function findCall(
   return row ?? null;
 }
 
+export interface TranscriptRow {
+  id: string;
+  livemode: boolean;
+  status: CallStatus;
+  transcript: TranscriptSegment[] | null;
+}
+
 export async function findTranscript(
   sql: Db,
   scope: { organizationId: string; livemode: boolean; agentIds: string[] | null },
   id: string,
-): Promise<{ id: string; livemode: boolean; transcript: TranscriptSegment[] | null } | null> {
-  const [row] = await sql<{ id: string; livemode: boolean; transcript: TranscriptSegment[] | null }[]>`
-    select id, livemode, transcript from calls
+): Promise<TranscriptRow | null> {
+  const [row] = await sql<TranscriptRow[]>`
+    select id, livemode, status, transcript from calls
     where id = ${id} and organization_id = ${scope.organizationId} and livemode = ${scope.livemode}
     ${scope.agentIds ? sql`and agent_id = any(${scope.agentIds})` : sql``}`;
+  return row ?? null;
+}
+
+// ——— results reported by a live call's voice agent ———
+
+/** A call as the report of its results reads it, under its row lock. */
+export type ReportedCallRow = CallRow & { results_reported_at: Date | null };
+
+/**
+ * One call of the organization in the key's mode (and of the key's agents), locked until the end of
+ * the transaction: the report of its results and the end of the call take this lock in turn, so each
+ * sees what the other committed.
+ */
+export async function lockCall(
+  tx: Db,
+  scope: { organizationId: string; livemode: boolean; agentIds: string[] | null },
+  id: string,
+): Promise<ReportedCallRow | null> {
+  const [row] = await tx<ReportedCallRow[]>`
+    select ${columnList(tx, CALL_COLUMNS)}, results_reported_at from calls
+    where id = ${id} and organization_id = ${scope.organizationId} and livemode = ${scope.livemode}
+    ${scope.agentIds ? tx`and agent_id = any(${scope.agentIds})` : tx``}
+    for update`;
+  return row ?? null;
+}
+
+export interface ReportedResults {
+  transcript: TranscriptSegment[] | null;
+  summary: string | null;
+  collectedData: Record<string, unknown> | null;
+  successful: boolean | null;
+  /** Null keeps what the call has (such as an outcome from the carrier). */
+  outcome: string | null;
+  recordingUrl: string | null;
+}
+
+/** Stores a call's results, once (a field reported null keeps what the call has): null when they were already reported. */
+export async function storeResults(
+  tx: Db,
+  id: string,
+  r: ReportedResults,
+  at: Date,
+): Promise<CallRow | null> {
+  const [row] = await tx<CallRow[]>`
+    update calls set
+      transcript = coalesce(${r.transcript ? tx.json(r.transcript as never) : null}::jsonb, transcript),
+      summary = coalesce(${r.summary}::text, summary),
+      collected_data = coalesce(${r.collectedData ? tx.json(r.collectedData as never) : null}::jsonb, collected_data),
+      successful = coalesce(${r.successful}::boolean, successful),
+      outcome = coalesce(${r.outcome}::text, outcome),
+      recording_url = coalesce(${r.recordingUrl}::text, recording_url),
+      results_reported_at = ${at}
+    where id = ${id} and results_reported_at is null
+    returning ${columnList(tx, CALL_COLUMNS)}`;
+  return row ?? null;
+}
+
+/**
+ * Marks a call's results ready when the call has ended and its results exist, once: the call and its
+ * transcript when this moved it, null otherwise (not ended, no results, or already ready).
+ */
+export async function markResultsReady(
+  tx: Db,
+  id: string,
+  at: Date,
+): Promise<(CallRow & { transcript: TranscriptSegment[] | null }) | null> {
+  const [row] = await tx<(CallRow & { transcript: TranscriptSegment[] | null })[]>`
+    update calls set results_ready_at = ${at}
+    where id = ${id} and results_reported_at is not null and results_ready_at is null
+      and status = any(${ENDED_STATUSES as unknown as string[]}::text[])
+    returning ${columnList(tx, CALL_COLUMNS)}, transcript`;
   return row ?? null;
 }
 

@@ -2,7 +2,7 @@ import type { Fragment, PendingQuery } from "postgres";
 import type { Db } from "./engine/connection.ts";
 
 /**
- * Statements of the abuse view of publishable keys (publishable_key_daily_stats, sql/0014): one row per
+ * Statements of the abuse view of publishable keys (publishable_key_daily_stats, sql/0019): one row per
  * key and UTC day, counted when an attempt is refused or started. One upsert per attempt: its row lock
  * serialises parallel attempts of every process, so the counts are exact without a transaction of its
  * own, and reading 90 days is reading 90 rows, never a scan of logs.

@@ -216,8 +216,8 @@ export function claimSql(
       and a.id = t.agent_id and a.organization_id = t.organization_id and ${mode}
       and ${opts.onlyIf ?? sql`true`}
     returning t.token_hash, t.organization_id, t.livemode, t.secret_key_id, t.agent_id, t.variables,
-      t.expires_at, t.call_id, a.active as agent_active, a.language as agent_language,
-      coalesce(t.language, a.language) as language`;
+      t.expires_at, t.call_id, a.active as agent_active, a.content_language as agent_language,
+      coalesce(t.language, a.content_language) as language`;
 }
 
 export async function claimToken(

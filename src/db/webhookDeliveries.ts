@@ -150,7 +150,7 @@ export const deliveryLogColumns = (sql: Db): Fragment =>
 
 /**
  * A new delivery of an event to every enabled endpoint that receives it: the rule of the delivery
- * trigger (`webhook_endpoints_receiving`, sql/0015). Their first attempts' timers: `firstAttempts`.
+ * trigger (`webhook_endpoints_receiving`, sql/0020). Their first attempts' timers: `firstAttempts`.
  */
 export function redeliverEventRows(
   sql: Db,

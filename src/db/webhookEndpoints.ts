@@ -4,7 +4,7 @@ import type { Db } from "./engine/connection.ts";
 /**
  * Statements of webhook endpoints. An endpoint has the mode of the key that created them and is seen
  * only by keys of that mode; which endpoints receive an event is decided in the database
- * (`webhook_endpoints_receiving`, sql/0015), for the delivery trigger and redeliveries alike.
+ * (`webhook_endpoints_receiving`, sql/0020), for the delivery trigger and redeliveries alike.
  */
 
 export interface WebhookEndpointRow {

@@ -1,13 +1,16 @@
-import type { MiddlewareHandler } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import { ApiError } from "../errors.ts";
 import type { AppEnv } from "./appEnv.ts";
 
 export const BODY_LIMIT = 64 * 1024;
-export const DOCUMENT_BODY_LIMIT = 1024 * 1024;
+export const LARGE_BODY_LIMIT = 1024 * 1024;
 
-/** The body limit of a path: 1 MiB for knowledge-base documents, 64 KiB everywhere else. */
+/** Paths whose bodies carry long texts: knowledge-base documents and the results of a call (its transcript). */
+const LARGE_BODY_PATH = /\/knowledge-bases\/[^/]+\/documents$|\/calls\/[^/]+\/results$/;
+
+/** The body limit of a path: 1 MiB for knowledge-base documents and call results, 64 KiB everywhere else. */
 export function bodyLimit(path: string): number {
-  return /\/knowledge-bases\/[^/]+\/documents$/.test(path) ? DOCUMENT_BODY_LIMIT : BODY_LIMIT;
+  return LARGE_BODY_PATH.test(path) ? LARGE_BODY_LIMIT : BODY_LIMIT;
 }
 
 /** Content types read as JSON: application/json and the `+json` family (LiveKit sends webhook+json). */
@@ -19,58 +22,136 @@ const JSON_TYPE = /^application\/([a-z0-9.-]+\+)?json\s*(;|$)/i;
  * instead of being buffered whole), 400 for malformed JSON.
  * The raw bytes and the text stay cached in the request: signature checks read the exact bytes,
  * the route validators parse the text.
+ *
+ * This middleware reads nothing: it prepares the reading, which happens when the route asks for it
+ * (`readBody`), after its credential is accepted (auth/secretKey.ts, routes/admin/auth.ts), so an
+ * anonymous request never makes the server read or parse a byte. Whatever reads the body without
+ * asking first (a validator, `c.req.json()`) still goes through the same bounded reader.
  */
 export function jsonBody(limitFor: (path: string) => number): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const method = c.req.method;
     if (method !== "POST" && method !== "PUT" && method !== "PATCH") return next();
-    const limit = limitFor(c.req.path);
-    const length = c.req.header("content-length");
-    const declared = Number(length ?? "0");
-    if (declared > limit) throw tooLarge(limit);
-    const raw = await readAtMost(c.req.raw, limit, length !== undefined);
+    let reading: Promise<ArrayBuffer> | undefined;
+    const read = () => {
+      reading ??= readJson(c, limitFor(c.req.path));
+      return reading;
+    };
+    pending.set(c.req, read);
+    // Hono reads every body through this cache; until `read` replaces the entry with the bytes, any
+    // read goes through it (a thenable, so that nothing is read until someone awaits it).
     const cache = c.req.bodyCache as BodyPromises;
-    cache.arrayBuffer = Promise.resolve(raw.buffer as ArrayBuffer);
-    const type = c.req.header("content-type");
-    if (raw.byteLength === 0 && !type) return next();
-    if (!type || !JSON_TYPE.test(type)) {
-      throw new ApiError(
-        "unsupported_media_type",
-        "Send the body as JSON with `Content-Type: application/json`.",
-      );
-    }
-    if (raw.byteLength === 0) return next();
-    let text: string;
-    let value: unknown;
-    try {
-      text = new TextDecoder("utf-8", { fatal: true }).decode(raw);
-      value = JSON.parse(text);
-    } catch {
-      throw new ApiError("invalid_request", "The body is not valid JSON.");
-    }
-    // PostgreSQL text cannot hold U+0000: refused here, once for every route, rather than a 500 later.
-    const nul = text.includes("\\u0000") ? pathOfNul(value, "") : null;
-    if (nul !== null) {
-      throw new ApiError("invalid_request", "Text must not contain the NUL character (\\u0000).", {
-        ...(nul ? { param: nul } : {}),
-      });
-    }
-    cache.text = Promise.resolve(text);
+    // biome-ignore lint/suspicious/noThenProperty: a lazy promise; a real one would start reading now.
+    cache.arrayBuffer = { then: (ok, ko) => read().then(ok, ko) } as Promise<ArrayBuffer>;
     return next();
   };
 }
 
-/** Where a string (or a key) holding U+0000 is: a dotted path ("" for the top level), or null. */
-function pathOfNul(value: unknown, path: string): string | null {
-  if (typeof value === "string") return value.includes("\0") ? path : null;
-  if (typeof value !== "object" || value === null) return null;
-  for (const [key, item] of Object.entries(value)) {
-    const at = path ? `${path}.${key}` : key;
-    if (key.includes("\0")) return at;
-    const found = pathOfNul(item, at);
-    if (found !== null) return found;
+const pending = new WeakMap<object, () => Promise<ArrayBuffer>>();
+
+/** Reads and checks the body prepared by `jsonBody`, at most once; nothing on other methods. */
+export async function readJsonBody(c: Context<AppEnv>): Promise<void> {
+  await pending.get(c.req)?.();
+}
+
+/** Route middleware: the body is read and checked here, after the middleware before it accepted the request. */
+export const readBody: MiddlewareHandler<AppEnv> = async (c, next) => {
+  await readJsonBody(c);
+  await next();
+};
+
+async function readJson(c: Context<AppEnv>, limit: number): Promise<ArrayBuffer> {
+  const length = c.req.header("content-length");
+  const declared = Number(length ?? "0");
+  if (declared > limit) throw tooLarge(limit);
+  const raw = await readAtMost(c.req.raw, limit, length !== undefined);
+  const buffer = raw.buffer as ArrayBuffer;
+  const cache = c.req.bodyCache as BodyPromises;
+  cache.arrayBuffer = Promise.resolve(buffer);
+  const type = c.req.header("content-type");
+  if (raw.byteLength === 0 && !type) return buffer;
+  if (!type || !JSON_TYPE.test(type)) {
+    throw new ApiError(
+      "unsupported_media_type",
+      "Send the body as JSON with `Content-Type: application/json`.",
+    );
+  }
+  if (raw.byteLength === 0) return buffer;
+  let text: string;
+  let value: unknown;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true }).decode(raw);
+    value = JSON.parse(text);
+  } catch {
+    throw new ApiError("invalid_request", "The body is not valid JSON.");
+  }
+  // PostgreSQL text cannot hold U+0000, and no body needs more than MAX_JSON_DEPTH levels (the checks
+  // that follow, ours and the validators', walk it): both refused here, once for every route.
+  const nul = text.includes("\\u0000");
+  const problem = nul || openings(text) > MAX_JSON_DEPTH ? firstProblem(value, nul) : null;
+  if (problem) {
+    throw new ApiError("invalid_request", problem.message, {
+      ...(problem.path ? { param: problem.path } : {}),
+    });
+  }
+  cache.text = Promise.resolve(text);
+  return buffer;
+}
+
+/** How deep a body may nest objects and arrays; the body itself is level 1. */
+export const MAX_JSON_DEPTH = 64;
+
+interface Visit {
+  value: unknown;
+  depth: number;
+  parent: Visit | null;
+  key: string;
+}
+
+/**
+ * The first object or array nested deeper than MAX_JSON_DEPTH, or (when `nul`) the first string or key
+ * holding U+0000, in document order, with where it is as a dotted path ("" for the top level). Walks
+ * with a stack of its own, so no nesting can overflow the call stack, and builds a path only for what
+ * it reports.
+ */
+function firstProblem(root: unknown, nul: boolean): { message: string; path: string } | null {
+  const stack: Visit[] = [{ value: root, depth: 1, parent: null, key: "" }];
+  for (let visit = stack.pop(); visit; visit = stack.pop()) {
+    const { value, depth } = visit;
+    if (nul && visit.key.includes("\0")) return { message: NUL_MESSAGE, path: pathOf(visit) };
+    if (typeof value === "string") {
+      if (nul && value.includes("\0")) return { message: NUL_MESSAGE, path: pathOf(visit) };
+      continue;
+    }
+    if (typeof value !== "object" || value === null) continue;
+    if (depth > MAX_JSON_DEPTH) {
+      return { message: `The body must not nest more than ${MAX_JSON_DEPTH} levels.`, path: pathOf(visit) };
+    }
+    const entries = Object.entries(value);
+    for (let i = entries.length - 1; i >= 0; i--) {
+      const [key, item] = entries[i]!;
+      stack.push({ value: item, depth: depth + 1, parent: visit, key });
+    }
   }
   return null;
+}
+
+/** How many `{` and `[` the text holds (in strings too): a bound on its depth that costs one scan. */
+function openings(text: string): number {
+  let n = 0;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code === 0x7b || code === 0x5b) n++;
+  }
+  return n;
+}
+
+const NUL_MESSAGE = "Text must not contain the NUL character (\\u0000).";
+
+function pathOf(visit: Visit): string {
+  const keys: string[] = [];
+  for (let v: Visit | null = visit; v?.parent; v = v.parent) keys.push(v.key);
+  return keys.reverse().join(".");
 }
 
 /** Hono keeps promises in `bodyCache` at run time although its type names the resolved values. */

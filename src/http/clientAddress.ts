@@ -108,6 +108,18 @@ export function normalizeAddress(raw: string): string | null {
   return ip ? formatIp(ip) : null;
 }
 
+/**
+ * What a per-visitor limit counts: an IPv4 address as itself (IPv4-mapped IPv6 included), an IPv6
+ * address by its /64 (`2001:db8:1:2::/64`). One ordinary IPv6 allocation is a whole /64, so counting
+ * full IPv6 addresses would give one visitor 2^64 budgets. Anything else (`unknown`) is kept as is.
+ */
+export function rateLimitKey(address: string): string {
+  const ip = parseIp(address);
+  if (!ip) return address;
+  if (ip.version === 4) return formatIp(ip);
+  return `${formatIp({ version: 6, value: (ip.value >> 64n) << 64n })}/64`;
+}
+
 /** Parses TRUST_PROXY entries (`10.0.0.0/8`, `fd00::/8`, or a single address). Throws on a bad entry. */
 export function parseCidrs(list: readonly string[]): Cidr[] {
   return list.map((entry) => {

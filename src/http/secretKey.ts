@@ -7,6 +7,7 @@ import { findSecretKeyByHash } from "../db/secretKeys.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import type { AppEnv } from "./appEnv.ts";
+import { readJsonBody } from "./body.ts";
 
 /** Reads `Authorization: Bearer <key>` and resolves a live or test secret key, or null. */
 export async function resolveSecretKey(
@@ -39,7 +40,10 @@ export async function resolveSecretKey(
   return auth;
 }
 
-/** Route middleware: a valid secret key with `scope`, else 401 `invalid_key` / 403 `missing_scope`. */
+/**
+ * Route middleware: a valid secret key with `scope`, else 401 `invalid_key` / 403 `missing_scope`.
+ * The body is read only once the key is accepted (http/body.ts).
+ */
 export function requireSecretKey(
   deps: Pick<Deps, "sql" | "keyCache" | "keyUsage">,
   scope: Scope,
@@ -53,6 +57,7 @@ export function requireSecretKey(
     if (!hasScope(auth.scopes, scope))
       throw new ApiError("missing_scope", `This key lacks the scope \`${scope}\`.`);
     c.set("auth", auth);
+    await readJsonBody(c);
     await next();
   };
 }

@@ -3,13 +3,13 @@ import type { Deps } from "../deps.ts";
 import { ApiError, errorResponse } from "../errors.ts";
 import { rateLimitHit, WEB_CALL_RATE_LIMIT, WebCallRateLimit } from "../services/rateLimit.ts";
 import type { AppEnv } from "./appEnv.ts";
-import { clientAddressResolver } from "./clientAddress.ts";
+import { clientAddressResolver, rateLimitKey } from "./clientAddress.ts";
 import { webCallCors } from "./cors.ts";
 
 /**
  * What runs on `POST /api/v1/web-calls` around the route: CORS (so every answer carries it), then the
  * per-address rate limit, which counts every request reaching the route, malformed or not, and
- * decides first. Mount it ahead of the body middleware:
+ * decides first. IPv6 visitors are counted per /64 (`rateLimitKey`). Mount it ahead of the body middleware:
  * `app.use("/api/v1/web-calls", ...webCallGate(deps))`.
  *
  * The gate makes the request's hit (a `WebCallRateLimit`, services/rateLimit.ts) and leaves the
@@ -22,7 +22,7 @@ export function webCallGate(deps: Pick<Deps, "sql" | "clock" | "env">): Middlewa
   const rateLimit: MiddlewareHandler<AppEnv> = async (c, next) => {
     if (c.req.method !== "POST") return next();
     const limit = new WebCallRateLimit(
-      rateLimitHit(deps.sql, deps.clock, clientAddress(c), WEB_CALL_RATE_LIMIT),
+      rateLimitHit(deps.sql, deps.clock, rateLimitKey(clientAddress(c)), WEB_CALL_RATE_LIMIT),
     );
     c.set("webCallRateLimit", limit);
     await next();

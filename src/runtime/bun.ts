@@ -2,15 +2,10 @@
  * The Bun adapter: the only place that touches Bun's server API. It hands the socket peer address
  * to the app as a binding, so the core never reads a client-supplied header for it.
  */
-export interface RunningServer {
-  port: number;
-  /** Stops accepting, lets in-flight requests finish, then resolves. */
-  stop(): Promise<void>;
-}
+import { bunPgliteFiles } from "./bunFiles.ts";
+import type { FetchHandler, RunningServer, Runtime, ServeOptions } from "./runtime.ts";
 
-type FetchHandler = (req: Request, env: { remoteAddress?: string }) => Response | Promise<Response>;
-
-export function serve(fetch: FetchHandler, opts: { port: number; hostname: string }): RunningServer {
+export function serve(fetch: FetchHandler, opts: ServeOptions): RunningServer {
   const server = Bun.serve({
     port: opts.port,
     hostname: opts.hostname,
@@ -28,3 +23,9 @@ export function serve(fetch: FetchHandler, opts: { port: number; hostname: strin
     },
   };
 }
+
+export const bunRuntime: Runtime = {
+  name: `bun ${Bun.version}`,
+  serve,
+  pglite: bunPgliteFiles,
+};

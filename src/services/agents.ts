@@ -1,38 +1,59 @@
-import type { SecretKeyAuth } from "../auth/access.ts";
+import { agentAllowed, type SecretKeyAuth } from "../auth/access.ts";
 import {
+  type AgentPatch,
   type AgentRow,
+  agentOrganization,
   agentsOf,
   existingAgentIds,
+  findAgent,
   insertAgent,
   listAgents as listAgentRows,
   updateAgent as updateAgentRow,
 } from "../db/agents.ts";
 import { type Page, type PageInput, paginate } from "../db/engine/pages.ts";
+import { existingKnowledgeBaseIds } from "../db/knowledgeBases.ts";
 import type { TxDeps } from "../deps.ts";
+import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
 import { assertOrganization, notFound } from "./organizations.ts";
 
-/** Agents: created and changed by operators, listed by secret keys. */
+/**
+ * Agents: created and changed by operators, listed and read by secret keys. The voice agent dispatched
+ * for a call reads its settings (language, instructions, greeting, knowledge bases) with `GET
+ * /v1/agents/{id}`.
+ */
 
+/** The agent object of the API. */
 export const agentView = (r: AgentRow) => ({
   id: r.id,
-  organizationId: r.organization_id,
   name: r.name,
   active: r.active,
-  livekitAgentName: r.livekit_agent_name,
   language: r.language,
+  instructions: r.instructions,
+  greeting: r.greeting,
+  knowledgeBaseIds: r.knowledge_base_ids,
+  livekitAgentName: r.livekit_agent_name,
   createdAt: r.created_at.toISOString(),
 });
+export type AgentView = ReturnType<typeof agentView>;
+
+/** What operators see: the agent object and its organization. */
+export const agentDetailsView = (r: AgentRow) => ({ organizationId: r.organization_id, ...agentView(r) });
 
 export interface AgentInput {
   name: string;
   active?: boolean | undefined;
   livekitAgentName?: string | null | undefined;
-  language?: "en" | "fr" | undefined;
+  /** A canonical BCP 47 tag (the request schema canonicalises it). */
+  language?: string | undefined;
+  instructions?: string | null | undefined;
+  greeting?: string | null | undefined;
+  knowledgeBaseIds?: string[] | undefined;
 }
 
 export async function createAgent(deps: TxDeps, organizationId: string, input: AgentInput) {
   await assertOrganization(deps, organizationId);
+  if (input.knowledgeBaseIds) await assertKnowledgeBasesOf(deps, organizationId, input.knowledgeBaseIds);
   const row = await insertAgent(deps.sql, {
     id: deps.ids.next("agt"),
     organization_id: organizationId,
@@ -40,48 +61,74 @@ export async function createAgent(deps: TxDeps, organizationId: string, input: A
     active: input.active ?? true,
     livekit_agent_name: input.livekitAgentName ?? null,
     language: input.language ?? "en",
+    instructions: input.instructions ?? null,
+    greeting: input.greeting ?? null,
+    knowledge_base_ids: input.knowledgeBaseIds ?? [],
     created_at: deps.clock.now(),
   });
-  return agentView(row);
+  return agentDetailsView(row);
 }
 
-/** Changes the fields present in `input`; `livekitAgentName: null` clears it (the agent id is used). */
+/**
+ * Changes the fields present in `input`; `null` clears `livekitAgentName` (the agent id is then
+ * dispatched), `instructions` and `greeting`. `knowledgeBaseIds` replaces the whole list.
+ */
 export async function updateAgent(deps: TxDeps, id: string, input: Partial<AgentInput>) {
   if (!isId(id, "agt")) throw notFound("agent");
-  const row = await updateAgentRow(deps.sql, id, {
+  if (input.knowledgeBaseIds) {
+    const organizationId = await agentOrganization(deps.sql, id);
+    if (!organizationId) throw notFound("agent");
+    await assertKnowledgeBasesOf(deps, organizationId, input.knowledgeBaseIds);
+  }
+  const patch: AgentPatch = {
     ...(input.name !== undefined ? { name: input.name } : {}),
     ...(input.active !== undefined ? { active: input.active } : {}),
     ...("livekitAgentName" in input ? { livekit_agent_name: input.livekitAgentName ?? null } : {}),
     ...(input.language !== undefined ? { language: input.language } : {}),
-  });
+    ...("instructions" in input ? { instructions: input.instructions ?? null } : {}),
+    ...("greeting" in input ? { greeting: input.greeting ?? null } : {}),
+    ...(input.knowledgeBaseIds !== undefined ? { knowledge_base_ids: input.knowledgeBaseIds } : {}),
+  };
+  const row = await updateAgentRow(deps.sql, id, patch);
   if (!row) throw notFound("agent");
-  return agentView(row);
+  return agentDetailsView(row);
 }
 
-export type AgentView = ReturnType<typeof agentView>;
+export type AgentDetailsView = ReturnType<typeof agentDetailsView>;
 
 /** The agents of one organization, newest first, with the details operators need (ids for keys). */
 export async function listAgentsOf(
   deps: TxDeps,
   organizationId: string,
   q: PageInput,
-): Promise<Page<AgentView>> {
+): Promise<Page<AgentDetailsView>> {
   await assertOrganization(deps, organizationId);
-  return paginate<AgentRow, AgentView>({
+  return paginate<AgentRow, AgentDetailsView>({
     sql: deps.sql,
     table: "agents",
     where: agentsOf(deps.sql, organizationId),
     prefix: "agt",
     limit: q.limit,
     startingAfter: q.starting_after,
-    map: agentView,
+    map: agentDetailsView,
   });
 }
 
 /** `GET /v1/agents`: the agents a secret key may use. */
 export async function listAgentsForKey(deps: TxDeps, auth: SecretKeyAuth) {
   const rows = await listAgentRows(deps.sql, auth.organizationId, auth.agentIds);
-  return { agents: rows.map((r) => ({ id: r.id, name: r.name, active: r.active })) };
+  return { agents: rows.map(agentView) };
+}
+
+/**
+ * `GET /v1/agents/{id}`: one agent the key may use. Malformed, unknown, foreign, or outside the key's
+ * agent restriction: the same 404. Agents have no mode: test and live keys read the same agent.
+ */
+export async function getAgentForKey(deps: TxDeps, auth: SecretKeyAuth, id: string): Promise<AgentView> {
+  const row =
+    isId(id, "agt") && agentAllowed(auth, id) ? await findAgent(deps.sql, auth.organizationId, id) : null;
+  if (!row) throw new ApiError("not_found", "No such agent.");
+  return agentView(row);
 }
 
 /** 404 with `param` unless every id is an agent of the organization. */
@@ -98,4 +145,15 @@ export async function assertAgentsOf(
   );
   const missing = ids.find((id) => !found.has(id));
   if (missing) throw notFound(`agent ${missing} in this organization`, param);
+}
+
+/** 404 with `param` `knowledgeBaseIds` unless every id is a knowledge base of the organization. */
+async function assertKnowledgeBasesOf(deps: TxDeps, organizationId: string, ids: string[]): Promise<void> {
+  const found = await existingKnowledgeBaseIds(
+    deps.sql,
+    organizationId,
+    ids.filter((id) => isId(id, "kb")),
+  );
+  const missing = ids.find((id) => !found.has(id));
+  if (missing) throw notFound(`knowledge base ${missing} in this organization`, "knowledgeBaseIds");
 }

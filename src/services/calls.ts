@@ -8,6 +8,7 @@ import {
   callsScope,
   callView,
   columnList,
+  ENDED_STATUSES,
   findCall,
   findTranscript,
   transcriptView,
@@ -67,7 +68,7 @@ export async function createCall(deps: Deps, auth: SecretKeyAuth, input: CreateC
       createSimulatedCall(tx, deps, {
         organizationId: auth.organizationId,
         agentId: agent.id,
-        agentLanguage: agent.language,
+        agentLanguage: agent.content_language,
         direction: "outbound",
         to: input.to,
         contactId,
@@ -115,8 +116,22 @@ export async function getCall(deps: Pick<Deps, "sql">, auth: ReadScope, id: stri
 export async function getTranscript(deps: Pick<Deps, "sql">, auth: ReadScope, id: string) {
   const row = isId(id, "call") ? await findTranscript(deps.sql, auth, id) : null;
   if (!row) throw new ApiError("not_found", "No such call.");
-  if (!row.transcript) throw new ApiError("not_found", "This call has no transcript yet.");
+  // A live call's transcript, reported by its voice agent, is there once the call has ended too.
+  if (!row.transcript || !(ENDED_STATUSES as readonly string[]).includes(row.status)) {
+    throw new ApiError("not_found", "This call has no transcript yet.");
+  }
   return transcriptView({ id: row.id, livemode: row.livemode, transcript: row.transcript });
+}
+
+/**
+ * The recording of a call, once its voice agent reported one. A simulated call has none; a call of the
+ * other mode is not found like any other.
+ */
+export async function getRecording(deps: Pick<Deps, "sql">, auth: ReadScope, id: string) {
+  const row = isId(id, "call") ? await findCall(deps.sql, auth, id) : null;
+  if (!row) throw new ApiError("not_found", "No such call.");
+  if (!row.recording_url) throw new ApiError("not_found", "This call has no recording.");
+  return { callId: row.id, livemode: row.livemode, url: row.recording_url };
 }
 
 export function listCalls(

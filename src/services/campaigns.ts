@@ -128,7 +128,7 @@ export async function createCampaign(
       },
       targets,
     );
-    const row = await advance(tx, deps, id, agent.language);
+    const row = await advance(tx, deps, id, agent.content_language);
     const view = campaignView(row!);
     await recordEvent(tx, deps, {
       organizationId: auth.organizationId,
@@ -169,7 +169,7 @@ async function advance(tx: Db, deps: Deps, id: string, agentLanguage?: string): 
     const language =
       agentLanguage ??
       (next.length > 0
-        ? (await findAgent(tx, campaign.organization_id, campaign.agent_id))?.language
+        ? (await findAgent(tx, campaign.organization_id, campaign.agent_id))?.content_language
         : undefined);
     const started: { position: number; callId: string }[] = [];
     for (const target of next) {

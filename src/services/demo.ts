@@ -1,5 +1,6 @@
 import { chmodSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import process from "node:process";
 import type { SecretKeyAuth } from "../auth/access.ts";
 import { type Db, pipelinedTransaction } from "../db/engine/connection.ts";
 import { noOrganizationExists } from "../db/organizations.ts";

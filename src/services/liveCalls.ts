@@ -7,6 +7,7 @@ import { ApiError } from "../errors.ts";
 import { LiveKitError, liveKitAgentName, type WebCallRoom } from "../livekit/client.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
 import type { HandlerContext, TimerHandler } from "../timers/types.ts";
+import { releaseCallResults } from "./callResults.ts";
 import { callEvent, recordEvent } from "./events.ts";
 import { reserveMinutes, settleReservation } from "./minutes.ts";
 
@@ -56,7 +57,7 @@ export async function prepareLiveCall(
     direction: "web",
     variables: input.variables,
     simulated_duration_seconds: null,
-    language: input.agent.language,
+    language: input.agent.content_language,
     task_id: null,
     created_at: deps.clock.now(),
   });
@@ -132,6 +133,8 @@ export async function endLiveCall(
   if (!moved) return null;
   await settleReservation(tx, deps.clock, callId, actualSeconds);
   await recordEvent(tx, deps, callEvent("call.ended", moved));
+  // Results the voice agent reported before the end become ready now (services/callResults.ts).
+  await releaseCallResults(tx, deps, callId);
   return moved;
 }
 

@@ -49,7 +49,9 @@ export function ringDelayMs(deps: Pick<Deps, "env">): number {
  */
 export async function createSimulatedCall(tx: Db, deps: Deps, input: SimulatedCallInput): Promise<CallView> {
   const agentLanguage =
-    input.agentLanguage ?? (await findAgent(tx, input.organizationId, input.agentId))?.language ?? "en";
+    input.agentLanguage ??
+    (await findAgent(tx, input.organizationId, input.agentId))?.content_language ??
+    "en";
   const variables = input.variables ?? {};
   const id = deps.ids.next("call");
   const { call, timers } = await insertSimulatedCall<InsertedTimerRow>(

@@ -1,3 +1,4 @@
+import { Buffer } from "node:buffer";
 import { createHmac } from "node:crypto";
 import { pipelinedTransaction } from "../db/engine/connection.ts";
 import { bringWaitingDeliveriesForward, type InsertedTimerRow, makeTimersDue } from "../db/timers.ts";
@@ -17,7 +18,7 @@ import { isPrivateAddress, webhookUrlProblem } from "./webhookUrls.ts";
 
 /**
  * Delivering events to webhook endpoints: the event's JSON, signed per Standard Webhooks, POSTed to
- * every endpoint that receives it (sql/0015 says which). At least once: a failure (an answer other
+ * every endpoint that receives it (sql/0020 says which). At least once: a failure (an answer other
  * than 2xx, or none within 15 s, the address lookup included) is retried 5 s, 5 min, 30 min, 2 h, 5 h,
  * 10 h and 10 h after it, on the real clock; after the 8th attempt the delivery is given up.
  *
@@ -30,7 +31,7 @@ import { isPrivateAddress, webhookUrlProblem } from "./webhookUrls.ts";
  * its request starts, never while it waits.
  *
  * How a delivery moves, each step durable:
- * - a trigger (sql/0011, sql/0015) writes the delivery and the timer of its first attempt with the event;
+ * - a trigger (sql/0011, sql/0020) writes the delivery and the timer of its first attempt with the event;
  * - the timer's handler hands the delivery to this process's sender if its organization's queue has
  *   room, with a timer that holds it meanwhile (it fires if the process stops; if it fires while the
  *   delivery still waits here, it is written again); when the queue is full the delivery waits in the
@@ -476,7 +477,7 @@ export function deliverWebhook(deps: Pick<Deps, "log">, sender: WebhookSender): 
   return async ({ tx, timer, schedule, afterCommit }: HandlerContext) => {
     const deliveryId = Number(timer.payload.deliveryId);
     const d = await readHandoffState(tx, deliveryId, sender.inFlightMs);
-    if (!d || d.status !== "pending") return;
+    if (d?.status !== "pending") return;
     if (!d.endpoint_ready || d.attempts >= MAX_ATTEMPTS) {
       // Its endpoint was deleted or disabled (dropped), or its last attempt's outcome was lost (failed).
       await endUncountedDelivery(tx, deliveryId);
@@ -497,6 +498,7 @@ export function deliverWebhook(deps: Pick<Deps, "log">, sender: WebhookSender): 
         payload: { deliveryId, waitingFor: d.organization_id },
       });
       afterCommit(() => sender.noteWaiting(d.organization_id));
+      deps.log.debug("webhook delivery waits for room in its organization's queue", { deliveryId });
       return;
     }
     const holder = await again(sender.holdMs);

@@ -1,3 +1,4 @@
+import { Buffer } from "node:buffer";
 import { pipelinedTransaction } from "../db/engine/connection.ts";
 import { type Page, type PageInput, paginate } from "../db/engine/pages.ts";
 import { findEvent } from "../db/events.ts";

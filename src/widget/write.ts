@@ -1,9 +1,17 @@
-// `npm run build:widget [dir]` writes the widget files (default widget/dist/) to inspect or serve them.
-// Kept apart from build.ts: the executable bundles build.ts, and its bytecode format has no top-level await.
-import { join } from "node:path";
-import { buildWidgetFiles } from "./build.ts";
+/**
+ * `npm run build:widget [--if-stale] [dir]`: builds the widget into widget/dist/ (or `dir`), where the
+ * server reads it. `--if-stale` builds only when the output is missing or was made from other sources:
+ * `npm start` and `npm run start:deno` run it so, before serving. Logs one JSON line when it builds.
+ */
+import process from "node:process";
+import { createLogger } from "../log.ts";
+import { widgetDistDir } from "./assets.ts";
+import { writeWidget } from "./build.ts";
 
-const outDir = process.argv[2] ?? join(import.meta.dir, "..", "..", "widget", "dist");
-const files = await buildWidgetFiles();
-for (const [name, text] of Object.entries(files)) await Bun.write(join(outDir, name), text);
-console.log(JSON.stringify({ outDir, files: Object.keys(files) }));
+const args = process.argv.slice(2);
+const ifStale = args.includes("--if-stale");
+const outDir = args.find((a) => !a.startsWith("--")) ?? widgetDistDir();
+const started = performance.now();
+if (await writeWidget({ outDir, ifStale })) {
+  createLogger("info").info("widget built", { outDir, ms: Math.round(performance.now() - started) });
+}

@@ -1,11 +1,10 @@
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import type { ErrorCode } from "../../src/errors.ts";
 import { createAgent } from "../../src/services/agents.ts";
 import { createOrganization } from "../../src/services/organizations.ts";
 import { seedOrganization, type TestContext } from "../helpers/app.ts";
+import { expectApiError } from "../helpers/errors.ts";
 import { admin, count, createAdminTestContext } from "./support.ts";
-
-// A fresh embedded database takes seconds on a busy machine.
-setDefaultTimeout(60_000);
 
 let ctx: TestContext;
 let seed: Awaited<ReturnType<typeof seedOrganization>>;
@@ -29,27 +28,25 @@ async function totals() {
   );
 }
 
-async function expectError(
+/** The admin request is refused (see expectApiError) and writes nothing. */
+async function refused(
   method: string,
   path: string,
   opts: Parameters<typeof admin>[3],
   status: number,
-  code: string,
+  code: ErrorCode,
   param?: string,
 ) {
   const before = await totals();
   const r = await admin(ctx, method, path, opts);
-  expect({ status: r.status, code: r.body?.error?.code }).toEqual({ status, code });
-  if (param === undefined) expect(r.body.error.param).toBeUndefined();
-  else expect(r.body.error.param).toBe(param);
-  expect(r.body.error.requestId).toBe(r.res.headers.get("x-request-id"));
+  const { error } = await expectApiError(r.res, status, code, { param, label: `${method} ${path}` });
   expect(await totals()).toEqual(before);
-  return r.body.error as { message: string };
+  return error;
 }
 
 describe("bodies that are not JSON objects", () => {
   test("malformed JSON is 400 invalid_request", async () => {
-    const err = await expectError(
+    const err = await refused(
       "POST",
       "/organizations",
       { body: '{"name": "Acme"', headers: { "content-type": "application/json" } },
@@ -59,7 +56,7 @@ describe("bodies that are not JSON objects", () => {
     expect(err.message).toContain("not valid JSON");
   });
   test("a body without a JSON content type is 415 unsupported_media_type", async () => {
-    await expectError(
+    await refused(
       "POST",
       "/organizations",
       { body: '{"name": "Acme"}', headers: { "content-type": "text/plain" } },
@@ -68,22 +65,16 @@ describe("bodies that are not JSON objects", () => {
     );
   });
   test("no body at all is validated as empty: 400 with the missing field", async () => {
-    await expectError("POST", "/organizations", {}, 400, "invalid_request", "name");
+    await refused("POST", "/organizations", {}, 400, "invalid_request", "name");
   });
   test.each([[[{ name: "Acme" }]], ["Acme"], [42], [null]])(
     "JSON %j instead of an object is 400",
     async (json) => {
-      await expectError("POST", "/organizations", { json }, 400, "invalid_request");
+      await refused("POST", "/organizations", { json }, 400, "invalid_request");
     },
   );
   test("a body over 64 KiB is 413 payload_too_large", async () => {
-    await expectError(
-      "POST",
-      "/organizations",
-      { json: { name: "x".repeat(70_000) } },
-      413,
-      "payload_too_large",
-    );
+    await refused("POST", "/organizations", { json: { name: "x".repeat(70_000) } }, 413, "payload_too_large");
   });
 });
 
@@ -99,11 +90,11 @@ describe("organizations", () => {
     [{ name: "Acme", planMinutes: 1.5 }, "planMinutes"],
     [{ name: "Acme", planMinutes: "10" }, "planMinutes"],
   ])("POST %j is 400 invalid_request with param %s", async (json, param) => {
-    await expectError("POST", "/organizations", { json }, 400, "invalid_request", param);
+    await refused("POST", "/organizations", { json }, 400, "invalid_request", param);
   });
 
   test("an unknown field says which one", async () => {
-    const err = await expectError(
+    const err = await refused(
       "POST",
       "/organizations",
       { json: { name: "Acme", plan: "gold" } },
@@ -121,25 +112,40 @@ describe("organizations", () => {
     [{ name: null }, "name"],
   ])("PATCH %j is 400 invalid_request with param %s and changes nothing", async (json, param) => {
     const [before] = await ctx.deps.sql`select * from organizations where id = ${seed.org.id}`;
-    await expectError("PATCH", `/organizations/${seed.org.id}`, { json }, 400, "invalid_request", param);
+    await refused("PATCH", `/organizations/${seed.org.id}`, { json }, 400, "invalid_request", param);
     const [after] = await ctx.deps.sql`select * from organizations where id = ${seed.org.id}`;
     expect(after).toEqual(before!);
   });
 });
 
 describe("agents", () => {
+  /** `"long"` stands for a text one character over the field's limit (kept short in the test names). */
+  const LIMITS: Record<string, number> = { instructions: 20_000, greeting: 1_000 };
+  const expand = (json: Record<string, unknown>) =>
+    Object.fromEntries(
+      Object.entries(json).map(([k, v]) => [k, v === "long" ? "x".repeat((LIMITS[k] ?? 0) + 1) : v]),
+    );
+
   test.each([
     [{}, "name"],
     [{ name: "A", active: "yes" }, "active"],
-    [{ name: "A", language: "de" }, "language"],
+    [{ name: "A", language: "fr_CA" }, "language"],
+    [{ name: "A", language: "12" }, "language"],
+    [{ name: "A", language: "" }, "language"],
+    [{ name: "A", language: 7 }, "language"],
+    [{ name: "A", instructions: "long" }, "instructions"],
+    [{ name: "A", instructions: 7 }, "instructions"],
+    [{ name: "A", greeting: "long" }, "greeting"],
+    [{ name: "A", knowledgeBaseIds: "kb_x" }, "knowledgeBaseIds"],
+    [{ name: "A", knowledgeBaseIds: [7] }, "knowledgeBaseIds.0"],
     [{ name: "A", livekitAgentName: "" }, "livekitAgentName"],
     [{ name: "A", livekitAgentName: 7 }, "livekitAgentName"],
     [{ name: "A", organizationId: "org_x" }, "organizationId"],
   ])("POST %j is 400 invalid_request with param %s", async (json, param) => {
-    await expectError(
+    await refused(
       "POST",
       `/organizations/${seed.org.id}/agents`,
-      { json },
+      { json: expand(json) },
       400,
       "invalid_request",
       param,
@@ -149,9 +155,12 @@ describe("agents", () => {
   test.each([
     [{ active: 1 }, "active"],
     [{ name: "" }, "name"],
+    [{ language: "en-" }, "language"],
+    [{ greeting: "long" }, "greeting"],
+    [{ knowledgeBaseIds: null }, "knowledgeBaseIds"],
     [{ id: "agt_x" }, "id"],
   ])("PATCH %j is 400 invalid_request with param %s", async (json, param) => {
-    await expectError("PATCH", `/agents/${seed.agent.id}`, { json }, 400, "invalid_request", param);
+    await refused("PATCH", `/agents/${seed.agent.id}`, { json: expand(json) }, 400, "invalid_request", param);
   });
 });
 
@@ -169,7 +178,7 @@ describe("secret keys", () => {
     [{ mode: "live", scopes: ["*"], agentIds: "agt_x" }, "agentIds"],
     [{ mode: "live", scopes: ["*"], livemode: true }, "livemode"],
   ])("POST %j is 400 invalid_request with param %s", async (json, param) => {
-    await expectError("POST", path(), { json }, 400, "invalid_request", param);
+    await refused("POST", path(), { json }, 400, "invalid_request", param);
   });
 
   test("agentIds of another organization, unknown or malformed are 404 not_found with param", async () => {
@@ -179,7 +188,7 @@ describe("secret keys", () => {
       ["agt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C"],
       ["not-an-id"],
     ]) {
-      const err = await expectError(
+      const err = await refused(
         "POST",
         path(),
         { json: { mode: "test", scopes: ["*"], agentIds } },
@@ -212,7 +221,7 @@ describe("publishable keys", () => {
     ["wss://shop.example.com", "another scheme"],
     ["", "an empty string"],
   ])("origin %p (%s) is 400 invalid_request", async (origin) => {
-    const err = await expectError(
+    const err = await refused(
       "POST",
       path(),
       { json: { ...valid(), allowedOrigins: ["https://ok.example.com", origin] } },
@@ -233,20 +242,20 @@ describe("publishable keys", () => {
     [{ agentId: 12 }, "agentId"],
     [{ origins: ["https://shop.example.com"] }, "origins"],
   ])("POST with %j is 400 invalid_request with param %s", async (patch, param) => {
-    await expectError("POST", path(), { json: { ...valid(), ...patch } }, 400, "invalid_request", param);
+    await refused("POST", path(), { json: { ...valid(), ...patch } }, 400, "invalid_request", param);
   });
 
   test("missing fields are 400 invalid_request naming the field", async () => {
     for (const field of ["agentId", "allowedOrigins", "monthlyMinuteCap"] as const) {
       const json: Record<string, unknown> = valid();
       delete json[field];
-      await expectError("POST", path(), { json }, 400, "invalid_request", field);
+      await refused("POST", path(), { json }, 400, "invalid_request", field);
     }
   });
 
   test("an agent of another organization, unknown or malformed is 404 not_found with param agentId", async () => {
     for (const agentId of [foreignAgentId, "agt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C", "agt_nope"]) {
-      await expectError("POST", path(), { json: { ...valid(), agentId } }, 404, "not_found", "agentId");
+      await refused("POST", path(), { json: { ...valid(), agentId } }, 404, "not_found", "agentId");
     }
   });
 });
@@ -258,7 +267,7 @@ describe("knowledge bases", () => {
     [{ name: ["FAQ"] }, "name"],
     [{ name: "FAQ", documents: [] }, "documents"],
   ])("POST %j is 400 invalid_request with param %s", async (json, param) => {
-    await expectError(
+    await refused(
       "POST",
       `/organizations/${seed.org.id}/knowledge-bases`,
       { json },

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,10 +14,8 @@ import {
 import { createOrganization } from "../../src/services/organizations.ts";
 import { createTestContext, type TestContext } from "../helpers/app.ts";
 import { createTestDatabase, TEST_DATABASE } from "../helpers/db.ts";
+import { waitUntil } from "../helpers/wait.ts";
 import { count } from "./support.ts";
-
-// Embedded databases and child processes take seconds on a busy machine.
-setDefaultTimeout(60_000);
 
 const dirs: string[] = [];
 function tempDir(): string {
@@ -80,7 +78,9 @@ describe("seeding on an empty database", () => {
     expect(saved.secretKey.key).toMatch(/^inf_test_[0-9A-Za-z]{43}$/);
     const res = await ctx.request("/api/v1/agents", { key: saved.secretKey.key });
     expect(res.status).toBe(200);
-    expect(await res.json()).toEqual({ agents: [{ id: demo!.agentId, name: "Demo agent", active: true }] });
+    expect(await res.json()).toEqual({
+      agents: [expect.objectContaining({ id: demo!.agentId, name: "Demo agent", active: true })],
+    });
   });
 
   test("the banner says where the key is and how to try it, without the key itself", () => {
@@ -194,15 +194,17 @@ describe("`serve` on an empty database", () => {
         stderr += s;
       }),
     ]);
-    const deadline = Date.now() + 20_000;
-    while (
-      !(stdout.includes('"msg":"listening"') && (!expectBanner || stderr.includes("simulated call"))) &&
-      child.exitCode === null &&
-      Date.now() < deadline
-    ) {
-      await Bun.sleep(25);
+    try {
+      await waitUntil(
+        () => `the listening line${expectBanner ? " and the banner" : ""}, or an exit:\n${stdout}\n${stderr}`,
+        () =>
+          (stdout.includes('"msg":"listening"') && (!expectBanner || stderr.includes("simulated call"))) ||
+          child.exitCode !== null,
+        { timeoutMs: 20_000, stepMs: 25 },
+      );
+    } finally {
+      child.kill("SIGTERM");
     }
-    child.kill("SIGTERM");
     const code = await child.exited;
     await pumping;
     return { stdout, stderr, code };

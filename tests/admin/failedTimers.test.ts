@@ -4,6 +4,7 @@ import { ensureSingleTimer } from "../../src/db/timers.ts";
 import { serialId } from "../../src/ids.ts";
 import { TIMER_KINDS } from "../../src/timers/kinds.ts";
 import { createTestContext, type TestContext } from "../helpers/app.ts";
+import { waitUntil } from "../helpers/wait.ts";
 import { ADMIN_TOKEN, admin } from "./support.ts";
 
 /**
@@ -30,16 +31,6 @@ beforeAll(async () => {
 });
 afterAll(() => ctx.close());
 
-async function until<T>(what: string, check: () => Promise<T | undefined>, ms = 15_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(25);
-  }
-}
-
 const CALL_ID = "call_01JD8Y3M6W9Q2T4V5X7Z8A9B0C";
 
 describe("a timer that exhausted its retries", () => {
@@ -47,7 +38,7 @@ describe("a timer that exhausted its retries", () => {
 
   test("is listed with its kind, object, attempts, last error and times", async () => {
     await ctx.deps.timers.schedule(ctx.deps.sql, { kind: FLAKY, payload: { callId: CALL_ID } });
-    const page = await until("the timer to give up", async () => {
+    const page = await waitUntil("the timer to give up", async () => {
       const { body } = await admin(ctx, "GET", "/failed-timers");
       return body.data.length === 1 ? body : undefined;
     });
@@ -90,7 +81,7 @@ describe("a timer that exhausted its retries", () => {
     const { status, body } = await admin(ctx, "POST", `/failed-timers/${failedId}/retry`);
     expect(status).toBe(200);
     expect(body).toMatchObject({ id: failedId, status: "pending", attempts: 0, failedAt: null });
-    await until("the retried work", async () => (flaky.done.includes(CALL_ID) ? true : undefined));
+    await waitUntil("the retried work", async () => (flaky.done.includes(CALL_ID) ? true : undefined));
     expect((await admin(ctx, "GET", "/failed-timers")).body.data).toEqual([]);
   });
 

@@ -11,7 +11,10 @@ export function createAdminTestContext(env: Record<string, string> = {}): Promis
 // biome-ignore lint/suspicious/noExplicitAny: JSON of any shape
 type Json = any;
 
-/** Calls an admin route with the admin token (or `token`), and returns the status and the parsed body. */
+/**
+ * Calls an admin route with the admin token (or `token`), and returns the status, the parsed body and
+ * the response (still unread, for expectApiError).
+ */
 export async function admin(
   ctx: TestContext,
   method: string,
@@ -26,7 +29,7 @@ export async function admin(
     ...(token !== null ? { key: token } : {}),
     headers: opts.headers,
   });
-  const text = await res.text();
+  const text = await res.clone().text();
   return { status: res.status, body: text ? JSON.parse(text) : null, res };
 }
 

@@ -7,6 +7,7 @@ import { createSecretKey, revokeSecretKey } from "../../src/services/keys.ts";
 import { updateOrganization } from "../../src/services/organizations.ts";
 import { createTestContext, depsFor, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/db.ts";
+import { waitUntil } from "../helpers/wait.ts";
 
 const auth = (keyId: string, organizationId: string): SecretKeyAuth => ({
   keyId,
@@ -101,12 +102,10 @@ describe("another process revokes a key", () => {
     expect(await resolveSecretKey(deps, `Bearer ${seed.liveKey}`)).not.toBeNull();
     // A plain SQL update from another connection: nothing in this process is told directly.
     await other`update secret_keys set revoked_at = now() where id = ${seed.live.id}`;
-    const deadline = Date.now() + 2_000;
-    let resolved = await resolveSecretKey(deps, `Bearer ${seed.liveKey}`);
-    while (resolved && Date.now() < deadline) {
-      await Bun.sleep(10);
-      resolved = await resolveSecretKey(deps, `Bearer ${seed.liveKey}`);
-    }
-    expect(resolved).toBeNull();
+    await waitUntil(
+      "the revoked key to be refused",
+      async () => (await resolveSecretKey(deps, `Bearer ${seed.liveKey}`)) === null,
+      { timeoutMs: 2_000, stepMs: 10 },
+    );
   });
 });

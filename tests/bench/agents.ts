@@ -10,6 +10,7 @@ import { openDatabase } from "../../src/db/engine/connection.ts";
 import { migrate } from "../../src/db/engine/migrate.ts";
 import { parseEnv } from "../../src/env.ts";
 import { silentLogger } from "../../src/log.ts";
+import { bunPgliteFiles } from "../../src/runtime/bunFiles.ts";
 import { createAgent } from "../../src/services/agents.ts";
 import { createSecretKey } from "../../src/services/keys.ts";
 import { createOrganization } from "../../src/services/organizations.ts";
@@ -57,7 +58,7 @@ try {
 
 const dir = tempDataDir();
 try {
-  const db = await openDatabase({ dataDir: dir, log: silentLogger });
+  const db = await openDatabase({ dataDir: dir, log: silentLogger, pglite: bunPgliteFiles });
   await migrate(db.sql);
   const key = await seed(db.sql);
   await db.close();

@@ -15,6 +15,44 @@ export function machine(): string {
   return `${cpus().length} cores (${cpu}), Bun ${Bun.version}, ${new Date().toISOString().slice(0, 10)}`;
 }
 
+/**
+ * Runs `job` on `connections` workers, each starting its next job when its last one ended, until
+ * `count` jobs were started or `seconds` elapsed. Returns the completed jobs per second and their
+ * latency percentiles; a job answers "ok" or what went wrong.
+ */
+export async function closedLoop(opts: {
+  connections: number;
+  seconds: number;
+  count: number;
+  job: () => Promise<string>;
+}): Promise<{ done: number; perSecond: number; p50: number; p99: number; failures: Record<string, number> }> {
+  const latencies: number[] = [];
+  const failures: Record<string, number> = {};
+  let started = 0;
+  const t0 = performance.now();
+  const deadline = t0 + opts.seconds * 1000;
+  await Promise.all(
+    Array.from({ length: opts.connections }, async () => {
+      while (started < opts.count && performance.now() < deadline) {
+        started++;
+        const s = performance.now();
+        const outcome = await opts.job().catch((err: Error) => `error ${err.message.slice(0, 40)}`);
+        if (outcome === "ok") latencies.push(performance.now() - s);
+        else failures[outcome] = (failures[outcome] ?? 0) + 1;
+      }
+    }),
+  );
+  const elapsed = (performance.now() - t0) / 1000;
+  latencies.sort((a, b) => a - b);
+  return {
+    done: latencies.length,
+    perSecond: latencies.length / elapsed,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    failures,
+  };
+}
+
 /** A new empty PostgreSQL database; returns its URL and a drop function. */
 export async function freshPostgres(prefix = "vs_bench"): Promise<{ url: string; drop(): Promise<void> }> {
   const name = `${prefix}_${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
@@ -41,17 +79,38 @@ export interface ServerProcess {
   stop(): Promise<void>;
 }
 
-/** Starts `bun src/main.ts serve` with the given environment and waits until it answers. */
-export async function startServer(env: Record<string, string>, timeoutMs = 30_000): Promise<ServerProcess> {
+/** How to run `src/main.ts` on each runtime, as `npm start` and `npm run start:deno` do. */
+export const RUNTIME_COMMANDS = {
+  bun: [process.execPath],
+  deno: [join(ROOT, "node_modules", ".bin", "deno"), "run", "-A"],
+} as const;
+export type RuntimeName = keyof typeof RUNTIME_COMMANDS;
+
+/**
+ * Starts `src/main.ts serve` (on Bun unless `runtime` says otherwise) with the given environment and
+ * waits until it answers.
+ */
+export async function startServer(
+  env: Record<string, string>,
+  timeoutMs = 30_000,
+  runtime: RuntimeName = "bun",
+): Promise<ServerProcess> {
   const port = 20000 + Math.floor(Math.random() * 20000);
   const started = performance.now();
-  // BENCH_CPU_PROF=<dir>: the server writes a CPU profile (Markdown) there when it stops.
-  const profile = process.env.BENCH_CPU_PROF
-    ? ["--cpu-prof-md", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`]
-    : [];
-  const proc = Bun.spawn([process.execPath, ...profile, "src/main.ts", "serve"], {
+  // BENCH_CPU_PROF=<dir>: the server writes a CPU profile (Markdown) there when it stops (Bun only).
+  const profile =
+    process.env.BENCH_CPU_PROF && runtime === "bun"
+      ? ["--cpu-prof-md", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`]
+      : [];
+  const childEnv: Record<string, string | undefined> = {
+    ...process.env,
+    DENO_NO_UPDATE_CHECK: "1",
+    NO_COLOR: "1",
+  };
+  if (!env.DATABASE_URL) delete childEnv.DATABASE_URL;
+  const proc = Bun.spawn([...RUNTIME_COMMANDS[runtime], ...profile, "src/main.ts", "serve"], {
     cwd: ROOT,
-    env: { ...process.env, LOG_LEVEL: "warn", HOST: "127.0.0.1", PORT: String(port), ...env },
+    env: { ...childEnv, LOG_LEVEL: "warn", HOST: "127.0.0.1", PORT: String(port), ...env },
     stdout: "ignore",
     // BENCH_STDERR=1: the server's errors and warnings go to this terminal.
     stderr: process.env.BENCH_STDERR ? "inherit" : "ignore",
@@ -62,6 +121,7 @@ export async function startServer(env: Record<string, string>, timeoutMs = 30_00
       proc.kill();
       throw new Error("server did not start in time");
     }
+    if (proc.exitCode !== null) throw new Error(`server exited with ${proc.exitCode} before answering`);
     try {
       const res = await fetch(`${url}/api/openapi.json`);
       if (res.status === 200) break;
@@ -74,7 +134,8 @@ export async function startServer(env: Record<string, string>, timeoutMs = 30_00
     readyMs: performance.now() - started,
     stop: async () => {
       proc.kill("SIGTERM");
-      await proc.exited;
+      const code = await proc.exited;
+      if (code !== 0) throw new Error(`server exited with ${code} on SIGTERM`);
     },
   };
 }

@@ -21,6 +21,7 @@ import type { Sql } from "postgres";
 import { openDatabase } from "../../src/db/engine/connection.ts";
 import { migrate } from "../../src/db/engine/migrate.ts";
 import { silentLogger } from "../../src/log.ts";
+import { bunPgliteFiles } from "../../src/runtime/bunFiles.ts";
 import { pool, type ServerProcess, startServer } from "../calls/process.ts";
 import { depsFor, seedOrganization } from "../helpers/app.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/db.ts";
@@ -56,7 +57,7 @@ async function benchDb(kind: Kind): Promise<BenchDb> {
   }
   const dir = mkdtempSync(join(tmpdir(), "vs-bench-"));
   const withSql = async <T>(fn: (sql: Sql) => Promise<T>) => {
-    const db = await openDatabase({ dataDir: dir, log: silentLogger });
+    const db = await openDatabase({ dataDir: dir, log: silentLogger, pglite: bunPgliteFiles });
     try {
       await migrate(db.sql);
       return await fn(db.sql);

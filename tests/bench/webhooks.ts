@@ -13,7 +13,6 @@ import type { Server } from "bun";
 import type postgres from "postgres";
 import { composeDeps } from "../../src/compose.ts";
 import { openDatabase } from "../../src/db/engine/connection.ts";
-import { migrate } from "../../src/db/engine/migrate.ts";
 import { countKeyAttempt } from "../../src/db/publishableKeyStats.ts";
 import { parseEnv } from "../../src/env.ts";
 import { silentLogger } from "../../src/log.ts";

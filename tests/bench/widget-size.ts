@@ -1,16 +1,22 @@
 /**
  * `npm run bench:widget`: sizes of the served widget files (minified, gzip -9, brotli 11) and the
- * time to build and compress them from the sources, as the server does at start.
+ * time to build and compress them from the sources, as `npm run build:widget` does.
  */
-import { widgetAssets } from "../../src/widget/assets.ts";
-import { buildWidgetFiles } from "../../src/widget/build.ts";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { readBuiltWidget } from "../../src/widget/assets.ts";
+import { buildWidgetFiles, writeWidget } from "../../src/widget/build.ts";
 
+const outDir = join(mkdtempSync(join(tmpdir(), "vs-widget-")), "dist");
 const t0 = performance.now();
 await buildWidgetFiles();
 const buildMs = performance.now() - t0;
 const t1 = performance.now();
-const assets = await widgetAssets();
+await writeWidget({ outDir });
 const totalMs = performance.now() - t1;
+const assets = await readBuiltWidget(outDir);
+rmSync(join(outDir, ".."), { recursive: true, force: true });
 
 const rows = Object.entries(assets).map(([name, a]) => ({
   file: name,

@@ -1,11 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import type { ErrorCode } from "../../src/errors.ts";
 import { createAgent } from "../../src/services/agents.ts";
 import { createSecretKey } from "../../src/services/keys.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
+import { expectApiError } from "../helpers/errors.ts";
 import { insertContact, writeCounts } from "./support.ts";
-
-/** Creating a database (the embedded one above all) can be slow on a busy machine. */
-const SETUP_TIMEOUT = 60_000;
 
 let ctx: TestContext;
 let seed: Awaited<ReturnType<typeof seedOrganization>>;
@@ -26,14 +25,14 @@ beforeAll(async () => {
   });
   expect(res.status).toBe(201);
   testCallId = (await res.json()).id;
-}, SETUP_TIMEOUT);
-afterAll(() => ctx.close(), SETUP_TIMEOUT);
+});
+afterAll(() => ctx.close());
 
 const post = (key: string, json: unknown, init: RequestInit = {}) =>
   ctx.request("/api/v1/calls", { method: "POST", key, json, ...init });
 
 describe("POST /v1/calls bad input writes nothing", () => {
-  const cases: [string, () => unknown, number, string, string | undefined][] = [
+  const cases: [string, () => unknown, number, ErrorCode, string | undefined][] = [
     ["`to` not E.164", () => ({ agentId: seed.agent.id, to: "0612345678" }), 400, "invalid_request", "to"],
     ["`to` missing", () => ({ agentId: seed.agent.id }), 400, "invalid_request", "to"],
     ["`to` a number", () => ({ agentId: seed.agent.id, to: 33612345678 }), 400, "invalid_request", "to"],
@@ -131,11 +130,7 @@ describe("POST /v1/calls bad input writes nothing", () => {
   for (const [name, body, status, code, param] of cases) {
     test(`${name}: ${status} ${code}`, async () => {
       const before = await writeCounts(ctx.deps.sql);
-      const res = await post(seed.testKey, body());
-      expect(res.status).toBe(status);
-      const err = (await res.json()).error;
-      expect(err.code).toBe(code);
-      if (param) expect(err.param).toBe(param);
+      await expectApiError(await post(seed.testKey, body()), status, code, { param });
       expect(await writeCounts(ctx.deps.sql)).toEqual(before);
     });
   }
@@ -143,8 +138,7 @@ describe("POST /v1/calls bad input writes nothing", () => {
   test("a contact of another organization is 404 not_found", async () => {
     const foreign = await insertContact(ctx.deps, other.org.id);
     const res = await post(seed.testKey, { agentId: seed.agent.id, to: "+33612345678", contactId: foreign });
-    expect(res.status).toBe(404);
-    expect((await res.json()).error.param).toBe("contactId");
+    await expectApiError(res, 404, "not_found", { param: "contactId" });
   });
 
   test("not JSON, no content type: 400 / 415, nothing written", async () => {
@@ -155,8 +149,7 @@ describe("POST /v1/calls bad input writes nothing", () => {
       headers: { "content-type": "application/json" },
       body: "{nope",
     });
-    expect(bad.status).toBe(400);
-    expect((await bad.json()).error.code).toBe("invalid_request");
+    await expectApiError(bad, 400, "invalid_request");
     const untyped = await ctx.request("/api/v1/calls", { method: "POST", key: seed.testKey, body: "{}" });
     expect(untyped.status).toBe(415);
     expect(await writeCounts(ctx.deps.sql)).toEqual(before);
@@ -171,8 +164,7 @@ describe("POST /v1/calls bad input writes nothing", () => {
       agentIds: [sales.id],
     });
     const res = await post(restricted.key, { agentId: seed.agent.id, to: "+33612345678" });
-    expect(res.status).toBe(403);
-    expect((await res.json()).error.code).toBe("agent_not_allowed");
+    await expectApiError(res, 403, "agent_not_allowed", { param: "agentId" });
     // …and it does not see the calls of the other agents either.
     const list = await (await ctx.request("/api/v1/calls", { key: restricted.key })).json();
     expect(list.data).toEqual([]);
@@ -185,16 +177,14 @@ describe("POST /v1/calls bad input writes nothing", () => {
     const reader = await createSecretKey(c, seed.org.id, { mode: "test", scopes: ["calls:read"] });
     const writer = await createSecretKey(c, seed.org.id, { mode: "test", scopes: ["calls:write"] });
     const res = await post(reader.key, { agentId: seed.agent.id, to: "+33612345678" });
-    expect(res.status).toBe(403);
-    expect((await res.json()).error.code).toBe("missing_scope");
+    await expectApiError(res, 403, "missing_scope");
     for (const path of [
       "/api/v1/calls",
       `/api/v1/calls/${testCallId}`,
       `/api/v1/calls/${testCallId}/transcript`,
     ]) {
       const r = await ctx.request(path, { key: writer.key });
-      expect(r.status).toBe(403);
-      expect((await r.json()).error.code).toBe("missing_scope");
+      await expectApiError(r, 403, "missing_scope");
     }
     const none = await post("", { agentId: seed.agent.id, to: "+33612345678" });
     expect(none.status).toBe(401);
@@ -214,8 +204,7 @@ describe("POST /v1/calls bad input writes nothing", () => {
   test("an inactive agent is 503 agent_unavailable", async () => {
     await ctx.deps.sql`update agents set active = false where id = ${other.agent.id}`;
     const res = await post(other.testKey, { agentId: other.agent.id, to: "+33612345678" });
-    expect(res.status).toBe(503);
-    expect((await res.json()).error.code).toBe("agent_unavailable");
+    await expectApiError(res, 503, "agent_unavailable", { param: "agentId" });
     await ctx.deps.sql`update agents set active = true where id = ${other.agent.id}`;
   });
 });
@@ -225,8 +214,7 @@ describe("mode isolation", () => {
     for (const key of [seed.liveKey, other.testKey]) {
       for (const path of [`/api/v1/calls/${testCallId}`, `/api/v1/calls/${testCallId}/transcript`]) {
         const res = await ctx.request(path, { key });
-        expect(res.status).toBe(404);
-        expect((await res.json()).error.code).toBe("not_found");
+        await expectApiError(res, 404, "not_found");
       }
     }
     const own = await ctx.request(`/api/v1/calls/${testCallId}`, { key: seed.testKey });
@@ -236,8 +224,7 @@ describe("mode isolation", () => {
   test("malformed and unknown ids are 404 not_found", async () => {
     for (const id of ["nope", "call_01JD8Y3M6W9Q2T4V5X7Z8A9B0C", "agt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C"]) {
       const res = await ctx.request(`/api/v1/calls/${id}`, { key: seed.testKey });
-      expect(res.status).toBe(404);
-      expect((await res.json()).error.code).toBe("not_found");
+      await expectApiError(res, 404, "not_found");
     }
   });
 
@@ -259,8 +246,7 @@ describe("mode isolation", () => {
       [seed.testKey, "starting_after=garbage"],
     ] as const) {
       const res = await ctx.request(`/api/v1/calls?${q}`, { key });
-      expect(res.status).toBe(400);
-      expect((await res.json()).error.code).toBe("invalid_query");
+      await expectApiError(res, 400, "invalid_query", { param: q.split("=")[0], label: q });
     }
   });
 
@@ -284,12 +270,11 @@ describe("mode isolation", () => {
     expect(all.length).toBe(n);
     expect([...all].sort().reverse()).toEqual(all);
     const foreign = await ctx.request(`/api/v1/calls?starting_after=${testCallId}`, { key: other.testKey });
-    expect(foreign.status).toBe(400);
-    expect((await foreign.json()).error.code).toBe("invalid_cursor");
+    await expectApiError(foreign, 400, "invalid_cursor", { param: "starting_after" });
     const filtered = await ctx.request(`/api/v1/calls?status=completed&starting_after=${testCallId}`, {
       key: seed.testKey,
     });
-    expect((await filtered.json()).error.code).toBe("invalid_cursor");
+    await expectApiError(filtered, 400, "invalid_cursor", { param: "starting_after" });
     const byStatus = await (
       await ctx.request("/api/v1/calls?status=initiated&limit=100", { key: seed.testKey })
     ).json();

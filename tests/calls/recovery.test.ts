@@ -1,11 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { depsFor, seedOrganization } from "../helpers/app.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/db.ts";
+import { waitUntil } from "../helpers/wait.ts";
 import { pool, type ServerProcess, startServer } from "./process.ts";
-import { waitFor } from "./support.ts";
-
-/** Creating a database (the embedded one above all) can be slow on a busy machine. */
-const SETUP_TIMEOUT = 60_000;
 
 /**
  * `kill -9` with calls in flight, then a restart on the same database: every call completes, each
@@ -21,7 +18,7 @@ const env = () => ({ DATABASE_URL: db.url!, SIMULATION_TIME_SCALE: "0.05" });
 beforeAll(async () => {
   db = await createTestDatabase("postgres");
   seed = await seedOrganization({ deps: depsFor(db.sql) }, { paidPlan: false });
-}, SETUP_TIMEOUT);
+});
 afterAll(async () => {
   for (const c of children) c.proc.kill(9);
   await db.close();
@@ -59,22 +56,26 @@ describe("kill -9 recovery", () => {
     const overdue = await db.sql<{ id: string }[]>`
       select id::text from timers where due_at <= now() and kind <> 'housekeeping'`;
     expect(overdue.length).toBeGreaterThan(0);
-    await waitFor(
+    await waitUntil(
+      "the overdue timers to be taken over",
       async () => {
         const left = await db.sql`select 1 from timers where id = any(${overdue.map((r) => r.id)}::bigint[])`;
         return left.length === 0;
       },
-      5000,
-      10,
+      { timeoutMs: 5000, stepMs: 10 },
     );
     expect(Date.now() - restarted).toBeLessThan(2000);
 
-    await waitFor(async () => {
-      const [r] = await db.sql<
-        { n: number }[]
-      >`select count(*)::int as n from calls where status = 'completed'`;
-      return r!.n === N;
-    }, 20_000);
+    await waitUntil(
+      `all ${N} calls to complete`,
+      async () => {
+        const [r] = await db.sql<
+          { n: number }[]
+        >`select count(*)::int as n from calls where status = 'completed'`;
+        return r!.n === N;
+      },
+      { timeoutMs: 20_000 },
+    );
     await Bun.sleep(200);
     const perType = await db.sql<{ type: string; calls: number; events: number }[]>`
       select type, count(distinct coalesce(data->>'id', data->>'callId'))::int as calls, count(*)::int as events
@@ -95,5 +96,5 @@ describe("kill -9 recovery", () => {
     second.proc.kill("SIGTERM");
     expect(await second.exited).toBe(0);
     expect(second.lines.some((l) => l.includes('"msg":"timer runner stopped"'))).toBe(true);
-  }, 60_000);
+  });
 });

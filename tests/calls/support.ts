@@ -17,12 +17,3 @@ export async function writeCounts(sql: Sql) {
     (select count(*)::int from events) as events`) as unknown as [Record<string, number>];
   return row;
 }
-
-export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs = 15_000, stepMs = 20) {
-  const until = Date.now() + timeoutMs;
-  while (Date.now() < until) {
-    if (await check()) return;
-    await Bun.sleep(stepMs);
-  }
-  throw new Error(`condition not met within ${timeoutMs} ms`);
-}

@@ -4,7 +4,8 @@ import { createContact } from "../../src/services/contacts.ts";
 import { createSecretKey } from "../../src/services/keys.ts";
 import { createOrganization } from "../../src/services/organizations.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
-import { createCampaign, phones, SETUP_TIMEOUT } from "./support.ts";
+import { expectApiError } from "../helpers/errors.ts";
+import { createCampaign, phones } from "./support.ts";
 
 /** Refusals of the campaign routes; no timer runner, so created campaigns stay where creation left them. */
 
@@ -16,8 +17,8 @@ beforeAll(async () => {
   ctx = await createTestContext();
   seed = await seedOrganization(ctx, { paidPlan: true });
   unpaid = await seedOrganization(ctx, { paidPlan: false });
-}, SETUP_TIMEOUT);
-afterAll(() => ctx.close(), SETUP_TIMEOUT);
+});
+afterAll(() => ctx.close());
 
 async function counts() {
   const [row] = (await ctx.deps.sql`select
@@ -27,13 +28,6 @@ async function counts() {
     (select count(*)::int from timers) as timers,
     (select count(*)::int from events) as events`) as unknown as [Record<string, number>];
   return row;
-}
-
-async function expectError(res: Response, status: number, code: string, param?: string) {
-  const body = await res.json();
-  expect({ status: res.status, code: body.error.code }).toEqual({ status, code });
-  if (param !== undefined) expect(body.error.param).toBe(param);
-  return body;
 }
 
 const valid = () => ({ name: "Reminders", agentId: seed.agent.id, contacts: phones(2) });
@@ -65,7 +59,7 @@ describe("POST /v1/campaigns: bad bodies", () => {
     ];
     for (const [json, param] of cases) {
       const res = await createCampaign(ctx, seed.testKey, json);
-      await expectError(res, 400, "invalid_request", param);
+      await expectApiError(res, 400, "invalid_request", { param });
     }
     expect(await counts()).toEqual(before);
   });
@@ -73,7 +67,7 @@ describe("POST /v1/campaigns: bad bodies", () => {
   test("101 contacts with a test key: 400 test_campaign_too_large; 100 is accepted", async () => {
     const before = await counts();
     const res = await createCampaign(ctx, seed.testKey, { ...valid(), contacts: phones(101) });
-    const body = await expectError(res, 400, "test_campaign_too_large", "contacts");
+    const body = await expectApiError(res, 400, "test_campaign_too_large", { param: "contacts" });
     expect(body.error.message).toContain("100");
     expect(await counts()).toEqual(before);
     const ok = await createCampaign(ctx, seed.testKey, {
@@ -110,9 +104,9 @@ describe("POST /v1/campaigns: bad bodies", () => {
       [{ name: "x", agentId: seed.agent.id, contactIds: ["garbage"] }, "contactIds.0"],
     ];
     for (const [json, param] of cases) {
-      await expectError(await createCampaign(ctx, seed.testKey, json), 404, "not_found", param);
+      await expectApiError(await createCampaign(ctx, seed.testKey, json), 404, "not_found", { param });
       // The live key looks the ids up first as well.
-      await expectError(await createCampaign(ctx, seed.liveKey, json), 404, "not_found", param);
+      await expectApiError(await createCampaign(ctx, seed.liveKey, json), 404, "not_found", { param });
     }
     expect(await counts()).toEqual(before);
   });
@@ -121,20 +115,20 @@ describe("POST /v1/campaigns: bad bodies", () => {
 describe("POST /v1/campaigns: keys, plan, carrier, agent", () => {
   test("live key: no paid plan 403 plan_required, no minutes 403 plan_minutes_exhausted, else 503 carrier_unavailable; nothing written", async () => {
     const before = await counts();
-    await expectError(
+    await expectApiError(
       await createCampaign(ctx, unpaid.liveKey, { ...valid(), agentId: unpaid.agent.id }),
       403,
       "plan_required",
     );
     const noMinutes = await seedOrganization(ctx, { paidPlan: true, planMinutes: 0 });
-    await expectError(
+    await expectApiError(
       await createCampaign(ctx, noMinutes.liveKey, { ...valid(), agentId: noMinutes.agent.id }),
       403,
       "plan_minutes_exhausted",
     );
-    await expectError(await createCampaign(ctx, seed.liveKey, valid()), 503, "carrier_unavailable");
+    await expectApiError(await createCampaign(ctx, seed.liveKey, valid()), 503, "carrier_unavailable");
     // No test-size limit applies to live campaigns: the carrier is what is missing.
-    await expectError(
+    await expectApiError(
       await createCampaign(ctx, seed.liveKey, { ...valid(), contacts: phones(150) }),
       503,
       "carrier_unavailable",
@@ -151,10 +145,14 @@ describe("POST /v1/campaigns: keys, plan, carrier, agent", () => {
   test("scopes, agent restriction, inactive agent", async () => {
     const c = ctx.deps;
     const readOnly = await createSecretKey(c, seed.org.id, { mode: "test", scopes: ["campaigns:read"] });
-    await expectError(await createCampaign(ctx, readOnly.key, valid()), 403, "missing_scope");
+    await expectApiError(await createCampaign(ctx, readOnly.key, valid()), 403, "missing_scope");
     const writeOnly = await createSecretKey(c, seed.org.id, { mode: "test", scopes: ["campaigns:write"] });
-    await expectError(await ctx.request("/api/v1/campaigns", { key: writeOnly.key }), 403, "missing_scope");
-    await expectError(await ctx.request("/api/v1/campaigns", {}), 401, "invalid_key");
+    await expectApiError(
+      await ctx.request("/api/v1/campaigns", { key: writeOnly.key }),
+      403,
+      "missing_scope",
+    );
+    await expectApiError(await ctx.request("/api/v1/campaigns", {}), 401, "invalid_key");
 
     const otherAgent = await createAgent(c, seed.org.id, { name: "Sales" });
     const restricted = await createSecretKey(c, seed.org.id, {
@@ -162,24 +160,21 @@ describe("POST /v1/campaigns: keys, plan, carrier, agent", () => {
       scopes: ["*"],
       agentIds: [otherAgent.id],
     });
-    await expectError(
-      await createCampaign(ctx, restricted.key, valid()),
-      403,
-      "agent_not_allowed",
-      "agentId",
-    );
+    await expectApiError(await createCampaign(ctx, restricted.key, valid()), 403, "agent_not_allowed", {
+      param: "agentId",
+    });
 
     const sleeping = await createAgent(c, seed.org.id, { name: "Off", active: false });
-    await expectError(
+    await expectApiError(
       await createCampaign(ctx, seed.testKey, { ...valid(), agentId: sleeping.id }),
       503,
       "agent_unavailable",
-      "agentId",
+      { param: "agentId" },
     );
 
     // A campaign of an agent the key may not use is invisible to it.
     const mine = await (await createCampaign(ctx, seed.testKey, valid())).json();
-    await expectError(
+    await expectApiError(
       await ctx.request(`/api/v1/campaigns/${mine.id}`, { key: restricted.key }),
       404,
       "not_found",
@@ -192,7 +187,7 @@ describe("POST /v1/campaigns: keys, plan, carrier, agent", () => {
 describe("reads: mode isolation and the list convention", () => {
   test("a test campaign is invisible to the live key, and the other way round", async () => {
     const created = await (await createCampaign(ctx, seed.testKey, valid())).json();
-    await expectError(
+    await expectApiError(
       await ctx.request(`/api/v1/campaigns/${created.id}`, { key: seed.liveKey }),
       404,
       "not_found",
@@ -203,12 +198,12 @@ describe("reads: mode isolation and the list convention", () => {
         total, pending, in_progress, created_at, started_at)
       values ('cmp_01JD8Y3M6W9Q2T4V5X7Z8A9B0D', ${seed.org.id}, true, 'Real', ${seed.agent.id}, 'running', 5, 2,
         1, 1, 0, now(), now())`;
-    await expectError(
+    await expectApiError(
       await ctx.request("/api/v1/campaigns/cmp_01JD8Y3M6W9Q2T4V5X7Z8A9B0D", { key: seed.testKey }),
       404,
       "not_found",
     );
-    await expectError(
+    await expectApiError(
       await ctx.request("/api/v1/campaigns/cmp_01JD8Y3M6W9Q2T4V5X7Z8A9B0D/cancel", {
         method: "POST",
         key: seed.testKey,
@@ -244,20 +239,30 @@ describe("reads: mode isolation and the list convention", () => {
     expect(cancelled.data.map((x: { id: string }) => x.id)).toEqual([a.id]);
 
     const q = (s: string, key = seed.testKey) => ctx.request(`/api/v1/campaigns?${s}`, { key });
-    await expectError(await q("livemode=true"), 400, "invalid_query", "livemode");
-    await expectError(await q("livemode=false", seed.liveKey), 400, "invalid_query", "livemode");
-    await expectError(await q("livemode=yes"), 400, "invalid_query", "livemode");
-    await expectError(await q("status=done"), 400, "invalid_query", "status");
-    await expectError(await q("limit=0"), 400, "invalid_query", "limit");
-    await expectError(await q("limit=101"), 400, "invalid_query", "limit");
-    await expectError(await q("limit="), 400, "invalid_query", "limit");
-    await expectError(await q("starting_after=nope"), 400, "invalid_query", "starting_after");
-    await expectError(await q("colour=blue"), 400, "invalid_query");
+    await expectApiError(await q("livemode=true"), 400, "invalid_query", { param: "livemode" });
+    await expectApiError(await q("livemode=false", seed.liveKey), 400, "invalid_query", {
+      param: "livemode",
+    });
+    await expectApiError(await q("livemode=yes"), 400, "invalid_query", { param: "livemode" });
+    await expectApiError(await q("status=done"), 400, "invalid_query", { param: "status" });
+    await expectApiError(await q("limit=0"), 400, "invalid_query", { param: "limit" });
+    await expectApiError(await q("limit=101"), 400, "invalid_query", { param: "limit" });
+    await expectApiError(await q("limit="), 400, "invalid_query", { param: "limit" });
+    await expectApiError(await q("starting_after=nope"), 400, "invalid_query", { param: "starting_after" });
+    await expectApiError(await q("colour=blue"), 400, "invalid_query", { param: "colour" });
     // Unknown, of another mode, outside the filter, or of another resource type: invalid_cursor.
-    await expectError(await q("starting_after=cmp_01JD8Y3M6W9Q2T4V5X7Z8A9B0C"), 400, "invalid_cursor");
-    await expectError(await q("starting_after=cmp_01JD8Y3M6W9Q2T4V5X7Z8A9B0D"), 400, "invalid_cursor");
-    await expectError(await q(`status=cancelled&starting_after=${b.id}`), 400, "invalid_cursor");
-    await expectError(await q(`starting_after=${seed.agent.id}`), 400, "invalid_cursor");
+    await expectApiError(await q("starting_after=cmp_01JD8Y3M6W9Q2T4V5X7Z8A9B0C"), 400, "invalid_cursor", {
+      param: "starting_after",
+    });
+    await expectApiError(await q("starting_after=cmp_01JD8Y3M6W9Q2T4V5X7Z8A9B0D"), 400, "invalid_cursor", {
+      param: "starting_after",
+    });
+    await expectApiError(await q(`status=cancelled&starting_after=${b.id}`), 400, "invalid_cursor", {
+      param: "starting_after",
+    });
+    await expectApiError(await q(`starting_after=${seed.agent.id}`), 400, "invalid_cursor", {
+      param: "starting_after",
+    });
   });
 });
 

@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { registerTimerHandlers } from "../../src/timerHandlers.ts";
 import { TimerRunner } from "../../src/timers/runner.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
-import { campaignEvents, checkProgress, createCampaign, phones, SETUP_TIMEOUT, waitFor } from "./support.ts";
+import { waitUntil } from "../helpers/wait.ts";
+import { campaignEvents, checkProgress, createCampaign, phones } from "./support.ts";
 
 /**
  * The engine keeps nothing in memory: a campaign created while no runner runs, played by a runner
@@ -18,11 +19,11 @@ const runners: TimerRunner[] = [];
 beforeAll(async () => {
   ctx = await createTestContext({ env: { SIMULATION_TIME_SCALE: String(SCALE) } });
   seed = await seedOrganization(ctx, { paidPlan: false });
-}, SETUP_TIMEOUT);
+});
 afterAll(async () => {
   for (const r of runners) await r.stop();
   await ctx.close();
-}, SETUP_TIMEOUT);
+});
 
 function startRunner() {
   const runner = new TimerRunner({
@@ -55,7 +56,11 @@ describe("campaign engine across runners", () => {
     await Bun.sleep(100);
 
     const first = await startRunner();
-    await waitFor(async () => (await progress(created.id)).progress.completed >= 2, 15_000);
+    await waitUntil(
+      "two calls of the campaign to complete",
+      async () => (await progress(created.id)).progress.completed >= 2,
+      { timeoutMs: 15_000 },
+    );
     await first.stop();
     const halfway = await progress(created.id);
     expect(halfway.status).toBe("running");
@@ -64,11 +69,15 @@ describe("campaign engine across runners", () => {
     await Bun.sleep(100);
     await startRunner();
     let campaign = halfway;
-    await waitFor(async () => {
-      campaign = await progress(created.id);
-      checkProgress(campaign.progress, 2);
-      return campaign.status === "completed";
-    }, 15_000);
+    await waitUntil(
+      "the campaign to complete",
+      async () => {
+        campaign = await progress(created.id);
+        checkProgress(campaign.progress, 2);
+        return campaign.status === "completed";
+      },
+      { timeoutMs: 15_000 },
+    );
     expect(campaign.progress).toMatchObject({
       total: 8,
       completed: 8,
@@ -84,5 +93,5 @@ describe("campaign engine across runners", () => {
       "campaign.started",
       "campaign.completed",
     ]);
-  }, 30_000);
+  });
 });

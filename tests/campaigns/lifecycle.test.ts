@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createContact } from "../../src/services/contacts.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
+import { waitUntil } from "../helpers/wait.ts";
 import {
   CAMPAIGN_KEYS,
   campaignEvents,
@@ -10,8 +11,6 @@ import {
   openCalls,
   type Progress,
   phones,
-  SETUP_TIMEOUT,
-  waitFor,
 } from "./support.ts";
 
 /** A simulated call lasts (5 + 30..89) s × SCALE: 0.18 to 0.47 s here. */
@@ -22,8 +21,8 @@ let seed: Awaited<ReturnType<typeof seedOrganization>>;
 beforeAll(async () => {
   ctx = await createTestContext({ timers: true, env: { SIMULATION_TIME_SCALE: String(SCALE) } });
   seed = await seedOrganization(ctx, { paidPlan: false });
-}, SETUP_TIMEOUT);
-afterAll(() => ctx.close(), SETUP_TIMEOUT);
+});
+afterAll(() => ctx.close());
 
 describe("test campaign lifecycle", () => {
   test("201 running, then every contact called with at most `concurrency` calls at once, then completed once", async () => {
@@ -57,20 +56,24 @@ describe("test campaign lifecycle", () => {
     let last: Progress = created.progress;
     let samples = 0;
     let campaign = created;
-    await waitFor(async () => {
-      const [r, open] = await Promise.all([
-        ctx.request(`/api/v1/campaigns/${created.id}`, { key: seed.testKey }),
-        openCalls(ctx.deps.sql, created.id),
-      ]);
-      expect(r.status).toBe(200);
-      campaign = await r.json();
-      checkProgress(campaign.progress, concurrency);
-      checkMonotonic(last, campaign.progress);
-      expect(open).toBeLessThanOrEqual(concurrency);
-      last = campaign.progress;
-      samples++;
-      return campaign.status === "completed";
-    }, 20_000);
+    await waitUntil(
+      "the campaign to complete",
+      async () => {
+        const [r, open] = await Promise.all([
+          ctx.request(`/api/v1/campaigns/${created.id}`, { key: seed.testKey }),
+          openCalls(ctx.deps.sql, created.id),
+        ]);
+        expect(r.status).toBe(200);
+        campaign = await r.json();
+        checkProgress(campaign.progress, concurrency);
+        checkMonotonic(last, campaign.progress);
+        expect(open).toBeLessThanOrEqual(concurrency);
+        last = campaign.progress;
+        samples++;
+        return campaign.status === "completed";
+      },
+      { timeoutMs: 20_000 },
+    );
     expect(samples).toBeGreaterThan(3);
     expect(campaign.progress).toEqual({
       total: 10,
@@ -127,7 +130,7 @@ describe("test campaign lifecycle", () => {
     expect(cancel.status).toBe(200);
     expect(await cancel.json()).toEqual(campaign);
     expect(await campaignEvents(ctx.deps.sql, created.id)).toHaveLength(2);
-  }, 30_000);
+  });
 
   test("contactIds: the organization's contacts are called with their numbers, in order", async () => {
     const c = ctx.deps;
@@ -152,18 +155,22 @@ describe("test campaign lifecycle", () => {
       select contact_id, to_number from calls where campaign_id = ${created.id}`;
     expect([...first]).toEqual([{ contact_id: a.id, to_number: "+33611111111" }]);
 
-    await waitFor(async () => {
-      const r = await ctx.request(`/api/v1/campaigns/${created.id}`, { key: seed.testKey });
-      const body = await r.json();
-      checkProgress(body.progress, 1);
-      expect(await openCalls(ctx.deps.sql, created.id)).toBeLessThanOrEqual(1);
-      return body.status === "completed";
-    }, 15_000);
+    await waitUntil(
+      "the campaign to complete",
+      async () => {
+        const r = await ctx.request(`/api/v1/campaigns/${created.id}`, { key: seed.testKey });
+        const body = await r.json();
+        checkProgress(body.progress, 1);
+        expect(await openCalls(ctx.deps.sql, created.id)).toBeLessThanOrEqual(1);
+        return body.status === "completed";
+      },
+      { timeoutMs: 15_000 },
+    );
     const calls = await ctx.deps.sql<{ contact_id: string; to_number: string }[]>`
       select contact_id, to_number from calls where campaign_id = ${created.id} order by id`;
     expect([...calls]).toEqual([
       { contact_id: a.id, to_number: "+33611111111" },
       { contact_id: b.id, to_number: "+33622222222" },
     ]);
-  }, 20_000);
+  });
 });

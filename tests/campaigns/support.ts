@@ -1,11 +1,6 @@
 import type { Sql } from "postgres";
 import type { TestContext } from "../helpers/app.ts";
 
-export { waitFor } from "../calls/support.ts";
-
-/** Creating a database (the embedded one above all) can be slow on a busy machine. */
-export const SETUP_TIMEOUT = 60_000;
-
 export const CAMPAIGN_KEYS = [
   "agentId",
   "completedAt",
@@ -39,7 +34,10 @@ export async function createCampaign(ctx: TestContext, key: string, json: Record
   return ctx.request("/api/v1/campaigns", { method: "POST", key, json });
 }
 
-/** The invariants of CONTRACT.md §8 on one progress snapshot. */
+/**
+ * The invariants every progress snapshot holds: completed = succeeded + failed, inProgress ≤
+ * concurrency, and pending + inProgress + completed + cancelled = total.
+ */
 export function checkProgress(p: Progress, concurrency: number): void {
   if (p.completed !== p.succeeded + p.failed)
     throw new Error(`completed ≠ succeeded + failed: ${JSON.stringify(p)}`);

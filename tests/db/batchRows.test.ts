@@ -13,7 +13,7 @@ beforeAll(async () => {
   db = await createTestDatabase();
   await db.sql`create table batch_probe (id integer primary key, v text)`;
   await db.sql`insert into batch_probe select n, 'v' || n from generate_series(1, 20) n`;
-}, 30_000);
+});
 afterAll(() => db.close());
 
 /** The generic plan (the one a prepared statement keeps) of a join of `rows` with the small table. */

@@ -7,6 +7,7 @@ import {
   readFileSync,
   rmSync,
   statSync,
+  utimesSync,
   writeFileSync,
 } from "node:fs";
 import { tmpdir } from "node:os";
@@ -17,7 +18,9 @@ import { DataDirInUseError } from "../../src/db/engine/dataDirLock.ts";
 import { openEmbedded } from "../../src/db/engine/embedded.ts";
 import { migrate } from "../../src/db/engine/migrate.ts";
 import { silentLogger } from "../../src/log.ts";
-import { spawnService, stopService } from "./serviceProcess.ts";
+import { bunPgliteFiles } from "../../src/runtime/bunFiles.ts";
+import { waitUntil } from "../helpers/wait.ts";
+import { MAIN, spawnService, stopService } from "./serviceProcess.ts";
 
 const FIXTURE = join(import.meta.dir, "fixtures", "commitThenWait.ts");
 const folders: string[] = [];
@@ -31,7 +34,7 @@ function tempDir(): string {
   return dir;
 }
 
-const open = (dataDir: string) => openDatabase({ dataDir, log: silentLogger });
+const open = (dataDir: string) => openDatabase({ dataDir, log: silentLogger, pglite: bunPgliteFiles });
 
 async function organizationIds(dataDir: string): Promise<string[]> {
   const db = await open(dataDir);
@@ -160,6 +163,61 @@ describe("embedded database: one process per DATA_DIR", () => {
   });
 });
 
+/** Whether this machine can start a process in a pid namespace of its own (root, util-linux). */
+const unshareWorks = (() => {
+  try {
+    const r = Bun.spawnSync(["unshare", "--pid", "--fork", "--mount-proc", "true"]);
+    return r.exitCode === 0;
+  } catch {
+    return false;
+  }
+})();
+
+/** The command prefix that runs a process in a new pid namespace, where it is pid 1. */
+const NEW_PID_NAMESPACE = ["unshare", "--pid", "--fork", "--mount-proc"];
+
+/** The pid, seen from here, of the process `unshare` started (pid 1 of its namespace). */
+function childOf(pid: number): number {
+  const children = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/);
+  return Number(children[0]);
+}
+
+describe.skipIf(!unshareWorks)("embedded database: one process per DATA_DIR across pid namespaces", () => {
+  test("two processes that cannot see each other's pids (both pid 1): the second is refused", async () => {
+    const dir = tempDir();
+    const env = { DATA_DIR: join(dir, "data"), PORT: "0" };
+    const command = [...NEW_PID_NAMESPACE, process.execPath, MAIN];
+    const first = spawnService(["serve"], { env, command });
+    const url = await first.listening();
+    const firstLock = JSON.parse(readFileSync(join(env.DATA_DIR, "voice-service.lock"), "utf8"));
+    expect(firstLock.pid).toBe(1);
+
+    // The second is pid 1 too, in a namespace of its own: the first's pid means nothing to it.
+    const second = spawnService(["migrate"], { env, command });
+    expect(await second.exited).not.toBe(0);
+    expect(second.output()).toContain(`DATA_DIR ${env.DATA_DIR} is in use by process 1`);
+    // Nor does a process in this namespace take it, where pid 1 is someone else.
+    const third = spawnService(["migrate"], { env });
+    expect(await third.exited).not.toBe(0);
+    expect(third.output()).toContain(`DATA_DIR ${env.DATA_DIR} is in use by process 1`);
+
+    expect((await fetch(`${url}/api/openapi.json`)).status).toBe(200);
+    expect(JSON.parse(readFileSync(join(env.DATA_DIR, "voice-service.lock"), "utf8")).owner).toBe(
+      firstLock.owner,
+    );
+
+    // The first crashes (kill -9 of its pid 1); once its heartbeat is stale, the next start takes over
+    // at once. (Its heartbeat is aged here rather than waited for.)
+    process.kill(childOf(first.pid), "SIGKILL");
+    await first.exited;
+    const stale = new Date(Date.now() - 60_000);
+    utimesSync(join(env.DATA_DIR, "voice-service.lock"), stale, stale);
+    const next = spawnService(["migrate"], { env, command });
+    expect(await next.exited).toBe(0);
+    expect(existsSync(join(env.DATA_DIR, "voice-service.lock"))).toBe(false);
+  }, 60_000);
+});
+
 describe("embedded database: first start", () => {
   async function expectUsable(dataDir: string) {
     const db = await open(dataDir);
@@ -173,12 +231,16 @@ describe("embedded database: first start", () => {
     const dataDir = join(tempDir(), "data");
     const child = spawnService(["migrate"], { env: { DATA_DIR: dataDir } });
     let staging: string | undefined;
-    while (!staging && child.proc.exitCode === null) {
-      staging = existsSync(dataDir)
-        ? readdirSync(dataDir).find((n) => n.startsWith("pgdata.init-"))
-        : undefined;
-      if (!staging) await Bun.sleep(1);
-    }
+    await waitUntil(
+      "the initialisation folder, or the end of the process",
+      () => {
+        staging = existsSync(dataDir)
+          ? readdirSync(dataDir).find((n) => n.startsWith("pgdata.init-"))
+          : undefined;
+        return staging !== undefined || child.proc.exitCode !== null;
+      },
+      { stepMs: 1 },
+    );
     child.proc.kill("SIGKILL");
     await child.exited;
     expect(staging).toBe(`pgdata.init-${child.pid}`);
@@ -299,7 +361,7 @@ describe("embedded database: transport", () => {
   });
 
   test("one connection at a time: a second is refused, not interleaved; the next one after a close starts clean", async () => {
-    const embedded = await openEmbedded(join(tempDir(), "data"), silentLogger);
+    const embedded = await openEmbedded(join(tempDir(), "data"), silentLogger, bunPgliteFiles);
     const connect = () =>
       postgres({ socket: () => embedded.connect(), max: 1, onnotice: () => {} } as postgres.Options<
         Record<string, never>
@@ -335,7 +397,7 @@ describe("embedded database: transport", () => {
   });
 
   test("a cancel request or a malformed message closes that wire with an error and leaves the session alone", async () => {
-    const embedded = await openEmbedded(join(tempDir(), "data"), silentLogger);
+    const embedded = await openEmbedded(join(tempDir(), "data"), silentLogger, bunPgliteFiles);
     const sql = postgres({ socket: () => embedded.connect(), max: 1, onnotice: () => {} } as postgres.Options<
       Record<string, never>
     >);
@@ -380,7 +442,7 @@ describe("embedded database: transport", () => {
   });
 
   test("a connection that ends inside a transaction leaves no transaction behind", async () => {
-    const embedded = await openEmbedded(join(tempDir(), "data"), silentLogger);
+    const embedded = await openEmbedded(join(tempDir(), "data"), silentLogger, bunPgliteFiles);
     const connect = (sessionName: string) =>
       postgres({
         socket: () => embedded.connect(),

@@ -64,12 +64,12 @@ describe("migrate: concurrent runners on one fresh PostgreSQL database", () => {
   });
 });
 
-describe("upgrading a database that has webhook endpoints and events (0015_webhook_modes)", () => {
+describe("upgrading a database that has webhook endpoints and events (0020_webhook_modes)", () => {
   test("existing endpoints become live and enabled; events get the agent of their object", async () => {
     const url = await freshDatabase();
     const db = postgres(url, { max: 2, onnotice: () => {} });
     try {
-      const upTo = migrations.findIndex((m) => m.name === "0015_webhook_modes");
+      const upTo = migrations.findIndex((m) => m.name === "0020_webhook_modes");
       expect(upTo).toBeGreaterThan(0);
       await migrate(db, undefined, migrations.slice(0, upTo));
       const now = new Date();

@@ -1,5 +1,6 @@
 import { join } from "node:path";
 import type { Subprocess } from "bun";
+import { waitUntil } from "../helpers/wait.ts";
 
 /** Runs the service (from the sources, or an executable) as a child process, as an operator would. */
 
@@ -10,6 +11,8 @@ export interface ServiceProcess {
   pid: number;
   /** stdout and stderr so far. */
   output(): string;
+  /** stdout alone so far (the JSON log lines). */
+  stdout(): string;
   /** Resolves with the first match of re in the output; rejects if the process exits first or on timeout. */
   waitFor(re: RegExp, timeoutMs?: number): Promise<RegExpMatchArray>;
   /** Waits for the "listening" log line and returns the URL it gives. */
@@ -31,31 +34,37 @@ export function spawnService(
     stderr: "pipe",
   });
   let text = "";
-  const pump = async (stream: ReadableStream<Uint8Array>) => {
+  let stdout = "";
+  const pump = async (stream: ReadableStream<Uint8Array>, isStdout: boolean) => {
     const decoder = new TextDecoder();
-    for await (const chunk of stream) text += decoder.decode(chunk, { stream: true });
+    for await (const chunk of stream) {
+      const piece = decoder.decode(chunk, { stream: true });
+      text += piece;
+      if (isStdout) stdout += piece;
+    }
   };
-  const pumped = Promise.all([pump(proc.stdout), pump(proc.stderr)]);
+  const pumped = Promise.all([pump(proc.stdout, true), pump(proc.stderr, false)]);
   let done = false;
   const exited = proc.exited.then(async (code) => {
     await pumped;
     done = true;
     return code;
   });
-  const waitFor = async (re: RegExp, timeoutMs = 20_000) => {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const match = text.match(re);
-      if (match) return match;
-      if (done) throw new Error(`process exited before ${re}:\n${text}`);
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${re}:\n${text}`);
-      await Bun.sleep(10);
-    }
-  };
+  const waitFor = (re: RegExp, timeoutMs = 20_000) =>
+    waitUntil(
+      () => `${re} in the output:\n${text}`,
+      () => {
+        const match = text.match(re);
+        if (!match && done) throw new Error(`process exited before ${re}:\n${text}`);
+        return match;
+      },
+      { timeoutMs, stepMs: 10 },
+    );
   return {
     proc,
     pid: proc.pid,
     output: () => text,
+    stdout: () => stdout,
     waitFor,
     listening: async (timeoutMs) => {
       const [, url] = await waitFor(/"msg":"listening","url":"([^"]+)"/, timeoutMs);

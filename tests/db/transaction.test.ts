@@ -9,7 +9,7 @@ let db: TestDatabase;
 beforeAll(async () => {
   db = await createTestDatabase();
   await db.sql`create table tx_probe (n integer primary key)`;
-}, 30_000);
+});
 afterAll(() => db.close());
 
 const count = async () => (await db.sql<{ n: number }[]>`select count(*)::int as n from tx_probe`)[0]!.n;

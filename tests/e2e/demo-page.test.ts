@@ -1,11 +1,9 @@
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { seedDemo } from "../../src/services/demo.ts";
 import { findSessionToken } from "../../src/services/sessionTokens.ts";
 import { createTestContext, type TestContext } from "../helpers/app.ts";
 
 /** The /demo page itself, in process (the browser run of it is in demo.test.ts). */
-
-setDefaultTimeout(60_000);
 
 let ctx: TestContext;
 beforeAll(async () => {

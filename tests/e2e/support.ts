@@ -157,6 +157,8 @@ export interface PageServer {
   page(path: string, html: string): string;
   /** Registers a served script (for `ServiceWidget.init(...)` calls under the strict CSP). */
   script(path: string, js: string): string;
+  /** Registers a served stylesheet (inline styles are refused by the CSP). */
+  style(path: string, css: string): string;
   stop(): Promise<void>;
 }
 
@@ -218,15 +220,23 @@ export function startPageServer(serviceUrl: string): PageServer {
       pages.set(path, { body: js, type: "text/javascript; charset=utf-8" });
       return `${origin}${path}`;
     },
+    style(path, css) {
+      pages.set(path, { body: css, type: "text/css; charset=utf-8" });
+      return `${origin}${path}`;
+    },
     stop: () => server.stop(true),
   };
 }
 
-/** A plain page in `lang` with a slot for the widget and the given tags at the end of the body. */
-export function pageHtml(opts: { lang?: string; tags: string }): string {
+/**
+ * A plain page in `lang` with a slot for the widget and the given tags at the end of the body;
+ * `styles` are served stylesheets linked after the page's own.
+ */
+export function pageHtml(opts: { lang?: string; tags: string; styles?: string[] }): string {
+  const links = ["/page.css", ...(opts.styles ?? [])].map((href) => `<link rel="stylesheet" href="${href}">`);
   return `<!doctype html>
 <html lang="${opts.lang ?? "en"}">
-<head><meta charset="utf-8"><title>Shop</title><link rel="stylesheet" href="/page.css"></head>
+<head><meta charset="utf-8"><title>Shop</title>${links.join("")}</head>
 <body>
 <main>
 <h1>Contact us</h1>
@@ -338,15 +348,6 @@ export function ensureScreenshotDir() {
 /** The web-call requests among `requests`. */
 export function webCallRequests(requests: string[], serviceUrl: string): string[] {
   return requests.filter((u) => u === `${serviceUrl}/api/v1/web-calls`);
-}
-
-/** Polls `check` until it holds (for conditions outside the page, such as recorded requests). */
-export async function until(check: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(10);
-  }
 }
 
 /** Milliseconds from the last click to the first `state` after it, in page time. */

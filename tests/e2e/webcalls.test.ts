@@ -1,6 +1,7 @@
-import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import type { Browser } from "playwright-core";
+import { waitUntil } from "../helpers/wait.ts";
 import {
   ADMIN_TOKEN,
   axeViolations,
@@ -31,8 +32,6 @@ import {
  * and the rate limit run on a second service, whose last test counts the requests made before it and
  * shows that the 7th is refused `rate_limited`.
  */
-
-setDefaultTimeout(60_000);
 
 let service: Service;
 let pages: PageServer;
@@ -126,14 +125,14 @@ describe("a simulated call", () => {
     expect(call.status).toBe(200);
     expect(await call.json()).toMatchObject({ id: callId, livemode: false });
     // On the server the call plays as a simulated call (SIMULATION_TIME_SCALE=0.02: within seconds).
-    const deadline = Date.now() + 30_000;
-    let status = "";
-    while (status !== "completed" && Date.now() < deadline) {
-      await Bun.sleep(100);
-      const res = await service.api(`/api/v1/calls/${callId}`, { key: service.demo.testSecretKey });
-      status = ((await res.json()) as { status: string }).status;
-    }
-    expect(status).toBe("completed");
+    await waitUntil(
+      "the simulated call to complete",
+      async () => {
+        const res = await service.api(`/api/v1/calls/${callId}`, { key: service.demo.testSecretKey });
+        return ((await res.json()) as { status: string }).status === "completed";
+      },
+      { timeoutMs: 30_000, stepMs: 100 },
+    );
 
     // The widget shows a simulated call for about a minute, then returns to idle by itself.
     await page.clock.runFor(61_000);

@@ -1,6 +1,7 @@
-import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
+import { waitUntil } from "../helpers/wait.ts";
 import {
   axeViolations,
   cspViolations,
@@ -14,7 +15,6 @@ import {
   startPageServer,
   startServiceAndBrowser,
   states,
-  until,
   waitForState,
   webCallRequests,
   widgetButton,
@@ -26,8 +26,6 @@ import {
  * and a screenshot of each state in both languages. Calls that reach POST /web-calls are in
  * webcalls.test.ts.
  */
-
-setDefaultTimeout(60_000);
 
 let service: Service;
 let pages: PageServer;
@@ -117,7 +115,11 @@ describe("before the first interaction", () => {
     expect(await states(page)).toEqual([]);
     // The first focus warms up: the media module is fetched, still no call request.
     await page.keyboard.press("Tab");
-    await until(() => requests.includes(`${service.url}/widget/v1/media.js`), "media.js");
+    await waitUntil(
+      "the request for media.js",
+      () => requests.includes(`${service.url}/widget/v1/media.js`),
+      { timeoutMs: 20_000 },
+    );
     expect(webCallRequests(requests, service.url)).toEqual([]);
   });
 
@@ -141,8 +143,16 @@ describe("before the first interaction", () => {
     expect(afterLoad.filter((u) => u.startsWith(service.url))).toEqual([`${service.url}/widget/v1.js`]);
     expect(afterLoad.some((u) => u.includes("/captcha/api.js"))).toBe(false);
     await widgetButton(r.page).hover();
-    await until(() => r.requests.includes(`${pages.origin}/captcha/api.js?render=site-key-e2e`), "api.js");
-    await until(() => r.requests.includes(`${service.url}/widget/v1/media.js`), "media.js");
+    await waitUntil(
+      "the request for the bot check's api.js",
+      () => r.requests.includes(`${pages.origin}/captcha/api.js?render=site-key-e2e`),
+      { timeoutMs: 20_000 },
+    );
+    await waitUntil(
+      "the request for media.js",
+      () => r.requests.includes(`${service.url}/widget/v1/media.js`),
+      { timeoutMs: 20_000 },
+    );
     expect(webCallRequests(r.requests, service.url)).toEqual([]);
   });
 });

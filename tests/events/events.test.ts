@@ -4,6 +4,7 @@ import { IdGenerator } from "../../src/ids.ts";
 import { type EventType, recordEvent, recordEvents } from "../../src/services/events.ts";
 import { createSecretKey } from "../../src/services/keys.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
+import { expectApiError } from "../helpers/errors.ts";
 
 /** GET /v1/events: the key's mode only, the type filter, the cursor convention. */
 
@@ -33,7 +34,7 @@ beforeAll(async () => {
     });
     recorded.push({ id, ...e });
   }
-}, 30_000);
+});
 afterAll(() => ctx.close());
 
 async function walk(key: string, query = "", limit = 3) {
@@ -147,13 +148,11 @@ describe("keys and scopes", () => {
       scopes: ["contacts:read", "webhooks:read"],
     });
     const denied = await ctx.request("/api/v1/events", { key: k.key });
-    expect(denied.status).toBe(403);
-    expect((await denied.json()).error.code).toBe("missing_scope");
+    await expectApiError(denied, 403, "missing_scope");
     const ok = await createSecretKey(c, seed.org.id, { mode: "test", scopes: ["events:read"] });
     expect((await ctx.request("/api/v1/events", { key: ok.key })).status).toBe(200);
     const none = await ctx.request("/api/v1/events");
-    expect(none.status).toBe(401);
-    expect((await none.json()).error.code).toBe("invalid_key");
+    await expectApiError(none, 401, "invalid_key");
   });
 });
 

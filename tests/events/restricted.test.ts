@@ -2,8 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createAgent } from "../../src/services/agents.ts";
 import { createSecretKey } from "../../src/services/keys.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
-import { until } from "../helpers/webhookReceiver.ts";
-import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
+import { waitUntil } from "../helpers/wait.ts";
 
 /**
  * A key restricted to some agents lists only the events whose object belongs to one of them (calls,
@@ -24,7 +23,7 @@ beforeAll(async () => {
   mineKey = (
     await createSecretKey(ctx.deps, seed.org.id, { mode: "test", scopes: ["*"], agentIds: [seed.agent.id] })
   ).key;
-}, SETUP_TIMEOUT_MS);
+});
 afterAll(() => ctx.close());
 
 async function events(key: string, query = ""): Promise<Json[]> {
@@ -49,14 +48,14 @@ async function playCall(agentId: string): Promise<string> {
   });
   expect(res.status).toBe(201);
   const { id } = await res.json();
-  await until(
+  await waitUntil(
     "the call's four events",
     async () => {
       const all = await events(seed.testKey, "");
       const mine = all.filter((e) => (e.data.id ?? e.data.callId) === id);
       return mine.length === 4 ? true : undefined;
     },
-    30_000,
+    { timeoutMs: 30_000 },
   );
   return id;
 }

@@ -17,6 +17,7 @@ import { type Database, openDatabase } from "../../src/db/engine/connection.ts";
 import { migrate } from "../../src/db/engine/migrate.ts";
 import { migrations } from "../../src/db/engine/migrations.ts";
 import { silentLogger } from "../../src/log.ts";
+import { bunPgliteFiles } from "../../src/runtime/bunFiles.ts";
 
 /** Which database the suite runs on: PostgreSQL (default) or the embedded one (TEST_DATABASE=embedded). */
 export const TEST_DATABASE = process.env.TEST_DATABASE === "embedded" ? "embedded" : "postgres";
@@ -35,7 +36,7 @@ export async function createTestDatabase(kind = TEST_DATABASE): Promise<TestData
   if (kind === "embedded") {
     const dir = mkdtempSync(join(tmpdir(), "vs-test-"));
     cpSync(await embeddedTemplate(), dir, { recursive: true });
-    const db = await openDatabase({ dataDir: dir, log: silentLogger });
+    const db = await openDatabase({ dataDir: dir, log: silentLogger, pglite: bunPgliteFiles });
     await migrate(db.sql);
     return {
       ...db,
@@ -79,9 +80,9 @@ let template: Promise<string> | undefined;
  * a fraction of that. So every embedded test database starts as a copy of a migrated template, kept in
  * the temporary folder under a name derived from the migrations and the PGlite version: a change to
  * either builds a new one. Built under a private name and renamed into place, so parallel runs never see
- * half a template.
+ * half a template. A copy of the folder is a DATA_DIR a server process can start on at once.
  */
-function embeddedTemplate(): Promise<string> {
+export function embeddedTemplate(): Promise<string> {
   template ??= (async () => {
     const hash = createHash("sha256").update(pkg.dependencies["@electric-sql/pglite"]);
     for (const m of migrations) hash.update(`\0${m.name}\0${m.sql}`);
@@ -93,7 +94,7 @@ function embeddedTemplate(): Promise<string> {
     }
     pruneTemplates();
     const build = mkdtempSync(join(tmpdir(), `${TEMPLATE_PREFIX}build-`));
-    const db = await openDatabase({ dataDir: build, log: silentLogger });
+    const db = await openDatabase({ dataDir: build, log: silentLogger, pglite: bunPgliteFiles });
     await migrate(db.sql);
     await db.close();
     try {

@@ -144,42 +144,6 @@ export function documentedCodes(res: OpenApiResponse | undefined): string[] {
   return Object.keys(res?.content?.["application/json"]?.examples ?? {});
 }
 
-const REQUEST_ID = /^req_[0-9A-HJKMNP-TV-Z]{26}$/;
-
-/**
- * Checks the one error envelope and returns its code: JSON, `{error: {code, message, param?, requestId}}`
- * and nothing else, `requestId` equal to the X-Request-Id header, no stack trace.
- */
-export async function expectErrorEnvelope(res: Response): Promise<{ code: string; text: string }> {
-  const text = await res.text();
-  const problems: string[] = [];
-  if (!/^application\/json\b/.test(res.headers.get("content-type") ?? "")) problems.push("not JSON");
-  let body: { error?: Record<string, unknown> } = {};
-  try {
-    body = JSON.parse(text);
-  } catch {
-    problems.push("unparsable body");
-  }
-  const err = body.error ?? {};
-  if (Object.keys(body).join() !== "error") problems.push(`top-level keys ${Object.keys(body).join()}`);
-  const extra = Object.keys(err).filter((k) => !["code", "message", "param", "requestId"].includes(k));
-  if (extra.length) problems.push(`unexpected fields ${extra.join()}`);
-  if (typeof err.code !== "string" || typeof err.message !== "string") problems.push("code/message missing");
-  if ("param" in err && typeof err.param !== "string") problems.push("param not a string");
-  const header = res.headers.get("x-request-id");
-  if (typeof err.requestId !== "string" || !REQUEST_ID.test(err.requestId) || err.requestId !== header) {
-    problems.push(`requestId ${String(err.requestId)} vs X-Request-Id ${header}`);
-  }
-  if (looksLikeStackTrace(text)) problems.push("stack trace in body");
-  if (problems.length) throw new Error(`bad error envelope (${problems.join("; ")}): ${res.status} ${text}`);
-  return { code: err.code as string, text };
-}
-
-/** `    at fn (file.ts:1:2)` lines, or a source path with a line number. */
-export function looksLikeStackTrace(text: string): boolean {
-  return /\bat .*[(\s/]\S+\.(ts|js|mjs):\d+/.test(text) || /\n\s+at /.test(text);
-}
-
 /**
  * A route shaped like the product's write routes (path id, secret key with one scope, JSON body),
  * added to a test app before its first request. The cross-cutting tests run on it as well as on the

@@ -55,18 +55,3 @@ export function expectedSignature(secret: string, id: string, timestamp: string,
   const key = Buffer.from(secret.slice("whsec_".length), "base64");
   return `v1,${createHmac("sha256", key).update(`${id}.${timestamp}.${body}`).digest("base64")}`;
 }
-
-/** Polls `check` until it returns a value (event-driven tests on a loaded machine: generous bounds). */
-export async function until<T>(
-  what: string,
-  check: () => Promise<T | undefined> | T | undefined,
-  ms = 15_000,
-): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(20);
-  }
-}

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createAgent } from "../../src/services/agents.ts";
 import { createSecretKey, revokeSecretKey } from "../../src/services/keys.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
+import { expectApiError } from "../helpers/errors.ts";
 
 let ctx: TestContext;
 let seed: Awaited<ReturnType<typeof seedOrganization>>;
@@ -17,7 +18,21 @@ describe("GET /api/v1/agents", () => {
     const res = await ctx.request("/api/v1/agents", { key: seed.liveKey });
     expect(res.status).toBe(200);
     expect(res.headers.get("x-request-id")).toMatch(/^req_[0-9A-HJKMNP-TV-Z]{26}$/);
-    expect(await res.json()).toEqual({ agents: [{ id: seed.agent.id, name: "Reception", active: true }] });
+    expect(await res.json()).toEqual({
+      agents: [
+        {
+          id: seed.agent.id,
+          name: "Reception",
+          active: true,
+          language: "en",
+          instructions: null,
+          greeting: null,
+          knowledgeBaseIds: [],
+          livekitAgentName: null,
+          createdAt: seed.agent.createdAt,
+        },
+      ],
+    });
   });
 
   test("a key restricted to one agent sees only that agent", async () => {
@@ -39,10 +54,7 @@ describe("GET /api/v1/agents", () => {
     const unknown = `inf_live_${"A".repeat(43)}`;
     for (const key of [undefined, "garbage", unknown, revoked.key, seed.publishable.key]) {
       const res = await ctx.request("/api/v1/agents", key ? { key } : {});
-      expect(res.status).toBe(401);
-      const body = await res.json();
-      expect(body.error.code).toBe("invalid_key");
-      expect(body.error.requestId).toBe(res.headers.get("x-request-id"));
+      await expectApiError(res, 401, "invalid_key");
     }
   });
 
@@ -50,15 +62,13 @@ describe("GET /api/v1/agents", () => {
     const c = ctx.deps;
     const k = await createSecretKey(c, seed.org.id, { mode: "live", scopes: ["calls:read"] });
     const res = await ctx.request("/api/v1/agents", { key: k.key });
-    expect(res.status).toBe(403);
-    expect((await res.json()).error.code).toBe("missing_scope");
+    await expectApiError(res, 403, "missing_scope");
   });
 });
 
 describe("HTTP conventions", () => {
   test("unknown routes are JSON 404 not_found", async () => {
     const res = await ctx.request("/api/v1/nope");
-    expect(res.status).toBe(404);
-    expect((await res.json()).error.code).toBe("not_found");
+    await expectApiError(res, 404, "not_found");
   });
 });

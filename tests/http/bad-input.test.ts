@@ -1,15 +1,14 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { bodyLimit } from "../../src/http/body.ts";
 import { createTestContext, seedOrganization } from "../helpers/app.ts";
+import { expectApiError } from "../helpers/errors.ts";
 import {
   addFixtureWriteRoute,
   concretePath,
   type DocumentedOperation,
-  expectErrorEnvelope,
   FULL_ENV,
   fetchDocument,
   jsonBodyOf,
-  looksLikeStackTrace,
   operations,
   secretKeyScopes,
 } from "../helpers/openapi.ts";
@@ -71,12 +70,6 @@ async function send(
   return res;
 }
 
-async function expectCode(res: Response, status: number, code: string) {
-  const { code: actual, text } = await expectErrorEnvelope(res);
-  expect(`${res.status} ${actual}`).toBe(`${status} ${code}`);
-  expect(looksLikeStackTrace(text)).toBe(false);
-}
-
 /** A JSON object of exactly `size` bytes. */
 function jsonOfSize(size: number): string {
   const shell = '{"padding":""}';
@@ -111,7 +104,7 @@ describe.each(withBody.map((o) => [o.label, o] as const))("%s", (_label, o) => {
     ["a trailing comma", '{"agentId": "x",}'],
     ["an empty body", ""],
   ])("malformed JSON (%s) is 400 invalid_request", async (_name, body) => {
-    await expectCode(await send(o, body, json), 400, "invalid_request");
+    await expectApiError(await send(o, body, json), 400, "invalid_request");
   });
 
   test("a NUL character (\\u0000) in any string or key is 400 invalid_request naming where", async () => {
@@ -119,16 +112,39 @@ describe.each(withBody.map((o) => [o.label, o] as const))("%s", (_label, o) => {
       ['{"padding":{"deep":["x\\u0000y"]}}', "padding.deep.0"],
       ['{"pad\\u0000ding":1}', "pad\u0000ding"],
     ] as const) {
-      const res = await send(o, body, json);
-      const text = await res.clone().text();
-      await expectCode(res, 400, "invalid_request");
-      expect(JSON.parse(text).error.param).toBe(param);
+      await expectApiError(await send(o, body, json), 400, "invalid_request", { param });
     }
+  });
+
+  test("a body nested as deep as the size limit allows (a NUL at the bottom) is 400 naming where, nothing logged", async () => {
+    // 100,000 levels where the limit allows it (1 MiB), as many as fit in 64 KiB elsewhere.
+    const levels = Math.min(100_000, Math.floor((limit - 64) / 2));
+    const body = `{"padding":${"[".repeat(levels)}"\\u0000"${"]".repeat(levels)}}`;
+    const logged = ctx.logs.length;
+    const res = await send(o, body, json);
+    // The first array too deep is the 64th inside `padding` (the body itself is level 1).
+    const { error } = await expectApiError(res, 400, "invalid_request", {
+      param: `padding${".0".repeat(63)}`,
+    });
+    expect(error.message).toContain("64 levels");
+    expect(ctx.logs.slice(logged).filter((l) => JSON.parse(l).level === "error")).toEqual([]);
+  });
+
+  test("65 levels of objects, without a NUL, are 400 naming the first one too deep", async () => {
+    const body = `{"padding":${'{"a":'.repeat(64)}1${"}".repeat(64)}}`;
+    const res = await send(o, body, json);
+    await expectApiError(res, 400, "invalid_request", { param: `padding${".a".repeat(63)}` });
+  });
+
+  test("64 levels of nesting are not refused for their depth", async () => {
+    const body = `{"padding":${"[".repeat(63)}"x"${"]".repeat(63)}}`;
+    const res = await send(o, body, json);
+    expect(await res.clone().text()).not.toContain("64 levels");
   });
 
   test("bytes that are not UTF-8 are 400 invalid_request", async () => {
     const bytes = new Uint8Array([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xff, 0xfe, 0x22, 0x7d]);
-    await expectCode(await send(o, bytes, json), 400, "invalid_request");
+    await expectApiError(await send(o, bytes, json), 400, "invalid_request");
   });
 
   test.each([
@@ -138,18 +154,18 @@ describe.each(withBody.map((o) => [o.label, o] as const))("%s", (_label, o) => {
     ["no content type", {}],
   ])("a JSON body sent as %s is 415 unsupported_media_type", async (_name, headers) => {
     const res = await send(o, new TextEncoder().encode('{"agentId":"x"}'), headers);
-    await expectCode(res, 415, "unsupported_media_type");
+    await expectApiError(res, 415, "unsupported_media_type");
   });
 
   test(`a body over ${limit} bytes with Content-Length is 413 payload_too_large`, async () => {
     const body = jsonOfSize(limit + 1);
     const res = await send(o, body, { ...json, "content-length": String(body.length) });
-    await expectCode(res, 413, "payload_too_large");
+    await expectApiError(res, 413, "payload_too_large");
   });
 
   test(`a streamed body over ${limit} bytes without Content-Length is 413, cut off at the limit`, async () => {
     const { stream, counter } = streamed(limit * 16);
-    await expectCode(await send(o, stream, json), 413, "payload_too_large");
+    await expectApiError(await send(o, stream, json), 413, "payload_too_large");
     expect(counter.pulled).toBeLessThan(limit + 64 * 1024);
   });
 
@@ -169,7 +185,7 @@ describe.each(withBody.map((o) => [o.label, o] as const))("%s", (_label, o) => {
     const res = await send(o, body, json);
     // A route whose credential this test cannot forge may refuse it first; every other route reads the shape.
     if (res.status === 401 && !secretKeyScopes(o.op) && o.op.security?.length) return;
-    await expectCode(res, 400, "invalid_request");
+    await expectApiError(res, 400, "invalid_request");
   });
 });
 
@@ -181,14 +197,13 @@ describe("routes and failures outside the document", () => {
     ["GET", "/nope"],
   ])("%s %s is a JSON 404 not_found", async (method, path) => {
     const res = await ctx.request(path, { method, ...(method === "POST" ? { json: {} } : {}) });
-    expect(res.status).toBe(404);
-    expect((await expectErrorEnvelope(res)).code).toBe("not_found");
+    await expectApiError(res, 404, "not_found");
   });
 
   test("a method the path does not serve is a JSON error, not a 500", async () => {
     const res = await ctx.request("/api/v1/agents", { method: "DELETE", key: seed.liveKey });
-    expect([404, 405]).toContain(res.status);
-    expect(["not_found", "method_not_allowed"]).toContain((await expectErrorEnvelope(res)).code);
+    await expectApiError(res, 405, "method_not_allowed");
+    expect(res.headers.get("allow")).toBe("GET, HEAD");
   });
 });
 
@@ -196,9 +211,8 @@ describe("a bug in a handler", () => {
   test("is 500 internal_error without a stack trace, and is logged with the request id", async () => {
     for (const path of ["/api/v1/test-fixtures/boom", "/api/v1/test-fixtures/boom-value"]) {
       const res = await ctx.request(path);
-      expect(res.status).toBe(500);
-      const { code, text } = await expectErrorEnvelope(res);
-      expect(code).toBe("internal_error");
+      await expectApiError(res, 500, "internal_error");
+      const text = await res.text();
       expect(text).not.toContain("kaboom");
       expect(text).not.toContain("thrown string");
       expect(text).not.toContain(BOOM_SECRET);

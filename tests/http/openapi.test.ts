@@ -5,9 +5,9 @@ import { SCOPES } from "../../src/auth/scopes.ts";
 import { type ErrorCode, errorStatus } from "../../src/errors.ts";
 import { EVENT_TYPES, type EventType } from "../../src/services/events.ts";
 import { createTestContext } from "../helpers/app.ts";
+import { expectApiError } from "../helpers/errors.ts";
 import {
   documentedCodes,
-  expectErrorEnvelope,
   FULL_ENV,
   fetchDocument,
   jsonBodyOf,
@@ -206,7 +206,6 @@ describe("/api/docs", () => {
 
   test("an unknown asset is a JSON 404 not_found", async () => {
     const res = await ctx.request("/api/docs/assets/swagger-ui-bundle.000000000000.js");
-    expect(res.status).toBe(404);
-    expect((await expectErrorEnvelope(res)).code).toBe("not_found");
+    await expectApiError(res, 404, "not_found");
   });
 });

@@ -1,9 +1,11 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import net from "node:net";
 import type { Context } from "hono";
-import { type RunningServer, serve } from "../../src/runtime/bun.ts";
+import { serve } from "../../src/runtime/bun.ts";
+import type { RunningServer } from "../../src/runtime/runtime.ts";
 import { createTestContext, seedOrganization } from "../helpers/app.ts";
-import { addFixtureWriteRoute, expectErrorEnvelope } from "../helpers/openapi.ts";
+import { expectApiError } from "../helpers/errors.ts";
+import { addFixtureWriteRoute } from "../helpers/openapi.ts";
 
 /** The app behind the real Bun server, over TCP: what the tests through app.fetch cannot see. */
 
@@ -100,8 +102,7 @@ describe("the Bun server", () => {
     expect(ok.headers.get("x-request-id")).toMatch(/^req_[0-9A-HJKMNP-TV-Z]{26}$/);
     expect((await ok.json()).agents).toHaveLength(1);
     const refused = await fetch(`${base}/api/v1/agents`);
-    expect(refused.status).toBe(401);
-    expect((await expectErrorEnvelope(refused)).code).toBe("invalid_key");
+    await expectApiError(refused, 401, "invalid_key");
   });
 
   test("gives the app the socket's peer address, never a client header", async () => {
@@ -113,8 +114,7 @@ describe("the Bun server", () => {
 
   test("a thrown non-Error is a JSON 500, never the runtime's error page", async () => {
     const res = await fetch(`${base}/api/v1/test-fixtures/boom-value`);
-    expect(res.status).toBe(500);
-    expect((await expectErrorEnvelope(res)).code).toBe("internal_error");
+    await expectApiError(res, 500, "internal_error");
   });
 
   test.each([
@@ -127,10 +127,7 @@ describe("the Bun server", () => {
       `Authorization: Bearer ${seed.liveKey}\r\nContent-Type: application/json\r\n` +
       `${chunked ? "Transfer-Encoding: chunked" : `Content-Length: ${total}`}\r\n\r\n`;
     const res = await rawRequest(server.port, head, { total, chunked });
-    expect(res.status).toBe(413);
-    const body = JSON.parse(res.body);
-    expect(body.error.code).toBe("payload_too_large");
-    expect(body.error.requestId).toBe(res.headers["x-request-id"]!);
+    await expectApiError(new Response(res.body, res), 413, "payload_too_large");
   });
 
   test("logs one JSON line per request, with no query string and no secret", async () => {

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { CHUNK_MAX_CHARS, chunkText } from "../../src/services/documents.ts";
+import { CHUNK_MAX_CHARS, type Chunk, chunkText } from "../../src/services/documents.ts";
 import { createSecretKey } from "../../src/services/keys.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
-import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
+import { expectApiError } from "../helpers/errors.ts";
 
 /** POST /api/v1/knowledge-bases/{id}/documents: both modes, every refusal, and the chunking. */
 
@@ -14,7 +14,7 @@ beforeAll(async () => {
   ctx = await createTestContext();
   seed = await seedOrganization(ctx, { paidPlan: false });
   other = await seedOrganization(ctx);
-}, SETUP_TIMEOUT_MS);
+});
 afterAll(() => ctx.close());
 
 const upload = (key: string, json: unknown, kb = seed.kb.id) =>
@@ -30,16 +30,6 @@ async function readyEvents(key: string) {
   const res = await ctx.request("/api/v1/events?type=knowledge.document_ready&limit=100", { key });
   expect(res.status).toBe(200);
   return (await res.json()).data as { id: string; livemode: boolean; data: Record<string, unknown> }[];
-}
-
-/** 400 `invalid_request` naming `param`. */
-async function expectInvalid(res: Response, param: string) {
-  const body = await res.json();
-  expect({ status: res.status, code: body.error?.code, param: body.error?.param }).toEqual({
-    status: 400,
-    code: "invalid_request",
-    param,
-  });
 }
 
 const TEXT = [
@@ -127,8 +117,7 @@ describe("refusals", () => {
     for (const key of [seed.liveKey, seed.testKey]) {
       for (const kb of [other.kb.id, "kb_01JD8Y3M6W9Q2T4V5X7Z8A9B0C", "nope", seed.agent.id]) {
         const res = await upload(key, { title: "T", text: "x" }, kb);
-        expect(res.status).toBe(404);
-        expect((await res.json()).error.code).toBe("not_found");
+        await expectApiError(res, 404, "not_found");
       }
     }
     expect(await counts()).toEqual(before);
@@ -149,7 +138,7 @@ describe("refusals", () => {
     const before = await counts();
     for (const key of [seed.liveKey, seed.testKey]) {
       for (const [json, param] of cases) {
-        await expectInvalid(await upload(key, json), param);
+        await expectApiError(await upload(key, json), 400, "invalid_request", { param });
       }
     }
     expect(await counts()).toEqual(before);
@@ -162,7 +151,7 @@ describe("refusals", () => {
         [{ title: "T\u0000", text: "x" }, "title"],
         [{ title: "T", text: "a\u0000b" }, "text"],
       ] as const) {
-        await expectInvalid(await upload(key, json), param);
+        await expectApiError(await upload(key, json), 400, "invalid_request", { param });
       }
     }
     // An escaped backslash followed by "u0000" is ordinary text.
@@ -172,8 +161,7 @@ describe("refusals", () => {
 
   test("a body over 1 MiB is 413 payload_too_large; not JSON is 415", async () => {
     const res = await upload(seed.liveKey, { title: "T", text: "x".repeat(1024 * 1024) });
-    expect(res.status).toBe(413);
-    expect((await res.json()).error.code).toBe("payload_too_large");
+    await expectApiError(res, 413, "payload_too_large");
     const raw = await ctx.request(`/api/v1/knowledge-bases/${seed.kb.id}/documents`, {
       method: "POST",
       key: seed.liveKey,
@@ -189,8 +177,7 @@ describe("refusals", () => {
       scopes: ["contacts:write"],
     });
     const res = await upload(limited.key, { title: "T", text: "x" });
-    expect(res.status).toBe(403);
-    expect((await res.json()).error.code).toBe("missing_scope");
+    await expectApiError(res, 403, "missing_scope");
     const anonymous = await ctx.request(`/api/v1/knowledge-bases/${seed.kb.id}/documents`, {
       method: "POST",
       json: { title: "T", text: "x" },
@@ -199,19 +186,37 @@ describe("refusals", () => {
   });
 });
 
+const texts = (chunks: Chunk[]) => chunks.map((c) => c.text);
+
 describe("chunkText", () => {
   test("keeps paragraphs together while they fit, then sentences, then words; nothing lost", () => {
-    expect(chunkText("  one\n\ntwo  \n \n three ", 100)).toEqual(["one\n\ntwo\n\nthree"]);
-    expect(chunkText("aaaa bbbb\n\ncccc dddd", 10)).toEqual(["aaaa bbbb", "cccc dddd"]);
-    expect(chunkText("First one. Second one! Third?", 12)).toEqual(["First one.", "Second one!", "Third?"]);
-    expect(chunkText("alpha beta gamma delta", 11)).toEqual(["alpha beta", "gamma delta"]);
-    expect(chunkText("x".repeat(25), 10)).toEqual(["x".repeat(10), "x".repeat(10), "x".repeat(5)]);
+    expect(texts(chunkText("  one\n\ntwo  \n \n three ", 100))).toEqual(["one\n\ntwo\n\nthree"]);
+    expect(texts(chunkText("aaaa bbbb\n\ncccc dddd", 10))).toEqual(["aaaa bbbb", "cccc dddd"]);
+    expect(texts(chunkText("First one. Second one! Third?", 12))).toEqual([
+      "First one.",
+      "Second one!",
+      "Third?",
+    ]);
+    expect(texts(chunkText("alpha beta gamma delta", 11))).toEqual(["alpha beta", "gamma delta"]);
+    expect(texts(chunkText("x".repeat(25), 10))).toEqual(["x".repeat(10), "x".repeat(10), "x".repeat(5)]);
     expect(chunkText(" \n\n ")).toEqual([]);
+  });
+
+  test("each chunk says what joined it to the one before: a blank line, a space, or nothing inside a word", () => {
+    expect(chunkText("aaaa bbbb\n\ncccc dddd", 10).map((c) => c.separator)).toEqual(["", "\n\n"]);
+    expect(chunkText("First one. Second one! Third?", 12).map((c) => c.separator)).toEqual(["", " ", " "]);
+    expect(chunkText("x".repeat(25), 10).map((c) => c.separator)).toEqual(["", "", ""]);
+    const cut = chunkText(`intro\n\n${"y".repeat(15)} end`, 10);
+    expect(cut).toEqual([
+      { text: "intro", separator: "" },
+      { text: "y".repeat(10), separator: "\n\n" },
+      { text: "yyyyy end", separator: "" },
+    ]);
   });
 
   test("a long word of characters outside the BMP is cut between characters, never inside one", () => {
     const word = `a${"😀".repeat(600)}`;
-    const chunks = chunkText(word, 1000);
+    const chunks = texts(chunkText(word, 1000));
     expect(chunks.length).toBe(2);
     // encodeURIComponent throws on a lone surrogate, i.e. half a character.
     const wellFormed = (t: string) => {
@@ -226,14 +231,52 @@ describe("chunkText", () => {
     expect(chunks.join("")).toBe(word);
   });
 
-  test("every chunk is within the limit and the words come back in order", () => {
+  test("every chunk is within the limit, and the chunks joined by their separators give the text back", () => {
     const words = Array.from(
       { length: 5000 },
-      (_, i) => `w${i}${i % 17 === 0 ? "." : ""}${i % 101 === 0 ? "\n\n" : ""}`,
+      (_, i) =>
+        `w${i}${i % 17 === 0 ? "." : ""}${i % 101 === 0 ? "\n\n" : ""}${i % 211 === 0 ? "z".repeat(700) : ""}`,
     );
     const text = words.join(" ");
     const chunks = chunkText(text, 300);
-    expect(chunks.every((c) => c.length > 0 && c.length <= 300)).toBe(true);
-    expect(chunks.join(" ").split(/\s+/)).toEqual(text.split(/\s+/).filter(Boolean));
+    expect(chunks.every((c) => c.text.length > 0 && c.text.length <= 300)).toBe(true);
+    const normalized = text
+      .split(/\n\s*\n/)
+      .map((p) => p.replace(/\s+/g, " ").trim())
+      .filter(Boolean)
+      .join("\n\n");
+    expect(chunks.map((c) => c.separator + c.text).join("")).toBe(normalized);
+  });
+
+  test("Chinese and Japanese text is cut after 。！？ (no space follows them), never inside a sentence", () => {
+    const sentences = Array.from(
+      { length: 200 },
+      (_, i) => `第${i}句话讲营业时间和预约方法${"。！？"[i % 3]}`,
+    );
+    const text = sentences.join("");
+    expect(text.length).toBeGreaterThan(3000);
+    const chunks = chunkText(text);
+    expect(chunks.length).toBeGreaterThan(2);
+    for (const c of chunks) {
+      expect(c.text.length).toBeLessThanOrEqual(CHUNK_MAX_CHARS);
+      expect(c.text).toMatch(/[。！？]$/);
+    }
+    // Nothing between the sentences: the chunks joined give the text back exactly.
+    expect(chunks.map((c) => c.separator + c.text).join("")).toBe(text);
+    expect(chunks.slice(1).every((c) => c.separator === "")).toBe(true);
+    // Mixed with Latin text, and a space after 。 is kept.
+    expect(chunkText("日本語の文です。 English after. 終わり。", 10)).toEqual([
+      { text: "日本語の文です。", separator: "" },
+      { text: "English", separator: " " },
+      { text: "after.", separator: " " },
+      { text: "終わり。", separator: " " },
+    ]);
+  });
+
+  test("a CJK sentence longer than a chunk is still cut by length", () => {
+    const sentence = `${"长".repeat(2500)}。`;
+    const chunks = chunkText(`${sentence}短句。`);
+    expect(chunks.map((c) => c.text.length)).toEqual([1000, 1000, 504]);
+    expect(chunks.map((c) => c.separator + c.text).join("")).toBe(`${sentence}短句。`);
   });
 });

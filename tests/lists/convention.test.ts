@@ -28,7 +28,7 @@ const clock = new ManualClock("2026-11-21T09:30:00.000Z");
 beforeAll(async () => {
   ctx = await createTestContext({ clock });
   seed = await seedOrganization(ctx);
-}, 30_000);
+});
 afterAll(() => ctx.close());
 
 async function walk(path: string, key: string, limit: number) {

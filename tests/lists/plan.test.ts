@@ -31,7 +31,7 @@ beforeAll(async () => {
       }),
     );
   }
-}, 30_000);
+});
 afterAll(() => ctx.close());
 
 test("page 1 and a page after a cursor each run on a reused generic plan", async () => {
@@ -62,7 +62,7 @@ test("page 1 and a page after a cursor each run on a reused generic plan", async
     }
     const plans = await conn<{ statement: string; generic_plans: number; custom_plans: number }[]>`
       select statement, generic_plans::int, custom_plans::int from pg_prepared_statements
-      where statement like '%from "events"%limit 8%' and statement not like '%pg_prepared_statements%'`;
+      where statement like '%from "events"%n < 8%' and statement not like '%pg_prepared_statements%'`;
     expect(plans.length).toBe(2);
     for (const p of plans) {
       expect(p.generic_plans).toBeGreaterThan(0);

@@ -11,15 +11,3 @@ export function mint(
 ): Promise<Response> {
   return ctx.request("/api/v1/web-call-sessions", { method: "POST", ...(key ? { key } : {}), json, headers });
 }
-
-export async function errorOf(res: Response): Promise<{ status: number; code: string; param?: string }> {
-  const body = (await res.json()) as { error: { code: string; param?: string } };
-  return {
-    status: res.status,
-    code: body.error.code,
-    ...(body.error.param ? { param: body.error.param } : {}),
-  };
-}
-
-/** Creating an embedded database takes seconds on a busy machine: more than the default hook timeout. */
-export const SETUP_TIMEOUT_MS = 60_000;

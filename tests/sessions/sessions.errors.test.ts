@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createAgent } from "../../src/services/agents.ts";
 import { createSecretKey, revokeSecretKey } from "../../src/services/keys.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
-import { errorOf, mint, SETUP_TIMEOUT_MS } from "./helpers.ts";
+import { expectApiError, outcomeOf } from "../helpers/errors.ts";
+import { mint } from "./helpers.ts";
 
 let ctx: TestContext;
 let seed: Awaited<ReturnType<typeof seedOrganization>>;
@@ -12,7 +13,7 @@ beforeAll(async () => {
   ctx = await createTestContext();
   seed = await seedOrganization(ctx);
   other = await seedOrganization(ctx);
-}, SETUP_TIMEOUT_MS);
+});
 afterAll(() => ctx.close());
 
 /** A second agent of `orgId` and a key of `mode` restricted to it. */
@@ -45,8 +46,7 @@ describe("POST /api/v1/web-call-sessions: authentication and permissions", () =>
       `inf_live_${"A".repeat(43)}`,
     ]) {
       const res = await mint(ctx, key, { agentId: seed.agent.id });
-      const err = await errorOf(res);
-      expect(err).toEqual({ status: 401, code: "invalid_key" });
+      await expectApiError(res, 401, "invalid_key");
     }
   });
 
@@ -55,17 +55,12 @@ describe("POST /api/v1/web-call-sessions: authentication and permissions", () =>
       mode: "live",
       scopes: ["calls:read", "calls:write"],
     });
-    expect(await errorOf(await mint(ctx, k.key, { agentId: seed.agent.id }))).toEqual({
-      status: 403,
-      code: "missing_scope",
-    });
+    await expectApiError(await mint(ctx, k.key, { agentId: seed.agent.id }), 403, "missing_scope");
   });
 
   test("an unknown, malformed or foreign agent is 404 not_found with param agentId", async () => {
     for (const agentId of [`agt_${"0".repeat(26)}`, "agt_nope", "", "x".repeat(300), other.agent.id]) {
-      expect(await errorOf(await mint(ctx, seed.liveKey, { agentId }))).toEqual({
-        status: 404,
-        code: "not_found",
+      await expectApiError(await mint(ctx, seed.liveKey, { agentId }), 404, "not_found", {
         param: "agentId",
       });
     }
@@ -73,9 +68,7 @@ describe("POST /api/v1/web-call-sessions: authentication and permissions", () =>
 
   test("a key restricted to other agents is 403 agent_not_allowed; an allowed agent mints", async () => {
     const { second, k } = await keyRestrictedToNewAgent(seed.org.id, "test", ["webcalls:write"]);
-    expect(await errorOf(await mint(ctx, k.key, { agentId: seed.agent.id }))).toEqual({
-      status: 403,
-      code: "agent_not_allowed",
+    await expectApiError(await mint(ctx, k.key, { agentId: seed.agent.id }), 403, "agent_not_allowed", {
       param: "agentId",
     });
     expect((await mint(ctx, k.key, { agentId: second.id })).status).toBe(201);
@@ -84,10 +77,7 @@ describe("POST /api/v1/web-call-sessions: authentication and permissions", () =>
   test("a live key without an active paid plan is 403 plan_required and stores nothing; its test key mints", async () => {
     const s = await seedOrganization(ctx, { paidPlan: false });
     const before = await rowCount();
-    expect(await errorOf(await mint(ctx, s.liveKey, { agentId: s.agent.id }))).toEqual({
-      status: 403,
-      code: "plan_required",
-    });
+    await expectApiError(await mint(ctx, s.liveKey, { agentId: s.agent.id }), 403, "plan_required");
     expect(await rowCount()).toBe(before);
     expect((await mint(ctx, s.testKey, { agentId: s.agent.id })).status).toBe(201);
   });
@@ -96,7 +86,7 @@ describe("POST /api/v1/web-call-sessions: authentication and permissions", () =>
     const before = await rowCount();
     for (const key of [seed.liveKey, seed.testKey]) {
       for (const agentId of [`agt_${"0".repeat(26)}`, other.agent.id]) {
-        expect((await errorOf(await mint(ctx, key, { agentId }))).code).toBe("not_found");
+        await expectApiError(await mint(ctx, key, { agentId }), 404, "not_found", { param: "agentId" });
       }
     }
     expect(await rowCount()).toBe(before);
@@ -105,30 +95,28 @@ describe("POST /api/v1/web-call-sessions: authentication and permissions", () =>
   test("the agent is checked before the key's agents: with a restricted key an unknown or foreign agent is 404", async () => {
     const { k } = await keyRestrictedToNewAgent(seed.org.id, "live", ["webcalls:write"]);
     for (const agentId of [`agt_${"1".repeat(26)}`, other.agent.id]) {
-      expect(await errorOf(await mint(ctx, k.key, { agentId }))).toEqual({
-        status: 404,
-        code: "not_found",
-        param: "agentId",
-      });
+      await expectApiError(await mint(ctx, k.key, { agentId }), 404, "not_found", { param: "agentId" });
     }
-    expect((await errorOf(await mint(ctx, k.key, { agentId: seed.agent.id }))).code).toBe(
-      "agent_not_allowed",
-    );
+    await expectApiError(await mint(ctx, k.key, { agentId: seed.agent.id }), 403, "agent_not_allowed", {
+      param: "agentId",
+    });
   });
 
   test("without a paid plan: unknown agent 404 → key's agents 403 agent_not_allowed → 403 plan_required", async () => {
     const s = await seedOrganization(ctx, { paidPlan: false });
     const { second, k } = await keyRestrictedToNewAgent(s.org.id, "live", ["*"]);
-    const codes = [];
+    const outcomes = [];
     for (const agentId of [`agt_${"2".repeat(26)}`, s.agent.id, second.id]) {
-      codes.push((await errorOf(await mint(ctx, k.key, { agentId }))).code);
+      outcomes.push(await outcomeOf(await mint(ctx, k.key, { agentId })));
     }
-    expect(codes).toEqual(["not_found", "agent_not_allowed", "plan_required"]);
+    expect(outcomes).toEqual(["404 not_found", "403 agent_not_allowed", "403 plan_required"]);
   });
 
   test("the agent is checked before the plan: a foreign agent is 404 even without a paid plan", async () => {
     const s = await seedOrganization(ctx, { paidPlan: false });
-    expect((await errorOf(await mint(ctx, s.liveKey, { agentId: other.agent.id }))).code).toBe("not_found");
+    await expectApiError(await mint(ctx, s.liveKey, { agentId: other.agent.id }), 404, "not_found", {
+      param: "agentId",
+    });
   });
 });
 
@@ -165,10 +153,7 @@ describe("POST /api/v1/web-call-sessions: body validation", () => {
   for (const [name, body, param] of cases) {
     test(`${name} is 400 invalid_request${param ? ` with param ${param}` : ""}`, async () => {
       const before = await rowCount();
-      const err = await errorOf(await mint(ctx, seed.liveKey, body));
-      expect(err.status).toBe(400);
-      expect(err.code).toBe("invalid_request");
-      if (param !== undefined) expect(err.param).toBe(param);
+      await expectApiError(await mint(ctx, seed.liveKey, body), 400, "invalid_request", { param });
       expect(await rowCount()).toBe(before);
     });
   }
@@ -180,21 +165,21 @@ describe("POST /api/v1/web-call-sessions: body validation", () => {
       headers: { "content-type": "application/json" },
       body: "{agentId:",
     });
-    expect(await errorOf(bad)).toEqual({ status: 400, code: "invalid_request" });
+    await expectApiError(bad, 400, "invalid_request");
     const untyped = await ctx.request("/api/v1/web-call-sessions", {
       method: "POST",
       key: seed.liveKey,
       body: JSON.stringify({ agentId: seed.agent.id }),
     });
-    expect(await errorOf(untyped)).toEqual({ status: 415, code: "unsupported_media_type" });
+    await expectApiError(untyped, 415, "unsupported_media_type");
     const empty = await ctx.request("/api/v1/web-call-sessions", { method: "POST", key: seed.liveKey });
-    expect((await errorOf(empty)).code).toBe("invalid_request");
+    await expectApiError(empty, 400, "invalid_request", { param: "agentId" });
   });
 
   test("every error carries the request id of its X-Request-Id header", async () => {
     const res = await mint(ctx, seed.liveKey, { agentId: 1 });
-    const body = await res.json();
-    expect(body.error.requestId).toBe(res.headers.get("x-request-id"));
-    expect(body.error.message).toContain("agentId");
+    // expectApiError holds requestId to the X-Request-Id header.
+    const { error } = await expectApiError(res, 400, "invalid_request", { param: "agentId" });
+    expect(error.message).toContain("agentId");
   });
 });

@@ -3,7 +3,8 @@ import { ManualClock } from "../../src/clock.ts";
 import { updateOrganization } from "../../src/services/organizations.ts";
 import { findSessionToken, redeemSessionToken } from "../../src/services/sessionTokens.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
-import { errorOf, mint, SETUP_TIMEOUT_MS, TOKEN_RE } from "./helpers.ts";
+import { expectApiError } from "../helpers/errors.ts";
+import { mint, TOKEN_RE } from "./helpers.ts";
 
 let ctx: TestContext;
 let seed: Awaited<ReturnType<typeof seedOrganization>>;
@@ -12,7 +13,7 @@ const clock = new ManualClock("2026-11-21T09:30:00.000Z");
 beforeAll(async () => {
   ctx = await createTestContext({ clock });
   seed = await seedOrganization(ctx);
-}, SETUP_TIMEOUT_MS);
+});
 afterAll(() => ctx.close());
 
 const idem = (key: string) => ({ "Idempotency-Key": key });
@@ -69,10 +70,11 @@ describe("Idempotency-Key on POST /api/v1/web-call-sessions", () => {
       { agentId: seed.agent.id },
       { agentId: seed.agent.id, variables: { a: "1" } },
     ]) {
-      expect(await errorOf(await mint(ctx, seed.liveKey, body, idem("k-conflict")))).toEqual({
-        status: 409,
-        code: "idempotency_key_reused",
-      });
+      await expectApiError(
+        await mint(ctx, seed.liveKey, body, idem("k-conflict")),
+        409,
+        "idempotency_key_reused",
+      );
     }
   });
 
@@ -113,9 +115,9 @@ describe("Idempotency-Key on POST /api/v1/web-call-sessions", () => {
   test("only successful answers are kept: a refused request leaves the key free", async () => {
     const s = await seedOrganization(ctx, { paidPlan: false });
     const refused = await mint(ctx, s.liveKey, { agentId: s.agent.id }, idem("k-refused"));
-    expect((await errorOf(refused)).code).toBe("plan_required");
+    await expectApiError(refused, 403, "plan_required");
     const notFound = await mint(ctx, s.liveKey, { agentId: "agt_unknown" }, idem("k-refused"));
-    expect((await errorOf(notFound)).code).toBe("not_found");
+    await expectApiError(notFound, 404, "not_found", { param: "agentId" });
     await updateOrganization(ctx.deps, s.org.id, { paidPlan: true });
     const ok = await mint(
       ctx,
@@ -134,9 +136,7 @@ describe("Idempotency-Key on POST /api/v1/web-call-sessions", () => {
     for (const bad of ["", "k".repeat(256), "tab\there", "caf\u00e9", "bell\u0007"]) {
       const headers = new Headers({ "idempotency-key": bad });
       const res = await mint(ctx, seed.liveKey, { agentId: seed.agent.id }, Object.fromEntries(headers));
-      const err = await errorOf(res);
-      expect(err.status).toBe(400);
-      expect(err.code).toBe("invalid_request");
+      await expectApiError(res, 400, "invalid_request", { param: "idempotency-key" });
     }
     expect(await count("session_idempotency_keys")).toBe(before);
   });

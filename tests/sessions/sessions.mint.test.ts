@@ -4,7 +4,8 @@ import { ManualClock } from "../../src/clock.ts";
 import { createSecretKey } from "../../src/services/keys.ts";
 import { updateOrganization } from "../../src/services/organizations.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
-import { errorOf, mint, SETUP_TIMEOUT_MS, TOKEN_RE } from "./helpers.ts";
+import { expectApiError } from "../helpers/errors.ts";
+import { mint, TOKEN_RE } from "./helpers.ts";
 
 let ctx: TestContext;
 let seed: Awaited<ReturnType<typeof seedOrganization>>;
@@ -13,7 +14,7 @@ const clock = new ManualClock("2026-11-21T09:30:00.000Z");
 beforeAll(async () => {
   ctx = await createTestContext({ clock });
   seed = await seedOrganization(ctx);
-}, SETUP_TIMEOUT_MS);
+});
 afterAll(() => ctx.close());
 
 describe("POST /api/v1/web-call-sessions", () => {
@@ -125,13 +126,13 @@ describe("POST /api/v1/web-call-sessions", () => {
         method: "POST",
         json: { agentId: seed.agent.id },
       });
-      expect(await errorOf(res)).toEqual({ status: 401, code: "invalid_key" });
+      await expectApiError(res, 401, "invalid_key");
     }
   });
 
   test("the paid plan is read when minting: granting it lets a live key mint", async () => {
     const s = await seedOrganization(ctx, { paidPlan: false });
-    expect((await errorOf(await mint(ctx, s.liveKey, { agentId: s.agent.id }))).code).toBe("plan_required");
+    await expectApiError(await mint(ctx, s.liveKey, { agentId: s.agent.id }), 403, "plan_required");
     await updateOrganization(ctx.deps, s.org.id, { paidPlan: true });
     expect((await mint(ctx, s.liveKey, { agentId: s.agent.id })).status).toBe(201);
   });

@@ -4,10 +4,8 @@ import { claimDue, insertTimer, takeOwned, tryLockRunner, unlockRunner } from ".
 import type { TimerRunner } from "../../src/timers/runner.ts";
 import { databaseScheduler } from "../../src/timers/scheduler.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/db.ts";
-import { createFiresTable, fireCounts, registerFire, testRunner, waitFor } from "./support.ts";
-
-/** Creating a database (the embedded one above all) can be slow on a busy machine. */
-const SETUP_TIMEOUT = 60_000;
+import { waitUntil } from "../helpers/wait.ts";
+import { createFiresTable, fireCounts, registerFire, testRunner } from "./support.ts";
 
 let db: TestDatabase;
 const running: TimerRunner[] = [];
@@ -15,13 +13,13 @@ const running: TimerRunner[] = [];
 beforeAll(async () => {
   db = await createTestDatabase();
   await createFiresTable(db.sql);
-}, SETUP_TIMEOUT);
+});
 afterEach(async () => {
   for (const r of running.splice(0)) await r.stop();
   await db.sql`delete from test_fires`;
   await db.sql`delete from timers`;
 });
-afterAll(() => db.close(), SETUP_TIMEOUT);
+afterAll(() => db.close());
 
 function start(r: TimerRunner) {
   running.push(r);
@@ -33,7 +31,7 @@ describe("durable timers", () => {
     const r = registerFire(testRunner(db));
     await start(r);
     const { dueAt } = await r.schedule(db.sql, { kind: "test.fire", delayMs: 80, payload: { name: "a" } });
-    await waitFor(async () => (await fireCounts(db.sql)).get("a") === 1);
+    await waitUntil("timer a to fire", async () => (await fireCounts(db.sql)).get("a") === 1);
     const [row] = await db.sql<{ fired_at: Date }[]>`select fired_at from test_fires`;
     expect(row!.fired_at.getTime()).toBeGreaterThanOrEqual(dueAt.getTime());
     expect((await db.sql`select id from timers`).length).toBe(0);
@@ -51,14 +49,17 @@ describe("durable timers", () => {
     const leased = await db.sql`select id from timers where locked_by = ${a.runnerId}`;
     expect(leased.length).toBe(20);
     // Wait until they are all overdue: nobody fires them meanwhile.
-    await waitFor(async () => (await db.sql`select 1 from timers where due_at > now()`).length === 0);
+    await waitUntil(
+      "every timer to come due",
+      async () => (await db.sql`select 1 from timers where due_at > now()`).length === 0,
+    );
     await Bun.sleep(50);
     expect((await fireCounts(db.sql)).size).toBe(0);
 
     const b = registerFire(testRunner(db));
     const restarted = Date.now();
     await start(b);
-    await waitFor(async () => (await fireCounts(db.sql)).size === 20);
+    await waitUntil("the 20 timers to fire", async () => (await fireCounts(db.sql)).size === 20);
     // Overdue timers of a dead runner are taken over at once, not when its lease ends (30 s).
     expect(Date.now() - restarted).toBeLessThan(2000);
     await Bun.sleep(100);
@@ -83,7 +84,10 @@ describe("durable timers", () => {
         throw new Error("abort");
       })
       .catch(() => {});
-    await waitFor(async () => (await fireCounts(db.sql)).get("late-commit") === 1);
+    await waitUntil(
+      "the late-committed timer to fire",
+      async () => (await fireCounts(db.sql)).get("late-commit") === 1,
+    );
     await Bun.sleep(200);
     expect((await fireCounts(db.sql)).get("rolled-back")).toBeUndefined();
   });
@@ -94,7 +98,9 @@ describe("durable timers", () => {
     await r.schedule(db.sql, { kind: "test.fire", delayMs: 600, payload: { name: "far" } });
     const [row] = await db.sql<{ locked_by: number | null }[]>`select locked_by from timers`;
     expect(row!.locked_by).toBeNull();
-    await waitFor(async () => (await fireCounts(db.sql)).get("far") === 1, 3000);
+    await waitUntil("the far timer to fire", async () => (await fireCounts(db.sql)).get("far") === 1, {
+      timeoutMs: 3000,
+    });
   });
 
   test("a live runner's lease is respected until it ends, then taken over within its length", async () => {
@@ -112,7 +118,11 @@ describe("durable timers", () => {
       await start(b);
       await Bun.sleep(250);
       expect((await fireCounts(db.sql)).get("leased")).toBeUndefined();
-      await waitFor(async () => (await fireCounts(db.sql)).get("leased") === 1, 3000);
+      await waitUntil(
+        "the leased timer to fire once its lease ends",
+        async () => (await fireCounts(db.sql)).get("leased") === 1,
+        { timeoutMs: 3000 },
+      );
       expect(Date.now() - t0).toBeGreaterThanOrEqual(300);
       // The stuck runner's late attempt is fenced out by the epoch.
       const owned = await db.sql.begin((tx) => takeOwned(tx, stuck, claimed.timers));
@@ -153,7 +163,11 @@ describe("durable timers", () => {
       await a.schedule(db.sql, { kind: "test.fire", delayMs: i * 5, payload: { name: `a${i}` } });
       await b.schedule(db.sql, { kind: "test.fire", delayMs: i * 5, payload: { name: `b${i}` } });
     }
-    await waitFor(async () => (await fireCounts(db.sql)).size === n + 100, 20_000);
+    await waitUntil(
+      `all ${n + 100} timers to fire`,
+      async () => (await fireCounts(db.sql)).size === n + 100,
+      { timeoutMs: 20_000 },
+    );
     await Bun.sleep(200);
     const counts = await fireCounts(db.sql);
     expect(counts.size).toBe(n + 100);
@@ -171,7 +185,9 @@ describe("durable timers", () => {
     const r = registerFire(testRunner(db));
     await start(r);
     await databaseScheduler.schedule(db.sql, { kind: "test.fire", delayMs: 30, payload: { name: "plain" } });
-    await waitFor(async () => (await fireCounts(db.sql)).get("plain") === 1, 3000);
+    await waitUntil("the plain timer to fire", async () => (await fireCounts(db.sql)).get("plain") === 1, {
+      timeoutMs: 3000,
+    });
   });
 
   test("a cancelled timer never fires", async () => {
@@ -199,15 +215,18 @@ describe("durable timers", () => {
     await db.sql`
       insert into timers (kind, due_at, payload)
       select 'test.batch', now(), jsonb_build_object('name', 'b' || i) from generate_series(1, 20) i`;
-    await waitFor(async () => (await fireCounts(db.sql)).size === 20);
+    await waitUntil("the 20 timers to fire", async () => (await fireCounts(db.sql)).size === 20);
     expect(Math.max(...calls)).toBeGreaterThan(1);
     calls.length = 0;
     await db.sql`
       insert into timers (kind, due_at, payload)
       select 'test.batch', now(), jsonb_build_object('name', case when i = 3 then 'poison' else 'p' || i end)
       from generate_series(1, 6) i`;
-    await waitFor(async () => (await fireCounts(db.sql)).size === 25);
-    await waitFor(async () => (await db.sql`select 1 from timers where last_error = 'poison'`).length === 1);
+    await waitUntil("the 25 timers to fire", async () => (await fireCounts(db.sql)).size === 25);
+    await waitUntil(
+      "the poisoned timer's error to be recorded",
+      async () => (await db.sql`select 1 from timers where last_error = 'poison'`).length === 1,
+    );
     // The poisoned batch was rolled back whole, then each timer ran alone.
     expect(calls.filter((n) => n === 1).length).toBeGreaterThanOrEqual(6);
     expect([...(await fireCounts(db.sql)).values()].every((n) => n === 1)).toBe(true);
@@ -224,7 +243,10 @@ describe("durable timers", () => {
     const t0 = Date.now();
     await r.schedule(db.sql, { kind: "test.chain", delayMs: 0, payload: { n: 1 } });
     // Five links of 20 ms, far quicker than the 5 s poll: each was placed in the wheel directly.
-    await waitFor(async () => (await fireCounts(db.sql)).size === 5, 3000, 5);
+    await waitUntil("the 5 timers to fire", async () => (await fireCounts(db.sql)).size === 5, {
+      timeoutMs: 3000,
+      stepMs: 5,
+    });
     expect(Date.now() - t0).toBeLessThan(1500);
   });
 
@@ -258,7 +280,7 @@ describe("durable timers", () => {
       await db.sql`
         update timers set locked_by = ${other}, epoch = epoch + 1, locked_until = now() + interval '1 hour'
         where id = any(${stolen}::bigint[])`;
-      await waitFor(async () => (await fireCounts(db.sql)).size === 7);
+      await waitUntil("the 7 timers left to fire", async () => (await fireCounts(db.sql)).size === 7);
       await Bun.sleep(150);
       const counts = await fireCounts(db.sql);
       expect([...counts.keys()].sort()).toEqual(["b3", "b4", "b5", "b6", "b7", "b8", "b9"]);

@@ -1,10 +1,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import type { TimerRunner } from "../../src/timers/runner.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/db.ts";
-import { createFiresTable, fireCounts, registerFire, testRunner, waitFor } from "./support.ts";
-
-/** Creating a database (the embedded one above all) can be slow on a busy machine. */
-const SETUP_TIMEOUT = 60_000;
+import { waitUntil } from "../helpers/wait.ts";
+import { createFiresTable, fireCounts, registerFire, testRunner } from "./support.ts";
 
 let db: TestDatabase;
 const running: TimerRunner[] = [];
@@ -12,13 +10,13 @@ const running: TimerRunner[] = [];
 beforeAll(async () => {
   db = await createTestDatabase();
   await createFiresTable(db.sql);
-}, SETUP_TIMEOUT);
+});
 afterEach(async () => {
   for (const r of running.splice(0)) await r.stop();
   await db.sql`delete from test_fires`;
   await db.sql`delete from timers`;
 });
-afterAll(() => db.close(), SETUP_TIMEOUT);
+afterAll(() => db.close());
 
 function start(r: TimerRunner) {
   running.push(r);
@@ -40,8 +38,12 @@ describe("work after the commit", () => {
     });
     await start(r);
     await r.schedule(db.sql, { kind: "test.after", delayMs: 0 });
-    await waitFor(async () => (await fireCounts(db.sql)).get("after") === 1, 5000);
-    await waitFor(() => ran.length > 0, 2000);
+    await waitUntil(
+      "the timer to fire on its second attempt",
+      async () => (await fireCounts(db.sql)).get("after") === 1,
+      { timeoutMs: 5000 },
+    );
+    await waitUntil("the after-commit work to run", () => ran.length > 0, { timeoutMs: 2000 });
     // The first attempt rolled back: its insert and its after-commit work are gone; the retry ran both.
     expect(ran).toEqual(["attempt 2"]);
   });
@@ -70,14 +72,18 @@ describe("failing handlers", () => {
     );
     await start(r);
     await r.schedule(db.sql, { kind: "test.fire", delayMs: 0, payload: { name: "flaky" } });
-    await waitFor(async () => {
+    await waitUntil("the first failed attempt to be recorded", async () => {
       const [row] = await db.sql<{ attempts: number }[]>`select attempts from timers`;
       return row?.attempts === 1;
     });
     const [first] = await db.sql<{ attempts: number; last_error: string; status: string }[]>`
       select attempts, last_error, status from timers`;
     expect(first).toEqual({ attempts: 1, last_error: "carrier timeout #1", status: "pending" });
-    await waitFor(async () => (await fireCounts(db.sql)).get("flaky") === 1, 5000);
+    await waitUntil(
+      "the flaky timer to fire after two retries",
+      async () => (await fireCounts(db.sql)).get("flaky") === 1,
+      { timeoutMs: 5000 },
+    );
     expect(backoffs).toEqual([1, 2]);
     // Second retry waited for the second backoff (200 ms), which is longer than the first (100 ms).
     expect(attempts[1]! - attempts[0]!).toBeGreaterThanOrEqual(90);
@@ -96,7 +102,7 @@ describe("failing handlers", () => {
     });
     await start(r);
     await r.schedule(db.sql, { kind: "test.broken", delayMs: 0, payload: {} });
-    await waitFor(async () => {
+    await waitUntil("the timer to be marked failed", async () => {
       const [row] = await db.sql<{ status: string }[]>`select status from timers`;
       return row?.status === "failed";
     });
@@ -115,7 +121,7 @@ describe("failing handlers", () => {
     const r = testRunner(db, { backoff: () => 60_000 });
     await start(r);
     await r.schedule(db.sql, { kind: "nobody.handles.this", delayMs: 0, payload: {} });
-    await waitFor(async () => {
+    await waitUntil("the first failed attempt to be recorded", async () => {
       const [row] = await db.sql<{ attempts: number }[]>`select attempts from timers`;
       return row?.attempts === 1;
     });
@@ -131,8 +137,11 @@ describe("failing handlers", () => {
     for (let i = 0; i < 30; i++)
       await r.schedule(db.sql, { kind: "test.fire", delayMs: 50, payload: { name: `ok${i}` } });
     await r.schedule(db.sql, { kind: "test.fire", delayMs: 50, payload: { name: "bad" } });
-    await waitFor(async () => (await fireCounts(db.sql)).size === 30);
-    await waitFor(async () => (await db.sql`select 1 from timers where last_error is not null`).length === 1);
+    await waitUntil("the 30 timers to fire", async () => (await fireCounts(db.sql)).size === 30);
+    await waitUntil(
+      "the failing timer's error to be recorded",
+      async () => (await db.sql`select 1 from timers where last_error is not null`).length === 1,
+    );
     const counts = await fireCounts(db.sql);
     expect([...counts.values()].every((n) => n === 1)).toBe(true);
     const rows = await db.sql<{ last_error: string }[]>`select last_error from timers`;

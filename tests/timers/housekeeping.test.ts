@@ -13,7 +13,8 @@ import {
 import { WEB_CALL_RATE_LIMIT } from "../../src/services/rateLimit.ts";
 import { registerTimerHandlers } from "../../src/timerHandlers.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
-import { testRunner, waitFor } from "./support.ts";
+import { waitUntil } from "../helpers/wait.ts";
+import { testRunner } from "./support.ts";
 
 /**
  * Housekeeping: one periodic durable timer removes what has served its time (idempotency records,
@@ -79,7 +80,7 @@ describe("the housekeeping timer", () => {
     registerTimerHandlers(runner, { ...ctx.deps, timers: runner });
     await runner.start();
     try {
-      await waitFor(async () => {
+      await waitUntil("the pass to run and schedule the next one", async () => {
         const due = await pendingHousekeeping();
         return due.length === 1 && due[0]!.getTime() > Date.now() + HOUSEKEEPING_EVERY_MS / 2;
       });

@@ -33,15 +33,6 @@ export function registerFire(runner: TimerRunner, before?: (name: string) => Pro
   return runner;
 }
 
-export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs = 10_000, stepMs = 20) {
-  const until = Date.now() + timeoutMs;
-  while (Date.now() < until) {
-    if (await check()) return;
-    await Bun.sleep(stepMs);
-  }
-  throw new Error(`condition not met within ${timeoutMs} ms`);
-}
-
 export async function fireCounts(sql: Sql): Promise<Map<string, number>> {
   const rows = await sql<
     { name: string; n: number }[]

@@ -9,7 +9,6 @@ import { parseEnv } from "../../src/env.ts";
 import { housekeepingPass } from "../../src/services/housekeeping.ts";
 import { createTestContext, type TestContext } from "../helpers/app.ts";
 import { type FakeCaptcha, startFakeCaptcha } from "../helpers/fakeCaptcha.ts";
-import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
 
 let ctx: TestContext;
 let fake: FakeCaptcha;
@@ -19,7 +18,7 @@ const ORIGIN = "https://shop.example.com";
 beforeAll(async () => {
   fake = await startFakeCaptcha({ hostname: "shop.example.com" });
   ctx = await createTestContext({ clock, env: fake.env });
-}, SETUP_TIMEOUT_MS);
+});
 afterAll(async () => {
   await ctx.close();
   await fake.close();
@@ -267,7 +266,7 @@ describe("serve without RECAPTCHA_SECRET", () => {
     const warning = lines.map((l) => JSON.parse(l)).find((l) => l.level === "warn");
     expect(warning?.msg).toContain("RECAPTCHA_SECRET");
     expect(lines.some((l) => l.includes('"listening"'))).toBe(true);
-  }, 40_000);
+  });
 
   test("the environment parses an unset secret as undefined", () => {
     expect(parseEnv({}).RECAPTCHA_SECRET).toBeUndefined();

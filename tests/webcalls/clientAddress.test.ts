@@ -5,6 +5,7 @@ import {
   normalizeAddress,
   parseCidrs,
   parseIp,
+  rateLimitKey,
   resolveClientAddress,
   UNKNOWN_ADDRESS,
 } from "../../src/http/clientAddress.ts";
@@ -105,5 +106,22 @@ describe("resolveClientAddress", () => {
       }) as unknown as Parameters<typeof resolve>[0];
     expect(resolve(fakeContext("10.1.1.1", "198.51.100.7"))).toBe("198.51.100.7");
     expect(resolve(fakeContext("203.0.113.9", "198.51.100.7"))).toBe("203.0.113.9");
+  });
+});
+
+describe("rateLimitKey", () => {
+  test("IPv4 is counted by the address, IPv6 by its /64, IPv4-mapped IPv6 as the IPv4 address", () => {
+    const cases: [string, string][] = [
+      ["198.51.100.7", "198.51.100.7"],
+      ["::ffff:198.51.100.7", "198.51.100.7"],
+      ["::ffff:c633:6407", "198.51.100.7"],
+      ["2001:db8:1:2::1", "2001:db8:1:2::/64"],
+      ["2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::/64"],
+      ["2001:db8:1:3::1", "2001:db8:1:3::/64"],
+      ["2001:DB8:0:0:aaaa::1", "2001:db8::/64"],
+      ["::1", "::/64"],
+      [UNKNOWN_ADDRESS, UNKNOWN_ADDRESS],
+    ];
+    for (const [input, expected] of cases) expect([input, rateLimitKey(input)]).toEqual([input, expected]);
   });
 });

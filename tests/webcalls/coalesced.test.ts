@@ -2,10 +2,9 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { generateKey } from "../../src/auth/keys.ts";
 import { createAgent } from "../../src/services/agents.ts";
 import { hitRateLimit } from "../../src/services/rateLimit.ts";
+import { expectApiError, outcomeOf } from "../helpers/errors.ts";
 import { newId } from "../helpers/ids.ts";
-import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
 import {
-  codeOf,
   freshAddress,
   mintToken,
   type Seed,
@@ -28,7 +27,7 @@ let seed: Seed;
 beforeAll(async () => {
   w = await startWorld();
   seed = await seedOrganization(w.ctx);
-}, SETUP_TIMEOUT_MS);
+});
 afterAll(() => w.close());
 
 const N = 30;
@@ -54,7 +53,7 @@ describe("mints that arrive together", () => {
         w.ctx.request("/api/v1/web-call-sessions", { method: "POST", key: seed.testKey, json }),
       ),
     );
-    expect(await codeOf(responses[7]!)).toBe("404 not_found");
+    await expectApiError(responses[7]!, 404, "not_found", { param: "agentId" });
     const minted = await Promise.all(
       responses
         .filter((_, i) => i !== 7)
@@ -77,7 +76,7 @@ describe("mints that arrive together", () => {
 
     // Each token redeems, once.
     const started = await Promise.all(minted.map((sessionToken) => startCall(w.ctx, { sessionToken })));
-    expect((await Promise.all(started.map(codeOf))).every((c) => c === "201 ok")).toBe(true);
+    expect((await Promise.all(started.map(outcomeOf))).every((c) => c === "201 ok")).toBe(true);
   });
 });
 
@@ -108,7 +107,7 @@ describe("test-token redemptions that arrive together", () => {
       startCall(w.ctx, { sessionToken: limitedToken }, { address: limitedAddress }),
     ];
     const responses = await Promise.all(requests);
-    const codes = await Promise.all(responses.map(codeOf));
+    const codes = await Promise.all(responses.map(outcomeOf));
     expect(codes.slice(0, N)).toEqual(Array(N).fill("201 ok"));
     expect(codes.slice(N)).toEqual([
       "201 ok",
@@ -157,7 +156,7 @@ describe("test-token redemptions that arrive together", () => {
     expect(await transactionsOf("calls", callIds)).toBeLessThan(N);
 
     // Refused requests spent nothing: the idle agent's and the rate-limited tokens are still valid.
-    expect(await codeOf(await startCall(w.ctx, { sessionToken: limitedToken }))).toBe("201 ok");
+    expect(await outcomeOf(await startCall(w.ctx, { sessionToken: limitedToken }))).toBe("201 ok");
     const [idleRow] = await w.ctx.db.sql<{ spent_at: Date | null }[]>`
       select spent_at from session_tokens where agent_id = ${idle.id}`;
     expect(idleRow!.spent_at).toBeNull();
@@ -169,7 +168,7 @@ describe("test-token redemptions that arrive together", () => {
       Array.from({ length: 10 }, () => mintToken(w.ctx, seed.testKey, seed.agent.id)),
     );
     const requests = [...Array.from({ length: 20 }, () => shared), ...others].map((sessionToken) =>
-      startCall(w.ctx, { sessionToken }).then(codeOf),
+      startCall(w.ctx, { sessionToken }).then(outcomeOf),
     );
     const codes = await Promise.all(requests);
     expect(codes.slice(0, 20).filter((c) => c === "201 ok").length).toBe(1);

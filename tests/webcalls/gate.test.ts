@@ -4,14 +4,14 @@ import { defaultHook } from "../../src/app.ts";
 import { ManualClock } from "../../src/clock.ts";
 import type { Deps } from "../../src/deps.ts";
 import { parseEnv } from "../../src/env.ts";
-import { ApiError, type ErrorCode, errorResponse, onError } from "../../src/errors.ts";
+import { ApiError, type ErrorCode, errorResponse, errorStatus, onError } from "../../src/errors.ts";
 import type { AppEnv } from "../../src/http/appEnv.ts";
 import { BODY_LIMIT, jsonBody } from "../../src/http/body.ts";
 import { requestContext } from "../../src/http/requestId.ts";
 import { webCallGate } from "../../src/http/webCallGate.ts";
 import { registerListAgents } from "../../src/routes/agents/list.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
-import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
+import { expectApiError } from "../helpers/errors.ts";
 
 /**
  * The gate of `POST /api/v1/web-calls` (CORS, then the rate limit) on a throwaway app built in the same
@@ -51,7 +51,7 @@ beforeAll(async () => {
   seed = await seedOrganization(ctx);
   app = throwawayApp(ctx.deps);
   proxied = throwawayApp({ ...ctx.deps, env: parseEnv({ TRUST_PROXY: "10.0.0.0/8, fd00::/8" }) });
-}, SETUP_TIMEOUT_MS);
+});
 afterAll(() => ctx.close());
 
 function post(
@@ -109,10 +109,10 @@ describe("CORS on /api/v1/web-calls", () => {
       "origin_not_allowed",
       "agent_unavailable",
       "internal_error",
-    ]) {
+    ] as const) {
       const res = await post(app, "192.0.2.3", { origin: ORIGIN, body: JSON.stringify({ fail }) });
       expect(res.headers.get("access-control-allow-origin")).toBe(ORIGIN);
-      expect((await res.json()).error.code).toBe(fail);
+      await expectApiError(res, errorStatus[fail], fail);
     }
   });
 
@@ -163,15 +163,13 @@ describe("rate limit on /api/v1/web-calls", () => {
     expect(answers.map((r) => r.status)).toEqual([400, 415, 401, 400, 201, 201]);
     clock.advance(90_000);
     const limited = await post(app, peer, { origin: ORIGIN });
-    expect(limited.status).toBe(429);
-    expect((await limited.json()).error.code).toBe("rate_limited");
+    await expectApiError(limited, 429, "rate_limited");
     expect(limited.headers.get("retry-after")).toBe("510");
     expect(limited.headers.get("access-control-allow-origin")).toBe(ORIGIN);
     // Answers the route gives without counting (malformed, refused) are replaced by the 429 too.
     for (const opts of [{ body: "{oops" }, { body: JSON.stringify({ fail: "invalid_session_token" }) }]) {
       const res = await post(app, peer, { origin: ORIGIN, ...opts });
-      expect(res.status).toBe(429);
-      expect((await res.json()).error.code).toBe("rate_limited");
+      await expectApiError(res, 429, "rate_limited");
       expect(res.headers.get("retry-after")).toBe("510");
       expect(res.headers.get("access-control-allow-origin")).toBe(ORIGIN);
       expect(res.headers.get("x-request-id")).toMatch(/^req_/);
@@ -200,6 +198,37 @@ describe("rate limit on /api/v1/web-calls", () => {
       expect(res.status).toBe(201);
     }
     const res = await post(app, peer, { origin: ORIGIN, headers: { "x-forwarded-for": "198.51.100.99" } });
+    expect(res.status).toBe(429);
+  });
+
+  test("IPv6 visitors are counted per /64: new interface ids in one /64 share one budget", async () => {
+    for (let i = 1; i <= 6; i++) {
+      expect((await post(app, `2001:db8:60:1::${i.toString(16)}`, { origin: ORIGIN })).status).toBe(201);
+    }
+    const sameSlash64 = await post(app, "2001:db8:60:1:ffff:ffff:ffff:ffff", { origin: ORIGIN });
+    expect(sameSlash64.status).toBe(429);
+    expect((await sameSlash64.json()).error.code).toBe("rate_limited");
+    // The next /64 of the same /48 is another visitor.
+    expect((await post(app, "2001:db8:60:2::1", { origin: ORIGIN })).status).toBe(201);
+  });
+
+  test("an IPv4 visitor seen as IPv4-mapped IPv6 shares the IPv4 address's budget", async () => {
+    for (let i = 0; i < 6; i++) {
+      const peer = i % 2 ? "198.51.100.80" : "::ffff:198.51.100.80";
+      expect((await post(app, peer, { origin: ORIGIN })).status).toBe(201);
+    }
+    expect((await post(app, "::ffff:c633:6450", { origin: ORIGIN })).status).toBe(429);
+    expect((await post(app, "198.51.100.81", { origin: ORIGIN })).status).toBe(201);
+  });
+
+  test("behind a trusted IPv6 proxy the forwarded visitor is counted per /64", async () => {
+    for (let i = 1; i <= 6; i++) {
+      const res = await post(proxied, `fd00::${i}`, {
+        headers: { "x-forwarded-for": `2001:db8:61:1::${i}` },
+      });
+      expect(res.status).toBe(201);
+    }
+    const res = await post(proxied, "fd00::9", { headers: { "x-forwarded-for": "2001:db8:61:1::abcd" } });
     expect(res.status).toBe(429);
   });
 

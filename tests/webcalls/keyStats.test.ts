@@ -14,9 +14,8 @@ import { updateAgent } from "../../src/services/agents.ts";
 import { settleMinutes } from "../../src/services/minutes.ts";
 import { updateOrganization } from "../../src/services/organizations.ts";
 import { ADMIN_TOKEN, admin } from "../admin/support.ts";
-import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
+import { outcomeOf } from "../helpers/errors.ts";
 import {
-  codeOf,
   freshAddress,
   type Seed,
   seedOrganization,
@@ -34,7 +33,7 @@ let w: WebCallWorld;
 let tokens = 0;
 beforeAll(async () => {
   w = await startWorld({ env: { ADMIN_TOKEN } });
-}, SETUP_TIMEOUT_MS);
+});
 afterAll(() => w.close());
 
 const good = (score = 0.9) => w.captcha.token(`good-${++tokens}`, { score });
@@ -75,16 +74,16 @@ describe("what is counted", () => {
     attempt({ publishableKey: key(), captchaToken: good(0.2) }, "400 invalid_captcha");
     // Attempts with an unknown key are nobody's.
     attempt({ publishableKey: `inf_pub_${"0".repeat(43)}`, captchaToken: good() }, "401 invalid_key");
-    for (const [res, expected] of expectations) expect(await codeOf(await res)).toBe(expected);
+    for (const [res, expected] of expectations) expect(await outcomeOf(await res)).toBe(expected);
 
     // Then the organization loses its plan, and the agent its activity.
     await updateOrganization(w.ctx.deps, seed.org.id, { paidPlan: false });
-    expect(await codeOf(await startCall(w.ctx, { publishableKey: key(), captchaToken: good() }))).toBe(
+    expect(await outcomeOf(await startCall(w.ctx, { publishableKey: key(), captchaToken: good() }))).toBe(
       "403 plan_required",
     );
     await updateOrganization(w.ctx.deps, seed.org.id, { paidPlan: true });
     await updateAgent(w.ctx.deps, seed.agent.id, { active: false });
-    expect(await codeOf(await startCall(w.ctx, { publishableKey: key(), captchaToken: good() }))).toBe(
+    expect(await outcomeOf(await startCall(w.ctx, { publishableKey: key(), captchaToken: good() }))).toBe(
       "503 agent_unavailable",
     );
     await updateAgent(w.ctx.deps, seed.agent.id, { active: true });
@@ -134,11 +133,11 @@ describe("what is counted", () => {
               captchaToken: w.captcha.token(`nope-${++tokens}`, { success: false }),
             }
           : { publishableKey: org.publishable.key, captchaToken: good() };
-      codes.push(await codeOf(await startCall(w.ctx, json, { address })));
+      codes.push(await outcomeOf(await startCall(w.ctx, json, { address })));
     }
     // And one more with a revoked-looking (unknown) key from the same address: nobody's.
     codes.push(
-      await codeOf(
+      await outcomeOf(
         await startCall(
           w.ctx,
           { publishableKey: `inf_pub_${"1".repeat(43)}`, captchaToken: good() },

@@ -14,14 +14,13 @@ import {
 import { updateOrganization } from "../../src/services/organizations.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { newId } from "../helpers/ids.ts";
-import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
 
 let ctx: TestContext;
 const clock = new ManualClock("2026-11-21T09:30:00.000Z");
 
 beforeAll(async () => {
   ctx = await createTestContext({ clock });
-}, SETUP_TIMEOUT_MS);
+});
 afterAll(() => ctx.close());
 
 /** An organization and a publishable key with the given plan minutes and cap. */

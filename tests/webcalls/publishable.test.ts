@@ -3,9 +3,8 @@ import { updateAgent } from "../../src/services/agents.ts";
 import { revokePublishableKey } from "../../src/services/keys.ts";
 import { usedMinutes } from "../../src/services/minutes.ts";
 import { updateOrganization } from "../../src/services/organizations.ts";
-import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
+import { expectApiError, outcomeOf } from "../helpers/errors.ts";
 import {
-  codeOf,
   freshAddress,
   type Seed,
   seedOrganization,
@@ -14,7 +13,10 @@ import {
   type WebCallWorld,
 } from "./support.ts";
 
-/** POST /api/v1/web-calls with a publishable key (CONTRACT.md §4: the order of checks). */
+/**
+ * POST /api/v1/web-calls with a publishable key, and the order of its checks: rate limit → key →
+ * Origin in the key's list → bot check → paid plan → agent active → plan minutes → minute cap → start.
+ */
 
 let w: WebCallWorld;
 let seed: Seed;
@@ -23,7 +25,7 @@ let tokens = 0;
 beforeAll(async () => {
   w = await startWorld();
   seed = await seedOrganization(w.ctx, { cap: 100, planMinutes: 1000 });
-}, SETUP_TIMEOUT_MS);
+});
 afterAll(() => w.close());
 
 const c = () => w.ctx.deps;
@@ -69,7 +71,7 @@ describe("a publishable key from an allowed website", () => {
     expect(res.status).toBe(201);
     expect((await res.json()).maxSeconds).toBe(180);
     const res2 = await startCall(w.ctx, { publishableKey: org.publishable.key, captchaToken: good() });
-    expect(await codeOf(res2)).toBe("429 minute_cap_reached");
+    await expectApiError(res2, 429, "minute_cap_reached");
     const retry = Number(res2.headers.get("retry-after"));
     const now = new Date();
     const nextMonth = Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1);
@@ -81,7 +83,7 @@ describe("a publishable key from an allowed website", () => {
     const org = await seedOrganization(w.ctx, { cap: 25 });
     const codes = await Promise.all(
       Array.from({ length: 15 }, () =>
-        startCall(w.ctx, { publishableKey: org.publishable.key, captchaToken: good() }).then(codeOf),
+        startCall(w.ctx, { publishableKey: org.publishable.key, captchaToken: good() }).then(outcomeOf),
       ),
     );
     // 10 + 10 + 5 minutes: three calls, then the cap is used up.
@@ -97,14 +99,16 @@ describe("a publishable key from an allowed website", () => {
 describe("each refusal, in the order of checks", () => {
   test("a wrong, malformed or revoked key is 401 invalid_key", async () => {
     for (const key of [WRONG_KEY, "nope", "", seed.liveKey]) {
-      expect(await codeOf(await startCall(w.ctx, { publishableKey: key, captchaToken: good() }))).toBe(
-        "401 invalid_key",
+      await expectApiError(
+        await startCall(w.ctx, { publishableKey: key, captchaToken: good() }),
+        401,
+        "invalid_key",
       );
     }
     const org = await seedOrganization(w.ctx);
     await revokePublishableKey(c(), org.publishable.id);
     const res = await startCall(w.ctx, { publishableKey: org.publishable.key, captchaToken: good() });
-    expect(await codeOf(res)).toBe("401 invalid_key");
+    await expectApiError(res, 401, "invalid_key");
   });
 
   test("a wrong key from a wrong origin is 401 (the key comes first)", async () => {
@@ -113,7 +117,7 @@ describe("each refusal, in the order of checks", () => {
       { publishableKey: WRONG_KEY, captchaToken: bad() },
       { origin: "https://evil.example" },
     );
-    expect(await codeOf(res)).toBe("401 invalid_key");
+    await expectApiError(res, 401, "invalid_key");
     expect(res.headers.get("access-control-allow-origin")).toBe("https://evil.example");
   });
 
@@ -129,7 +133,7 @@ describe("each refusal, in the order of checks", () => {
       { publishableKey: seed.publishable.key, captchaToken: good() },
       { origin },
     );
-    expect(await codeOf(res)).toBe("403 origin_not_allowed");
+    await expectApiError(res, 403, "origin_not_allowed");
   });
 
   test("no Origin header is 403 origin_not_allowed", async () => {
@@ -138,7 +142,7 @@ describe("each refusal, in the order of checks", () => {
       { publishableKey: seed.publishable.key, captchaToken: good() },
       { origin: null },
     );
-    expect(await codeOf(res)).toBe("403 origin_not_allowed");
+    await expectApiError(res, 403, "origin_not_allowed");
   });
 
   test("a bad origin with a bad bot-check token is 403 (the origin comes before the bot check)", async () => {
@@ -148,7 +152,7 @@ describe("each refusal, in the order of checks", () => {
       { publishableKey: seed.publishable.key, captchaToken: bad() },
       { origin: "https://evil.example" },
     );
-    expect(await codeOf(res)).toBe("403 origin_not_allowed");
+    await expectApiError(res, 403, "origin_not_allowed");
     expect(w.captcha.requests.length).toBe(verified);
   });
 
@@ -162,7 +166,7 @@ describe("each refusal, in the order of checks", () => {
     const json: Record<string, unknown> = { publishableKey: seed.publishable.key };
     const t = token();
     if (t !== undefined) json.captchaToken = t;
-    expect(await codeOf(await startCall(w.ctx, json))).toBe("400 invalid_captcha");
+    await expectApiError(await startCall(w.ctx, json), 400, "invalid_captcha");
   });
 
   test("a bot-check token is accepted once", async () => {
@@ -170,33 +174,43 @@ describe("each refusal, in the order of checks", () => {
     expect(
       (await startCall(w.ctx, { publishableKey: seed.publishable.key, captchaToken: token })).status,
     ).toBe(201);
-    expect(
-      await codeOf(await startCall(w.ctx, { publishableKey: seed.publishable.key, captchaToken: token })),
-    ).toBe("400 invalid_captcha");
+    await expectApiError(
+      await startCall(w.ctx, { publishableKey: seed.publishable.key, captchaToken: token }),
+      400,
+      "invalid_captcha",
+    );
   });
 
   test("a failed bot check with no paid plan is 400 (the bot check comes before the plan)", async () => {
     const org = await seedOrganization(w.ctx, { paidPlan: false });
     const res = await startCall(w.ctx, { publishableKey: org.publishable.key, captchaToken: bad() });
-    expect(await codeOf(res)).toBe("400 invalid_captcha");
-    expect(
-      await codeOf(await startCall(w.ctx, { publishableKey: org.publishable.key, captchaToken: good() })),
-    ).toBe("403 plan_required");
+    await expectApiError(res, 400, "invalid_captcha");
+    await expectApiError(
+      await startCall(w.ctx, { publishableKey: org.publishable.key, captchaToken: good() }),
+      403,
+      "plan_required",
+    );
   });
 
   test("no paid plan with an inactive agent is 403 plan_required, then the agent is 503", async () => {
     const org = await seedOrganization(w.ctx, { paidPlan: false, agentActive: false });
     const key = org.publishable.key;
-    expect(await codeOf(await startCall(w.ctx, { publishableKey: key, captchaToken: good() }))).toBe(
-      "403 plan_required",
+    await expectApiError(
+      await startCall(w.ctx, { publishableKey: key, captchaToken: good() }),
+      403,
+      "plan_required",
     );
     await updateOrganization(c(), org.org.id, { paidPlan: true, planMinutes: 0 });
-    expect(await codeOf(await startCall(w.ctx, { publishableKey: key, captchaToken: good() }))).toBe(
-      "503 agent_unavailable",
+    await expectApiError(
+      await startCall(w.ctx, { publishableKey: key, captchaToken: good() }),
+      503,
+      "agent_unavailable",
     );
     await updateAgent(c(), org.agent.id, { active: true });
-    expect(await codeOf(await startCall(w.ctx, { publishableKey: key, captchaToken: good() }))).toBe(
-      "403 plan_minutes_exhausted",
+    await expectApiError(
+      await startCall(w.ctx, { publishableKey: key, captchaToken: good() }),
+      403,
+      "plan_minutes_exhausted",
     );
   });
 
@@ -206,7 +220,7 @@ describe("each refusal, in the order of checks", () => {
       insert into minute_usage (kind, subject_id, month, used_minutes)
       values ('key', ${org.publishable.id}, date_trunc('month', now() at time zone 'utc')::date, 1)`;
     const res = await startCall(w.ctx, { publishableKey: org.publishable.key, captchaToken: good() });
-    expect(await codeOf(res)).toBe("403 plan_minutes_exhausted");
+    await expectApiError(res, 403, "plan_minutes_exhausted");
   });
 
   test("a media-server failure is 502 call_start_failed and returns the reserved minutes", async () => {
@@ -218,52 +232,44 @@ describe("each refusal, in the order of checks", () => {
     } finally {
       w.liveKit.fail("CreateRoom", null);
     }
-    expect(await codeOf(res)).toBe("502 call_start_failed");
+    await expectApiError(res, 502, "call_start_failed");
     expect(res.headers.get("access-control-allow-origin")).toBe("https://shop.example.com");
     expect(
       await usedMinutes(w.ctx.deps.sql, w.ctx.deps.clock, { publishableKeyId: org.publishable.id }),
     ).toBe(0);
   });
 
-  test(
-    "with the bot check not configured, the publishable form is 400 invalid_captcha",
-    async () => {
-      const bare = await startWorld({ env: { RECAPTCHA_SECRET: "" } });
-      try {
-        const org = await seedOrganization(bare.ctx);
-        const token = bare.captcha.token("would-pass");
-        const res = await startCall(bare.ctx, { publishableKey: org.publishable.key, captchaToken: token });
-        expect(await codeOf(res)).toBe("400 invalid_captcha");
-        expect(bare.captcha.requests.length).toBe(0);
-      } finally {
-        await bare.close();
-      }
-    },
-    SETUP_TIMEOUT_MS,
-  );
+  test("with the bot check not configured, the publishable form is 400 invalid_captcha", async () => {
+    const bare = await startWorld({ env: { RECAPTCHA_SECRET: "" } });
+    try {
+      const org = await seedOrganization(bare.ctx);
+      const token = bare.captcha.token("would-pass");
+      const res = await startCall(bare.ctx, { publishableKey: org.publishable.key, captchaToken: token });
+      await expectApiError(res, 400, "invalid_captcha");
+      expect(bare.captcha.requests.length).toBe(0);
+    } finally {
+      await bare.close();
+    }
+  });
 
-  test(
-    "without a media server, the publishable form is 503 agent_unavailable",
-    async () => {
-      const bare = await startWorld({ liveKit: false });
-      try {
-        const org = await seedOrganization(bare.ctx);
-        const token = bare.captcha.token("passes");
-        const res = await startCall(bare.ctx, { publishableKey: org.publishable.key, captchaToken: token });
-        expect(await codeOf(res)).toBe("503 agent_unavailable");
-      } finally {
-        await bare.close();
-      }
-    },
-    SETUP_TIMEOUT_MS,
-  );
+  test("without a media server, the publishable form is 503 agent_unavailable", async () => {
+    const bare = await startWorld({ liveKit: false });
+    try {
+      const org = await seedOrganization(bare.ctx);
+      const token = bare.captcha.token("passes");
+      const res = await startCall(bare.ctx, { publishableKey: org.publishable.key, captchaToken: token });
+      await expectApiError(res, 503, "agent_unavailable");
+    } finally {
+      await bare.close();
+    }
+  });
 
   test.each([
-    ["a non-string key", { publishableKey: 1, captchaToken: "x" }],
-    ["a non-string bot-check token", { publishableKey: WRONG_KEY, captchaToken: true }],
-    ["a bot-check token alone", { captchaToken: "x" }],
-  ])("%s is 400 invalid_request", async (_name, json) => {
-    expect(await codeOf(await startCall(w.ctx, json))).toBe("400 invalid_request");
+    ["a non-string key", { publishableKey: 1, captchaToken: "x" }, "publishableKey"],
+    ["a non-string bot-check token", { publishableKey: WRONG_KEY, captchaToken: true }, "captchaToken"],
+    ["a bot-check token alone", { captchaToken: "x" }, "publishableKey"],
+  ])("%s is 400 invalid_request", async (_name, json, param) => {
+    await expectApiError(await startCall(w.ctx, json), 400, "invalid_request", { param });
   });
 });
 
@@ -286,7 +292,7 @@ describe("CORS and the rate limit", () => {
       expect(res.headers.get("access-control-allow-headers")?.toLowerCase()).toContain("content-type");
     }
     const res = await startCall(w.ctx, { publishableKey: WRONG_KEY, captchaToken: "x" }, { address });
-    expect(await codeOf(res)).toBe("401 invalid_key");
+    await expectApiError(res, 401, "invalid_key");
   });
 
   test("every request counts, malformed ones too; the 7th is 429 with Retry-After and CORS", async () => {
@@ -307,7 +313,7 @@ describe("CORS and the rate limit", () => {
       }),
     ];
     const first = await Promise.all(sent);
-    expect(await Promise.all(first.map(codeOf))).toEqual([
+    expect(await Promise.all(first.map(outcomeOf))).toEqual([
       "400 invalid_request",
       "400 invalid_request",
       "415 unsupported_media_type",
@@ -321,7 +327,7 @@ describe("CORS and the rate limit", () => {
       { publishableKey: seed.publishable.key, captchaToken: good() },
       { address },
     );
-    expect(await codeOf(res)).toBe("429 rate_limited");
+    await expectApiError(res, 429, "rate_limited");
     expect(Number(res.headers.get("retry-after"))).toBeGreaterThan(0);
     expect(Number(res.headers.get("retry-after"))).toBeLessThanOrEqual(600);
     expect(res.headers.get("access-control-allow-origin")).toBe("https://shop.example.com");
@@ -332,45 +338,59 @@ describe("CORS and the rate limit", () => {
   });
 });
 
+describe("an IPv6 visitor", () => {
+  test("the bot check gets the full address; the limit counts the visitor's /64", async () => {
+    const org = await seedOrganization(w.ctx, { cap: 100, planMinutes: 1000 });
+    const codes: string[] = [];
+    for (let i = 1; i <= 7; i++) {
+      const address = `2001:db8:77:1:${i}::${i}`;
+      const res = await startCall(
+        w.ctx,
+        { publishableKey: org.publishable.key, captchaToken: good() },
+        { address },
+      );
+      codes.push(await outcomeOf(res));
+      if (res.status === 201) expect(w.captcha.requests.at(-1)!.remoteip).toBe(address);
+    }
+    expect(codes).toEqual([...Array(6).fill("201 ok"), "429 rate_limited"]);
+  });
+});
+
 describe("behind a trusted proxy", () => {
-  test(
-    "the bot check and the rate limit see the forwarded address, and only from the proxy",
-    async () => {
-      const proxied = await startWorld({ env: { TRUST_PROXY: "10.0.0.0/8" } });
-      try {
-        const org = await seedOrganization(proxied.ctx);
-        const token = proxied.captcha.token("proxied-1");
-        const res = await startCall(
+  test("the bot check and the rate limit see the forwarded address, and only from the proxy", async () => {
+    const proxied = await startWorld({ env: { TRUST_PROXY: "10.0.0.0/8" } });
+    try {
+      const org = await seedOrganization(proxied.ctx);
+      const token = proxied.captcha.token("proxied-1");
+      const res = await startCall(
+        proxied.ctx,
+        { publishableKey: org.publishable.key, captchaToken: token },
+        { address: "10.1.2.3", headers: { "x-forwarded-for": "203.0.113.9, 10.9.9.9" } },
+      );
+      expect(res.status).toBe(201);
+      expect(proxied.captcha.requests.at(-1)!.remoteip).toBe("203.0.113.9");
+      // From a peer that is not a proxy, the header is ignored: the peer is the client.
+      const direct = proxied.captcha.token("direct-1");
+      await startCall(
+        proxied.ctx,
+        { publishableKey: org.publishable.key, captchaToken: direct },
+        { address: "192.0.2.77", headers: { "x-forwarded-for": "203.0.113.10" } },
+      );
+      expect(proxied.captcha.requests.at(-1)!.remoteip).toBe("192.0.2.77");
+      // Six more from the same forwarded visitor through the proxy: the 7th in all is refused.
+      const codes: string[] = [];
+      for (let i = 0; i < 6; i++) {
+        const r = await startCall(
           proxied.ctx,
-          { publishableKey: org.publishable.key, captchaToken: token },
-          { address: "10.1.2.3", headers: { "x-forwarded-for": "203.0.113.9, 10.9.9.9" } },
+          {},
+          { address: `10.0.0.${i + 1}`, headers: { "x-forwarded-for": "203.0.113.9" } },
         );
-        expect(res.status).toBe(201);
-        expect(proxied.captcha.requests.at(-1)!.remoteip).toBe("203.0.113.9");
-        // From a peer that is not a proxy, the header is ignored: the peer is the client.
-        const direct = proxied.captcha.token("direct-1");
-        await startCall(
-          proxied.ctx,
-          { publishableKey: org.publishable.key, captchaToken: direct },
-          { address: "192.0.2.77", headers: { "x-forwarded-for": "203.0.113.10" } },
-        );
-        expect(proxied.captcha.requests.at(-1)!.remoteip).toBe("192.0.2.77");
-        // Six more from the same forwarded visitor through the proxy: the 7th in all is refused.
-        const codes: string[] = [];
-        for (let i = 0; i < 6; i++) {
-          const r = await startCall(
-            proxied.ctx,
-            {},
-            { address: `10.0.0.${i + 1}`, headers: { "x-forwarded-for": "203.0.113.9" } },
-          );
-          codes.push(await codeOf(r));
-        }
-        expect(codes.slice(0, 5)).toEqual(Array(5).fill("400 invalid_request"));
-        expect(codes[5]).toBe("429 rate_limited");
-      } finally {
-        await proxied.close();
+        codes.push(await outcomeOf(r));
       }
-    },
-    SETUP_TIMEOUT_MS,
-  );
+      expect(codes.slice(0, 5)).toEqual(Array(5).fill("400 invalid_request"));
+      expect(codes[5]).toBe("429 rate_limited");
+    } finally {
+      await proxied.close();
+    }
+  });
 });

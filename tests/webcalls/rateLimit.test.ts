@@ -9,20 +9,19 @@ import {
   WEB_CALL_RATE_LIMIT,
 } from "../../src/services/rateLimit.ts";
 import { createTestContext, type TestContext } from "../helpers/app.ts";
-import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
 
 let ctx: TestContext;
 const clock = new ManualClock("2026-11-21T09:30:00.000Z");
 
 beforeAll(async () => {
   ctx = await createTestContext({ clock });
-}, SETUP_TIMEOUT_MS);
+});
 afterAll(() => ctx.close());
 
 const hit = (address: string, c = clock) => hitRateLimit(ctx.db.sql, c, address);
 
 describe("hitRateLimit: 6 per rolling 10 minutes per address", () => {
-  test("the rule of SPEC.md", () => {
+  test("the rule: at most 6 web calls per address in a rolling 10 minutes", () => {
     expect(WEB_CALL_RATE_LIMIT).toEqual({ bucket: "web_calls", limit: 6, windowSeconds: 600 });
   });
 

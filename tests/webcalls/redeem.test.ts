@@ -22,7 +22,6 @@ import { startWithSessionToken } from "../../src/services/webCalls.ts";
 import type { TimerScheduler } from "../../src/timers/scheduler.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { newId } from "../helpers/ids.ts";
-import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
 
 let ctx: TestContext;
 let seed: Awaited<ReturnType<typeof seedOrganization>>;
@@ -31,7 +30,7 @@ const clock = new ManualClock("2026-11-21T09:30:00.000Z");
 beforeAll(async () => {
   ctx = await createTestContext({ clock });
   seed = await seedOrganization(ctx, { planMinutes: 1000 });
-}, SETUP_TIMEOUT_MS);
+});
 afterAll(() => ctx.close());
 
 async function mintToken(
@@ -193,7 +192,7 @@ describe("withRedeemedSessionToken: the session form up to the start of the call
     expect(n!.n).toBe(0);
   });
 
-  test("the order of CONTRACT.md §4 composed: paid plan → agent → plan minutes, each refusal leaving the token valid", async () => {
+  test("the session form's checks composed in order: paid plan → agent → plan minutes, each refusal leaving the token valid", async () => {
     const s = await seedOrganization(ctx, { planMinutes: 0 });
     const token = await mintToken(s.liveKey, { agentId: s.agent.id });
     const c = { ...ctx.deps, clock };

@@ -2,9 +2,9 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { updateAgent } from "../../src/services/agents.ts";
 import { usedMinutes } from "../../src/services/minutes.ts";
 import { updateOrganization } from "../../src/services/organizations.ts";
-import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
+import { expectApiError, outcomeOf } from "../helpers/errors.ts";
+import { waitUntil } from "../helpers/wait.ts";
 import {
-  codeOf,
   freshAddress,
   jwtClaims,
   mintToken,
@@ -15,7 +15,11 @@ import {
   type WebCallWorld,
 } from "./support.ts";
 
-/** POST /api/v1/web-calls with a session token (SPEC.md "Session token", CONTRACT.md §4). */
+/**
+ * POST /api/v1/web-calls with a session token: single use, valid 5 minutes, no bot check and no
+ * website list; checked rate limit → token → paid plan (live only) → agent → plan minutes → start,
+ * and only a failure while starting spends the token.
+ */
 
 let w: WebCallWorld;
 let seed: Seed;
@@ -23,7 +27,7 @@ let seed: Seed;
 beforeAll(async () => {
   w = await startWorld({ timers: true });
   seed = await seedOrganization(w.ctx, { planMinutes: 1000 });
-}, SETUP_TIMEOUT_MS);
+});
 afterAll(() => w.close());
 
 const c = () => w.ctx.deps;
@@ -49,29 +53,29 @@ describe("a test session token", () => {
     expect(row!.variables).toEqual({ customer: "Ada" });
 
     // Plays as a simulated call (SIMULATION_TIME_SCALE 0.01): completed within seconds.
-    let status = "";
-    for (let i = 0; i < 100 && status !== "completed"; i++) {
-      await Bun.sleep(100);
-      status = (await (await w.ctx.request(`/api/v1/calls/${body.callId}`, { key: seed.testKey })).json())
-        .status;
-    }
-    expect(status).toBe("completed");
+    await waitUntil(
+      "the simulated call to complete",
+      async () =>
+        (await (await w.ctx.request(`/api/v1/calls/${body.callId}`, { key: seed.testKey })).json()).status ===
+        "completed",
+      { timeoutMs: 10_000, stepMs: 100 },
+    );
     expect(await usedMinutes(w.ctx.deps.sql, w.ctx.deps.clock, { organizationId: seed.org.id })).toBe(0);
-  }, 20_000);
+  });
 
   test("is spent by its call: a second use is 401 invalid_session_token", async () => {
     const token = await mintToken(w.ctx, seed.testKey, seed.agent.id);
     expect((await startCall(w.ctx, { sessionToken: token })).status).toBe(201);
-    expect(await codeOf(await startCall(w.ctx, { sessionToken: token }))).toBe("401 invalid_session_token");
+    await expectApiError(await startCall(w.ctx, { sessionToken: token }), 401, "invalid_session_token");
   });
 
   test("needs no paid plan but an active agent (503, token not spent)", async () => {
     const org = await seedOrganization(w.ctx, { paidPlan: false, planMinutes: 0 });
     const token = await mintToken(w.ctx, org.testKey, org.agent.id);
     await updateAgent(c(), org.agent.id, { active: false });
-    expect(await codeOf(await startCall(w.ctx, { sessionToken: token }))).toBe("503 agent_unavailable");
+    await expectApiError(await startCall(w.ctx, { sessionToken: token }), 503, "agent_unavailable");
     await updateAgent(c(), org.agent.id, { active: true });
-    expect(await codeOf(await startCall(w.ctx, { sessionToken: token }))).toBe("201 ok");
+    expect(await outcomeOf(await startCall(w.ctx, { sessionToken: token }))).toBe("201 ok");
   });
 });
 
@@ -117,18 +121,18 @@ describe("a live session token", () => {
     const [reservation] = await w.ctx.deps.sql`
       select reserved_minutes, publishable_key_id from minute_reservations where call_id = ${body.callId}`;
     expect(reservation).toEqual({ reserved_minutes: 10, publishable_key_id: null });
-    expect(await codeOf(await startCall(w.ctx, { sessionToken: token }))).toBe("401 invalid_session_token");
+    await expectApiError(await startCall(w.ctx, { sessionToken: token }), 401, "invalid_session_token");
   });
 
   test("refusals (plan, agent, plan minutes) leave the token valid", async () => {
     const org = await seedOrganization(w.ctx, { paidPlan: true, planMinutes: 0 });
     const token = await mintToken(w.ctx, org.liveKey, org.agent.id);
-    expect(await codeOf(await startCall(w.ctx, { sessionToken: token }))).toBe("403 plan_minutes_exhausted");
+    await expectApiError(await startCall(w.ctx, { sessionToken: token }), 403, "plan_minutes_exhausted");
     await updateOrganization(c(), org.org.id, { paidPlan: false, planMinutes: 5 });
-    expect(await codeOf(await startCall(w.ctx, { sessionToken: token }))).toBe("403 plan_required");
+    await expectApiError(await startCall(w.ctx, { sessionToken: token }), 403, "plan_required");
     await updateOrganization(c(), org.org.id, { paidPlan: true });
     await updateAgent(c(), org.agent.id, { active: false });
-    expect(await codeOf(await startCall(w.ctx, { sessionToken: token }))).toBe("503 agent_unavailable");
+    await expectApiError(await startCall(w.ctx, { sessionToken: token }), 503, "agent_unavailable");
     await updateAgent(c(), org.agent.id, { active: true });
     const res = await startCall(w.ctx, { sessionToken: token });
     expect(res.status).toBe(201);
@@ -145,8 +149,8 @@ describe("a live session token", () => {
     } finally {
       w.liveKit.fail("CreateDispatch", null);
     }
-    expect(await codeOf(res)).toBe("502 call_start_failed");
-    expect(await codeOf(await startCall(w.ctx, { sessionToken: token }))).toBe("401 invalid_session_token");
+    await expectApiError(res, 502, "call_start_failed");
+    await expectApiError(await startCall(w.ctx, { sessionToken: token }), 401, "invalid_session_token");
     // The call failed, its minutes went back, its room was removed and its timer dropped.
     const [call] = await w.ctx.deps.sql`
       select id, status from calls where direction = 'web' and livemode order by created_at desc, id desc limit 1`;
@@ -157,25 +161,19 @@ describe("a live session token", () => {
     expect(timers.length).toBe(0);
   });
 
-  test(
-    "without a media server configured, a live token is 503 agent_unavailable and stays valid",
-    async () => {
-      const bare = await startWorld({ liveKit: false });
-      try {
-        const org = await seedOrganization(bare.ctx);
-        const token = await mintToken(bare.ctx, org.liveKey, org.agent.id);
-        expect(await codeOf(await startCall(bare.ctx, { sessionToken: token }))).toBe(
-          "503 agent_unavailable",
-        );
-        const [row] = await bare.ctx.deps
-          .sql`select count(*)::int as n from session_tokens where spent_at is not null`;
-        expect(row!.n).toBe(0);
-      } finally {
-        await bare.close();
-      }
-    },
-    SETUP_TIMEOUT_MS,
-  );
+  test("without a media server configured, a live token is 503 agent_unavailable and stays valid", async () => {
+    const bare = await startWorld({ liveKit: false });
+    try {
+      const org = await seedOrganization(bare.ctx);
+      const token = await mintToken(bare.ctx, org.liveKey, org.agent.id);
+      await expectApiError(await startCall(bare.ctx, { sessionToken: token }), 503, "agent_unavailable");
+      const [row] = await bare.ctx.deps
+        .sql`select count(*)::int as n from session_tokens where spent_at is not null`;
+      expect(row!.n).toBe(0);
+    } finally {
+      await bare.close();
+    }
+  });
 });
 
 describe("the token itself", () => {
@@ -185,31 +183,31 @@ describe("the token itself", () => {
     ["empty", ""],
     ["a publishable key in its place", "inf_pub_0123456789012345678901234567890123456789012"],
   ])("%s is 401 invalid_session_token", async (_name, token) => {
-    expect(await codeOf(await startCall(w.ctx, { sessionToken: token }))).toBe("401 invalid_session_token");
+    await expectApiError(await startCall(w.ctx, { sessionToken: token }), 401, "invalid_session_token");
   });
 
   test("an expired token is 401 invalid_session_token", async () => {
     const token = await mintToken(w.ctx, seed.testKey, seed.agent.id);
     await w.ctx.deps
       .sql`update session_tokens set expires_at = now() - interval '1 second' where spent_at is null`;
-    expect(await codeOf(await startCall(w.ctx, { sessionToken: token }))).toBe("401 invalid_session_token");
+    await expectApiError(await startCall(w.ctx, { sessionToken: token }), 401, "invalid_session_token");
   });
 
   test("a token in the query string is ignored", async () => {
     const token = await mintToken(w.ctx, seed.testKey, seed.agent.id);
     const res = await startCall(w.ctx, {}, { query: `?sessionToken=${token}` });
-    expect(await codeOf(res)).toBe("400 invalid_request");
+    await expectApiError(res, 400, "invalid_request");
     expect((await startCall(w.ctx, { sessionToken: token })).status).toBe(201);
   });
 
   test.each([
-    ["a number", { sessionToken: 42 }],
-    ["null", { sessionToken: null }],
-    ["an unknown field", { sessionToken: "inf_wcs_x", extra: 1 }],
-    ["both forms", { sessionToken: "inf_wcs_x", publishableKey: "inf_pub_x", captchaToken: "t" }],
-    ["nothing", {}],
-  ])("a body with %s is 400 invalid_request", async (_name, json) => {
-    expect(await codeOf(await startCall(w.ctx, json))).toBe("400 invalid_request");
+    ["a number", { sessionToken: 42 }, "sessionToken"],
+    ["null", { sessionToken: null }, "sessionToken"],
+    ["an unknown field", { sessionToken: "inf_wcs_x", extra: 1 }, "extra"],
+    ["both forms", { sessionToken: "inf_wcs_x", publishableKey: "inf_pub_x", captchaToken: "t" }, undefined],
+    ["nothing", {}, undefined],
+  ])("a body with %s is 400 invalid_request", async (_name, json, param) => {
+    await expectApiError(await startCall(w.ctx, json), 400, "invalid_request", { param });
   });
 });
 
@@ -217,7 +215,7 @@ describe("concurrency and the rate limit", () => {
   test("20 parallel requests with one token from 20 addresses start exactly one call", async () => {
     const token = await mintToken(w.ctx, seed.liveKey, seed.agent.id);
     const results = await Promise.all(
-      Array.from({ length: 20 }, () => startCall(w.ctx, { sessionToken: token }).then(codeOf)),
+      Array.from({ length: 20 }, () => startCall(w.ctx, { sessionToken: token }).then(outcomeOf)),
     );
     expect(results.filter((r) => r === "201 ok").length).toBe(1);
     expect(results.filter((r) => r === "401 invalid_session_token").length).toBe(19);
@@ -229,7 +227,7 @@ describe("concurrency and the rate limit", () => {
     const responses = await Promise.all(
       Array.from({ length: 20 }, () => startCall(w.ctx, { sessionToken: token }, { address })),
     );
-    const codes = await Promise.all(responses.map(codeOf));
+    const codes = await Promise.all(responses.map(outcomeOf));
     expect(codes.filter((r) => r === "201 ok").length).toBe(1);
     expect(codes.filter((r) => r === "401 invalid_session_token").length).toBe(5);
     expect(codes.filter((r) => r === "429 rate_limited").length).toBe(14);
@@ -243,7 +241,7 @@ describe("concurrency and the rate limit", () => {
     const codes: string[] = [];
     for (let i = 0; i < 8; i++) {
       const res = await startCall(w.ctx, {}, { address, headers: { "x-forwarded-for": `203.0.113.${i}` } });
-      codes.push(await codeOf(res));
+      codes.push(await outcomeOf(res));
     }
     expect(codes.slice(0, 6)).toEqual(Array(6).fill("400 invalid_request"));
     expect(codes.slice(6)).toEqual(["429 rate_limited", "429 rate_limited"]);

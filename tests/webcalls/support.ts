@@ -74,11 +74,6 @@ export async function mintToken(
   return ((await res.json()) as { token: string }).token;
 }
 
-export async function codeOf(res: Response): Promise<string> {
-  const body = (await res.clone().json()) as { error?: { code: string } };
-  return `${res.status} ${body.error?.code ?? "ok"}`;
-}
-
 /** Decodes a JWT's payload (no verification: the fake media server verifies what it receives). */
 export function jwtClaims(jwt: string): Record<string, unknown> {
   const part = jwt.split(".")[1]!;

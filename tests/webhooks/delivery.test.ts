@@ -5,13 +5,8 @@ import { deliverWebhook, MAX_ATTEMPTS, WebhookSender } from "../../src/services/
 import { databaseScheduler } from "../../src/timers/scheduler.ts";
 import type { FiredTimer, HandlerContext } from "../../src/timers/types.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
-import {
-  expectedSignature,
-  startWebhookReceiver,
-  until,
-  type WebhookReceiver,
-} from "../helpers/webhookReceiver.ts";
-import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
+import { waitUntil } from "../helpers/wait.ts";
+import { expectedSignature, startWebhookReceiver, type WebhookReceiver } from "../helpers/webhookReceiver.ts";
 
 /**
  * Webhook delivery (CONTRACT.md §6) to a local receiver: Standard Webhooks signature, body, event-type
@@ -54,7 +49,7 @@ describe("with the timer runner", () => {
   beforeAll(async () => {
     ctx = await createTestContext({ timers: true, env: { WEBHOOK_ALLOW_PRIVATE_URLS: "true" } });
     seed = await seedOrganization(ctx);
-  }, SETUP_TIMEOUT_MS);
+  });
   afterAll(() => ctx.close());
 
   async function createContact(key: string) {
@@ -81,7 +76,7 @@ describe("with the timer runner", () => {
     const elsewhere = await createEndpoint(ctx, seed.liveKey, receiver.url("/calls"), ["call.started"]);
     for (const key of [seed.testKey, seed.liveKey]) {
       const event = await createContact(key);
-      const got = await until("the delivery", () =>
+      const got = await waitUntil("the delivery", () =>
         receiver.at("/contacts").find((r) => r.headers["webhook-id"] === event.id),
       );
       expect(JSON.parse(got.body)).toEqual(event);
@@ -92,7 +87,7 @@ describe("with the timer runner", () => {
         expectedSignature(subscribed.secret, event.id, timestamp, got.body),
       );
       expect(got.headers["content-type"]).toBe("application/json");
-      const delivery = await until("the recorded outcome", async () => {
+      const delivery = await waitUntil("the recorded outcome", async () => {
         const d = await deliveryOf(ctx, event.id, subscribed.id);
         return d?.status === "delivered" ? d : undefined;
       });
@@ -108,7 +103,7 @@ describe("with the timer runner", () => {
     receiver.script("/flaky", [500]);
     const endpoint = await createEndpoint(ctx, seed.liveKey, receiver.url("/flaky"), ["contact.created"]);
     const event = await createContact(seed.liveKey);
-    const failed = await until("the failed first attempt", async () => {
+    const failed = await waitUntil("the failed first attempt", async () => {
       const d = await deliveryOf(ctx, event.id, endpoint.id);
       return d?.last_status === 500 ? d : undefined;
     });
@@ -116,13 +111,13 @@ describe("with the timer runner", () => {
     const [retry] = await webhookTimers(ctx, failed.id);
     expect(retry!.due_in_ms).toBeGreaterThan(3_500);
     expect(retry!.due_in_ms).toBeLessThanOrEqual(5_000);
-    const delivered = await until(
+    const delivered = await waitUntil(
       "the retry",
       async () => {
         const d = await deliveryOf(ctx, event.id, endpoint.id);
         return d?.status === "delivered" ? d : undefined;
       },
-      9_000,
+      { timeoutMs: 9_000 },
     );
     expect(delivered).toMatchObject({ attempts: 2, last_status: 200, last_error: null });
     expect(receiver.at("/flaky").length).toBe(2);
@@ -142,7 +137,7 @@ describe("with the timer runner", () => {
       });
       await tx`delete from webhook_endpoints where id = ${endpoint.id}`;
     });
-    await until("the drop", async () => {
+    await waitUntil("the drop", async () => {
       const d = await deliveryOf(ctx, eventId, endpoint.id);
       return d?.status === "dropped" ? d : undefined;
     });
@@ -156,7 +151,7 @@ describe("one attempt at a time (no runner: the handler is called by the test)",
   beforeAll(async () => {
     ctx = await createTestContext({ env: { WEBHOOK_ALLOW_PRIVATE_URLS: "true" } });
     seed = await seedOrganization(ctx);
-  }, SETUP_TIMEOUT_MS);
+  });
   afterAll(() => ctx.close());
 
   /** Writes an event for one new endpoint at `path`; returns the delivery the trigger created. */
@@ -335,7 +330,7 @@ describe("one attempt at a time (no runner: the handler is called by the test)",
     for (const { delivery } of [first, second]) {
       for (const fn of await count(delivery.id, sender)) fn();
     }
-    await until("the first request", () => (receiver.at("/hang-slot-1").length === 1 ? true : undefined));
+    await waitUntil("the first request", () => (receiver.at("/hang-slot-1").length === 1 ? true : undefined));
     // The second waits in memory behind the only slot: nothing counted, held by a distant timer.
     expect(await deliveryOf(ctx, second.eventId, second.endpoint.id)).toMatchObject({ attempts: 0 });
     const [held] = await webhookTimers(ctx, second.delivery.id);

@@ -3,6 +3,7 @@ import { EVENT_TYPES } from "../../src/services/events.ts";
 import { createSecretKey } from "../../src/services/keys.ts";
 import { isPrivateHost, parseIPv6 } from "../../src/services/webhookUrls.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
+import { expectApiError } from "../helpers/errors.ts";
 
 /**
  * Webhook endpoint management: create (secret once), list (never the secret), delete, URL rules; each
@@ -17,7 +18,7 @@ beforeAll(async () => {
   ctx = await createTestContext();
   seed = await seedOrganization(ctx);
   other = await seedOrganization(ctx);
-}, 30_000);
+});
 afterAll(() => ctx.close());
 
 const create = (json: unknown, key = seed.liveKey, c = ctx) =>
@@ -117,14 +118,12 @@ describe("delete", () => {
       method: "DELETE",
       key: seed.liveKey,
     });
-    expect(again.status).toBe(404);
-    expect((await again.json()).error.code).toBe("not_found");
+    await expectApiError(again, 404, "not_found");
     expect((await list(seed.liveKey)).data.map((x) => x.id)).not.toContain(e.id);
     const cursor = await ctx.request(`/api/v1/webhook-endpoints?starting_after=${e.id}`, {
       key: seed.liveKey,
     });
-    expect(cursor.status).toBe(400);
-    expect((await cursor.json()).error.code).toBe("invalid_cursor");
+    await expectApiError(cursor, 400, "invalid_cursor", { param: "starting_after" });
   });
 
   test("another organization's endpoint, a malformed or unknown id: 404, nothing deleted", async () => {
@@ -134,8 +133,7 @@ describe("delete", () => {
         method: "DELETE",
         key: other.liveKey,
       });
-      expect(res.status).toBe(404);
-      expect((await res.json()).error.code).toBe("not_found");
+      await expectApiError(res, 404, "not_found");
     }
     expect((await list(seed.liveKey)).data.map((x) => x.id)).toContain(mine.id);
   });
@@ -181,14 +179,7 @@ describe("validation: 400 invalid_request with param", () => {
 
   test("refused URLs while private URLs are not allowed", async () => {
     for (const url of refused) {
-      const res = await create({ url });
-      const body = await res.json();
-      expect({ url, status: res.status, code: body.error?.code, param: body.error?.param }).toEqual({
-        url,
-        status: 400,
-        code: "invalid_request",
-        param: "url",
-      });
+      await expectApiError(await create({ url }), 400, "invalid_request", { param: "url", label: url });
     }
   });
 
@@ -219,13 +210,9 @@ describe("validation: 400 invalid_request with param", () => {
       [[], undefined],
     ];
     for (const [json, param] of cases) {
-      const res = await create(json);
-      const body = await res.json();
-      expect({ json, status: res.status, code: body.error?.code, param: body.error?.param }).toEqual({
-        json,
-        status: 400,
-        code: "invalid_request",
+      await expectApiError(await create(json), 400, "invalid_request", {
         param,
+        label: JSON.stringify(json),
       });
     }
   });
@@ -237,7 +224,7 @@ describe("WEBHOOK_ALLOW_PRIVATE_URLS=true", () => {
   beforeAll(async () => {
     dev = await createTestContext({ env: { WEBHOOK_ALLOW_PRIVATE_URLS: "true" } });
     devSeed = await seedOrganization(dev);
-  }, 30_000);
+  });
   afterAll(() => dev.close());
 
   test("http and private targets are accepted; other schemes still are not", async () => {
@@ -272,8 +259,7 @@ describe("keys and scopes", () => {
       method: "DELETE",
       key: reader.key,
     });
-    expect(byReader.status).toBe(403);
-    expect((await byReader.json()).error.code).toBe("missing_scope");
+    await expectApiError(byReader, 403, "missing_scope");
     for (const [method, path] of [
       ["GET", "/api/v1/webhook-endpoints"],
       ["POST", "/api/v1/webhook-endpoints"],
@@ -283,8 +269,7 @@ describe("keys and scopes", () => {
         method,
         json: method === "POST" ? { url: "https://x.example.com" } : undefined,
       });
-      expect(res.status).toBe(401);
-      expect((await res.json()).error.code).toBe("invalid_key");
+      await expectApiError(res, 401, "invalid_key");
     }
     const byWriter = await ctx.request(`/api/v1/webhook-endpoints/${id}`, {
       method: "DELETE",

@@ -3,8 +3,8 @@ import { type NewEvent, recordEvents } from "../../src/services/events.ts";
 import { WebhookSender } from "../../src/services/webhookDelivery.ts";
 import { registerTimerHandlers } from "../../src/timerHandlers.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
-import { startWebhookReceiver, until, type WebhookReceiver } from "../helpers/webhookReceiver.ts";
-import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
+import { waitUntil } from "../helpers/wait.ts";
+import { startWebhookReceiver, type WebhookReceiver } from "../helpers/webhookReceiver.ts";
 import { testRunner } from "../timers/support.ts";
 
 /**
@@ -36,7 +36,7 @@ beforeAll(async () => {
     });
     expect(res.status).toBe(201);
   }
-}, SETUP_TIMEOUT_MS);
+});
 afterAll(async () => {
   await ctx.close();
   receiver.stop();
@@ -69,14 +69,14 @@ describe("a dead receiver of one organization and another organization's deliver
     }
     // Every delivery has been looked at once: a few are in flight, some wait in A's queue, the rest
     // wait in the table for room in it. No timer is overdue any more.
-    await until(
+    await waitUntil(
       "the backlog to settle",
       async () => {
         const [row] = await ctx.deps.sql<{ due: number }[]>`
           select count(*)::int as due from timers where kind = 'webhook.deliver' and due_at <= now()`;
         return row!.due === 0 && receiver.at("/hang-a").length > 0 ? true : undefined;
       },
-      60_000,
+      { timeoutMs: 60_000 },
     );
     expect((await backlogOfA()).pending).toBe(BACKLOG);
   }, 90_000);
@@ -86,7 +86,7 @@ describe("a dead receiver of one organization and another organization's deliver
     for (let i = 0; i < 20; i++) {
       const sent = Date.now();
       const [id] = await recordEvents(ctx.deps.sql, ctx.deps, [contactCreated(b.org.id, i)]);
-      const got = await until("B's delivery", () =>
+      const got = await waitUntil("B's delivery", () =>
         receiver.at("/b").find((r) => r.headers["webhook-id"] === id),
       );
       lags.push(got.at - sent);
@@ -129,14 +129,14 @@ describe("a backlog larger than an organization's queue", () => {
         own.deps,
         Array.from({ length: 200 }, (_, i) => contactCreated(seed.org.id, i)),
       );
-      await until(
+      await waitUntil(
         "every delivery recorded",
         async () => {
           const [row] = await own.deps.sql<{ n: number }[]>`
             select count(*)::int as n from webhook_deliveries where status = 'delivered'`;
           return row!.n === 200 ? true : undefined;
         },
-        30_000,
+        { timeoutMs: 30_000 },
       );
       const ids = new Set(receiver.at("/small-queue").map((r) => r.headers["webhook-id"]));
       expect(ids.size).toBe(200);

@@ -3,14 +3,13 @@ import { createSecretKey } from "../../src/services/keys.ts";
 import { MAX_ENDPOINTS } from "../../src/services/webhookEndpoints.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { concretePath, fetchDocument, jsonBodyOf, operations } from "../helpers/openapi.ts";
+import { waitUntil } from "../helpers/wait.ts";
 import {
   expectedSignature,
   type Received,
   startWebhookReceiver,
-  until,
   type WebhookReceiver,
 } from "../helpers/webhookReceiver.ts";
-import { SETUP_TIMEOUT_MS } from "../sessions/helpers.ts";
 
 /**
  * Webhook endpoints per mode, managed: read one, change it, rotate its secret (both signatures for a
@@ -28,7 +27,7 @@ beforeAll(async () => {
   receiver = startWebhookReceiver();
   ctx = await createTestContext({ timers: true, env: { WEBHOOK_ALLOW_PRIVATE_URLS: "true" } });
   seed = await seedOrganization(ctx);
-}, SETUP_TIMEOUT_MS);
+});
 afterAll(async () => {
   await ctx.close();
   receiver.stop();
@@ -67,12 +66,12 @@ describe("which endpoints receive an event", () => {
     await createEndpoint(seed.liveKey, "/mode-disabled", { enabled: false });
     const testEvent = await contactEvent(seed.testKey);
     const liveEvent = await contactEvent(seed.liveKey);
-    await until("the live endpoint's two events", () =>
+    await waitUntil("the live endpoint's two events", () =>
       arrivals("/mode-live", testEvent.id).length && arrivals("/mode-live", liveEvent.id).length
         ? true
         : undefined,
     );
-    await until("the test endpoint's test event", () =>
+    await waitUntil("the test endpoint's test event", () =>
       arrivals("/mode-test", testEvent.id).length ? true : undefined,
     );
     // Give a wrongly routed delivery time to show up: the live event has reached the live endpoint.
@@ -146,7 +145,7 @@ describe("read, change, delete per mode", () => {
       insert into timers (kind, due_at, payload)
       select 'webhook.deliver', now(), jsonb_build_object('deliveryId', id) from webhook_deliveries
       where endpoint_id = ${e.id}`;
-    const log = await until("the drop", async () => {
+    const log = await waitUntil("the drop", async () => {
       const { body } = await call("GET", `/api/v1/webhook-endpoints/${e.id}/deliveries`, seed.liveKey);
       return body.data[0]?.status === "failed" ? body : undefined;
     });
@@ -173,7 +172,7 @@ describe("rotating the secret", () => {
 
     const signatures = async (): Promise<string[]> => {
       const event = await contactEvent(seed.liveKey);
-      const got: Received = await until("the delivery", () => arrivals("/rotate", event.id)[0]);
+      const got: Received = await waitUntil("the delivery", () => arrivals("/rotate", event.id)[0]);
       const timestamp = got.headers["webhook-timestamp"]!;
       const parts = got.headers["webhook-signature"]!.split(" ");
       return parts.map((p) =>
@@ -213,7 +212,7 @@ describe("the delivery log and redelivery", () => {
     const first = await contactEvent(seed.liveKey);
     const second = await contactEvent(seed.liveKey);
     const path = `/api/v1/webhook-endpoints/${e.id}/deliveries`;
-    const log = await until("both outcomes", async () => {
+    const log = await waitUntil("both outcomes", async () => {
       const { body } = await call("GET", path, seed.liveKey);
       // An attempt is counted as its request starts; its status comes with its outcome.
       return body.data.length === 2 && body.data.every((d: Json) => d.responseStatus !== null)
@@ -265,7 +264,7 @@ describe("the delivery log and redelivery", () => {
     const live = await createEndpoint(seed.liveKey, "/again-live", { events: ["contact.created"] });
     const test = await createEndpoint(seed.testKey, "/again-test", { events: ["contact.created"] });
     const event = await contactEvent(seed.testKey);
-    await until("the first deliveries", () =>
+    await waitUntil("the first deliveries", () =>
       arrivals("/again-live", event.id).length && arrivals("/again-test", event.id).length ? true : undefined,
     );
     const res = await call("POST", `/api/v1/events/${event.id}/redeliver`, seed.testKey);
@@ -276,7 +275,7 @@ describe("the delivery log and redelivery", () => {
     expect(targets).toContain(live.id);
     expect(targets).toContain(test.id);
     expect(res.body.deliveries.every((d: Json) => d.status === "pending" && d.attempt === 0)).toBe(true);
-    await until("the second deliveries", () =>
+    await waitUntil("the second deliveries", () =>
       arrivals("/again-live", event.id).length === 2 && arrivals("/again-test", event.id).length === 2
         ? true
         : undefined,

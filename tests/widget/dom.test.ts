@@ -72,7 +72,7 @@ describe("texts and announcements", () => {
     });
   }
 
-  test("the texts of SPEC.md and CONTRACT.md §7, word for word", () => {
+  test("the button labels and screen-reader announcements in English and French, word for word", () => {
     expect(TEXTS.en).toMatchObject({
       label: "Talk to the agent",
       connecting: "Connecting…",
@@ -190,12 +190,15 @@ describe("styles", () => {
   });
 
   test("page styles stop at the boundary, the focus ring is always drawn, the pulse stops for reduced motion", () => {
-    expect(CSS).toContain(":host{all:initial;");
+    // The host's declarations are !important: they win over the page's, even the page's !important.
+    expect(CSS).toMatch(/:host\{all:initial!important;[^}]*direction:ltr!important/);
+    expect(CSS).not.toMatch(/\d(em|rem)\b/);
     expect(CSS).toMatch(/button:focus[,{][^}]*outline:3px solid/);
     expect(CSS).not.toMatch(/outline:\s*(none|0)/);
     expect(CSS).toMatch(/@media \(prefers-reduced-motion:reduce\)\{\.dot\{animation:none!important\}\}/);
-    // Every selector is scoped to the shadow root: nothing targets html, body or the page.
-    expect(CSS).not.toMatch(/(^|[},])\s*(html|body|\*)\s*[{,]/);
+    // Every selector is scoped to the shadow root: nothing targets html, body or the page (a `*` in a
+    // shadow root's stylesheet matches the elements of that shadow tree only).
+    expect(CSS).not.toMatch(/(^|[},])\s*(html|body)\s*[{,]/);
   });
 
   test("text and background colours have a contrast of at least 4.5:1", () => {

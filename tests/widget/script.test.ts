@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Window } from "happy-dom";
 import { widgetAssets } from "../../src/widget/assets.ts";
+import { waitUntil } from "../helpers/wait.ts";
 import { FakeTrack, fakeStream } from "./harness.ts";
 
 let server: ReturnType<typeof Bun.serve>;
@@ -92,7 +93,7 @@ describe("the built script in a page", () => {
       states.push((e as unknown as CustomEvent).detail),
     );
     button.click();
-    for (let i = 0; i < 50 && states.length < 2; i++) await new Promise((r) => setTimeout(r, 10));
+    await waitUntil("two state changes", () => states.length >= 2, { stepMs: 10 });
     expect(states).toEqual([{ state: "connecting" }, { state: "in-call" }]);
     expect(button.textContent).toBe("Raccrocher");
     expect(posts.at(-1)).toEqual({ origin: "http://shop.example.com", body: { sessionToken: token } });
@@ -103,7 +104,7 @@ describe("the built script in a page", () => {
     // The token served its call: a new click is refused without a request.
     const before = posts.length;
     button.click();
-    for (let i = 0; i < 50 && states.length < 5; i++) await new Promise((r) => setTimeout(r, 10));
+    await waitUntil("five state changes", () => states.length >= 5, { stepMs: 10 });
     expect(states.at(-1)).toEqual({ state: "error", error: "invalid_session_token" });
     expect(posts.length).toBe(before);
     await window.happyDOM.close();

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { brotliDecompressSync, gunzipSync } from "node:zlib";
 import { chooseEncoding } from "../../src/http/contentNegotiation.ts";
 import { createTestContext, type TestContext } from "../helpers/app.ts";
+import { expectApiError } from "../helpers/errors.ts";
 
 let ctx: TestContext;
 beforeAll(async () => {
@@ -86,8 +87,7 @@ describe("GET /widget/v1.js and /widget/v1/media.js", () => {
 
   test("other paths under /widget are 404 in the error envelope", async () => {
     const res = await get("/widget/v2.js");
-    expect(res.status).toBe(404);
-    expect((await res.json()).error.code).toBe("not_found");
+    await expectApiError(res, 404, "not_found");
   });
 });
 

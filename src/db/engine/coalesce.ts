@@ -76,7 +76,12 @@ export function onePer<K extends object, V>(make: (owner: K) => V): (owner: K) =
 
 interface Waiting<I, O> {
   item: I;
+  /** Its keys, each once. */
   keys: readonly string[];
+  /** Arrival order. */
+  seq: number;
+  /** How many of its keys an earlier waiting item holds: it may go out when none does. */
+  blockers: number;
   resolve(value: O): void;
   reject(reason: unknown): void;
 }
@@ -85,8 +90,20 @@ export class Coalescer<I, O> {
   readonly #runOne: (item: I) => Promise<O>;
   readonly #runBatch: (items: I[]) => Promise<O[]>;
   readonly #options: CoalesceOptions<I>;
-  #waiting: Waiting<I, O>[] = [];
+  /**
+   * The waiting items free to go (no earlier waiting item shares a key), oldest first; the others wait
+   * in the queue of each key they share, and become free when the items before them leave. Forming a
+   * statement therefore costs what it takes, never a scan of everything waiting: a flood from one
+   * address is a long queue that each statement takes one item from.
+   */
+  readonly #ready = new MinHeap<Waiting<I, O>>(
+    (a, b) => a.seq < b.seq,
+    () => this.#examined++,
+  );
+  readonly #byKey = new Map<string, Queue<Waiting<I, O>>>();
+  #arrivals = 0;
   #inFlight = 0;
+  #examined = 0;
 
   /**
    * `runBatch` answers for every item, in order. `runOne` is what a single item runs: alone when
@@ -102,15 +119,32 @@ export class Coalescer<I, O> {
     this.#options = options;
   }
 
+  /** Steps spent deciding what goes in which statement (items queued, freed, taken; heap moves). */
+  get examined(): number {
+    return this.#examined;
+  }
+
   run(item: I): Promise<O> {
     return new Promise<O>((resolve, reject) => {
-      this.#waiting.push({ item, keys: this.#options.keys?.(item) ?? [], resolve, reject });
+      const keys = [...new Set(this.#options.keys?.(item) ?? [])];
+      const w: Waiting<I, O> = { item, keys, seq: this.#arrivals++, blockers: 0, resolve, reject };
+      for (const k of keys) {
+        this.#examined++;
+        let queue = this.#byKey.get(k);
+        if (!queue) {
+          queue = new Queue();
+          this.#byKey.set(k, queue);
+        }
+        if (queue.size > 0) w.blockers++;
+        queue.push(w);
+      }
+      if (w.blockers === 0) this.#ready.push(w);
       this.#pump();
     });
   }
 
   #pump(): void {
-    while (this.#inFlight < this.#options.maxInFlight && this.#waiting.length > 0) {
+    while (this.#inFlight < this.#options.maxInFlight && this.#ready.size > 0) {
       const batch = this.#take();
       this.#inFlight++;
       void this.#send(batch).finally(() => {
@@ -120,25 +154,26 @@ export class Coalescer<I, O> {
     }
   }
 
-  /** The oldest waiting items that fit in one statement, in arrival order; the others keep waiting. */
+  /**
+   * The oldest free items, at most `maxBatch`, in arrival order. The items they held back become free
+   * for the next statement only: two items sharing a key never go in the same one.
+   */
   #take(): Waiting<I, O>[] {
-    const { maxBatch, keys } = this.#options;
-    if (!keys || this.#waiting.length <= 1) return this.#waiting.splice(0, maxBatch);
     const taken: Waiting<I, O>[] = [];
-    const left: Waiting<I, O>[] = [];
-    const used = new Set<string>();
-    for (const w of this.#waiting) {
-      const itemKeys = w.keys;
-      if (taken.length < maxBatch && !itemKeys.some((k) => used.has(k))) {
-        taken.push(w);
-        for (const k of itemKeys) used.add(k);
-      } else {
-        left.push(w);
-        // An item left behind holds its keys too: a later item with the same key must not overtake it.
-        for (const k of itemKeys) used.add(k);
+    while (taken.length < this.#options.maxBatch && this.#ready.size > 0) {
+      this.#examined++;
+      taken.push(this.#ready.pop()!);
+    }
+    for (const w of taken) {
+      for (const k of w.keys) {
+        this.#examined++;
+        const queue = this.#byKey.get(k)!;
+        queue.shift();
+        const next = queue.peek();
+        if (next === undefined) this.#byKey.delete(k);
+        else if (--next.blockers === 0) this.#ready.push(next);
       }
     }
-    this.#waiting = left;
     return taken;
   }
 
@@ -169,5 +204,84 @@ export class Coalescer<I, O> {
         }
       }),
     );
+  }
+}
+
+/** First in, first out, in constant time per item (an array's shift moves every item after it). */
+class Queue<T> {
+  #items: (T | undefined)[] = [];
+  #head = 0;
+
+  get size(): number {
+    return this.#items.length - this.#head;
+  }
+
+  push(item: T): void {
+    this.#items.push(item);
+  }
+
+  peek(): T | undefined {
+    return this.#items[this.#head];
+  }
+
+  shift(): T | undefined {
+    const item = this.#items[this.#head];
+    this.#items[this.#head++] = undefined;
+    // Drop the consumed front once it is half the array: each item is moved at most once more.
+    if (this.#head * 2 >= this.#items.length) {
+      this.#items = this.#items.slice(this.#head);
+      this.#head = 0;
+    }
+    return item;
+  }
+}
+
+/** A binary heap: the least item first, in logarithmic time per push and pop. */
+class MinHeap<T> {
+  readonly #items: T[] = [];
+  readonly #less: (a: T, b: T) => boolean;
+  readonly #step: () => void;
+
+  /** `step` is told of each move, for the coalescer's count of its work. */
+  constructor(less: (a: T, b: T) => boolean, step: () => void) {
+    this.#less = less;
+    this.#step = step;
+  }
+
+  get size(): number {
+    return this.#items.length;
+  }
+
+  push(item: T): void {
+    const a = this.#items;
+    a.push(item);
+    let i = a.length - 1;
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (!this.#less(a[i]!, a[parent]!)) break;
+      this.#step();
+      [a[i], a[parent]] = [a[parent]!, a[i]!];
+      i = parent;
+    }
+  }
+
+  pop(): T | undefined {
+    const a = this.#items;
+    const top = a[0];
+    const last = a.pop();
+    if (a.length === 0 || last === undefined) return top;
+    a[0] = last;
+    let i = 0;
+    for (;;) {
+      const l = 2 * i + 1;
+      const r = l + 1;
+      let least = i;
+      if (l < a.length && this.#less(a[l]!, a[least]!)) least = l;
+      if (r < a.length && this.#less(a[r]!, a[least]!)) least = r;
+      if (least === i) return top;
+      this.#step();
+      [a[i], a[least]] = [a[least]!, a[i]!];
+      i = least;
+    }
   }
 }

@@ -1,5 +1,6 @@
 import postgres, { type Sql, type TransactionSql } from "postgres";
 import type { Logger } from "../../log.ts";
+import type { PgliteFiles } from "../../runtime/runtime.ts";
 import { openEmbedded } from "./embedded.ts";
 
 /**
@@ -61,6 +62,8 @@ export interface OpenOptions {
   log: Logger;
   /** Pool size for PostgreSQL (the embedded database always gets exactly one connection). */
   max?: number;
+  /** The runtime's PGlite engine files: needed without `url` (main.ts passes its runtime's). */
+  pglite?: PgliteFiles;
 }
 
 /**
@@ -85,7 +88,8 @@ export async function openDatabase(opts: OpenOptions): Promise<Database> {
     await sql`select 1`;
     return { sql, kind: "postgres", close: () => sql.end({ timeout: 5 }) };
   }
-  const embedded = await openEmbedded(opts.dataDir, opts.log);
+  if (!opts.pglite) throw new Error("an embedded database needs the runtime's PGlite files (pglite)");
+  const embedded = await openEmbedded(opts.dataDir, opts.log, opts.pglite);
   // PGlite is a single session: exactly one connection, or transactions leak into each other.
   // `socket` is postgres.js's documented custom-socket option (absent from its type declarations):
   // it accepts any object with the socket methods the driver uses, see db/pgliteWire.ts.

@@ -1,8 +1,9 @@
 import { chmodSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
+import process from "node:process";
 import { PGlite } from "@electric-sql/pglite";
 import type { Logger } from "../../log.ts";
-import { type PgliteFiles, pgliteFiles } from "../../runtime/pglite.ts";
+import type { PgliteFiles } from "../../runtime/runtime.ts";
 import { lockDataDir } from "./dataDirLock.ts";
 import { loadTemplate, unpackTemplate } from "./pgdataTemplate.ts";
 import { PgliteWire } from "./pgliteWire.ts";
@@ -10,7 +11,7 @@ import { PgliteWire } from "./pgliteWire.ts";
 /**
  * The embedded PostgreSQL (PGlite), stored in DATA_DIR:
  *
- *   DATA_DIR/voice-service.lock   the pid of the one process using the folder (see dataDirLock.ts)
+ *   DATA_DIR/voice-service.lock   the one process using the folder, and its heartbeat (see dataDirLock.ts)
  *   DATA_DIR/pgdata/              the PostgreSQL data directory; it only ever exists complete
  *   DATA_DIR/pgdata.init-<pid>/   a first start in progress, renamed to pgdata/ when complete
  *
@@ -36,11 +37,8 @@ export interface Embedded {
  */
 const SHARED_BUFFERS = "16MB";
 
-export async function openEmbedded(
-  dataDir: string,
-  log: Logger,
-  files: PgliteFiles = pgliteFiles,
-): Promise<Embedded> {
+/** `files`: the engine, as the runtime's adapter loads it (runtime/bun.ts, runtime/deno.ts). */
+export async function openEmbedded(dataDir: string, log: Logger, files: PgliteFiles): Promise<Embedded> {
   // Compiling the engine (~9 MB of WebAssembly, ~130 ms) is requested first and awaited only when
   // PGlite needs it; a failure before then must not surface as an unhandled rejection.
   const engine = files.engine();
@@ -48,7 +46,20 @@ export async function openEmbedded(
 
   const root = resolve(dataDir);
   mkdirSync(root, { recursive: true, mode: 0o700 });
-  const lock = lockDataDir(root, dataDir);
+  const lock = await lockDataDir(root, dataDir, {
+    onWait: ({ pid, heartbeatAgeMs }) =>
+      log.warn("DATA_DIR is locked by a process in another container or host; waiting for its heartbeat", {
+        dataDir,
+        pid,
+        heartbeatAgeSeconds: Math.round(heartbeatAgeMs / 1000),
+      }),
+    onLost: () => {
+      // Another process took the folder over (this one did not beat for too long): writing on would
+      // corrupt the database both now use. Stop at once; nothing is lost that was committed.
+      log.error("DATA_DIR lock taken over by another process; exiting", { dataDir });
+      process.exit(1);
+    },
+  });
   const cleanups: (() => Promise<void> | void)[] = [() => lock.release()];
   const closeAll = async () => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
@@ -58,7 +69,7 @@ export async function openEmbedded(
     const db = await PGlite.create({
       dataDir: pgdata,
       pgliteWasmModule: await engine,
-      fsBundle: files.fsBundle(),
+      fsBundle: await files.fsBundle(),
       startParams: [...PGlite.defaultStartParams, "-c", `shared_buffers=${SHARED_BUFFERS}`],
     });
     cleanups.push(() => db.close());

@@ -13,10 +13,14 @@ import m0010 from "../../../sql/0010_documents.sql" with { type: "text" };
 import m0011 from "../../../sql/0011_webhook_deliveries.sql" with { type: "text" };
 import m0012 from "../../../sql/0012_batch_rows.sql" with { type: "text" };
 import m0013 from "../../../sql/0013_single_timers.sql" with { type: "text" };
-import m0014 from "../../../sql/0014_operators.sql" with { type: "text" };
-import m0015 from "../../../sql/0015_webhook_modes.sql" with { type: "text" };
-import m0016 from "../../../sql/0016_event_retention.sql" with { type: "text" };
-import m0017 from "../../../sql/0017_webhook_queues.sql" with { type: "text" };
+import m0014 from "../../../sql/0014_agent_settings.sql" with { type: "text" };
+import m0015 from "../../../sql/0015_call_results.sql" with { type: "text" };
+import m0016 from "../../../sql/0016_document_reads.sql" with { type: "text" };
+import m0017 from "../../../sql/0017_knowledge_search.sql" with { type: "text" };
+import m0019 from "../../../sql/0019_operators.sql" with { type: "text" };
+import m0020 from "../../../sql/0020_webhook_modes.sql" with { type: "text" };
+import m0021 from "../../../sql/0021_event_retention.sql" with { type: "text" };
+import m0022 from "../../../sql/0022_webhook_queues.sql" with { type: "text" };
 
 export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0001_init", sql: m0001 },
@@ -32,8 +36,12 @@ export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0011_webhook_deliveries", sql: m0011 },
   { name: "0012_batch_rows", sql: m0012 },
   { name: "0013_single_timers", sql: m0013 },
-  { name: "0014_operators", sql: m0014 },
-  { name: "0015_webhook_modes", sql: m0015 },
-  { name: "0016_event_retention", sql: m0016 },
-  { name: "0017_webhook_queues", sql: m0017 },
+  { name: "0014_agent_settings", sql: m0014 },
+  { name: "0015_call_results", sql: m0015 },
+  { name: "0016_document_reads", sql: m0016 },
+  { name: "0017_knowledge_search", sql: m0017 },
+  { name: "0019_operators", sql: m0019 },
+  { name: "0020_webhook_modes", sql: m0020 },
+  { name: "0021_event_retention", sql: m0021 },
+  { name: "0022_webhook_queues", sql: m0022 },
 ];

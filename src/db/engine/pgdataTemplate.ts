@@ -1,3 +1,4 @@
+import { Buffer } from "node:buffer";
 import {
   closeSync,
   existsSync,
@@ -15,10 +16,11 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import process from "node:process";
 import { gunzipSync, gzipSync } from "node:zlib";
 import { PGlite } from "@electric-sql/pglite";
 import type { Logger } from "../../log.ts";
-import { type PgliteFiles, TEMPLATE_ASSET } from "../../runtime/pglite.ts";
+import { type PgliteFiles, TEMPLATE_ASSET } from "../../runtime/runtime.ts";
 
 /**
  * A pre-initialised PostgreSQL data directory. initdb under WebAssembly takes seconds; copying
@@ -119,7 +121,7 @@ export async function createTemplateArchive(files: PgliteFiles): Promise<Uint8Ar
       dataDir,
       pgliteWasmModule: await files.engine(),
       initdbWasmModule: await files.initdb(),
-      fsBundle: files.fsBundle(),
+      fsBundle: await files.fsBundle(),
     });
     await db.close();
     return packDataDir(dataDir);

@@ -3,12 +3,14 @@ import { sha256, timingSafeEqual } from "../../auth/keys.ts";
 import type { Deps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import type { App, AppEnv } from "../../http/appEnv.ts";
+import { readJsonBody } from "../../http/body.ts";
 
 /**
  * The gate of every admin route. Without ADMIN_TOKEN the admin API does not exist: the answer is
  * the same 404 as for an unknown route. With it, `Authorization: Bearer <ADMIN_TOKEN>` is required;
  * the SHA-256 hashes of both tokens are compared in constant time so timing reveals nothing. Made once
- * per app (routes/admin/index.ts), which hashes the token once.
+ * per app (routes/admin/index.ts), which hashes the token once. The body is read only once the token
+ * is accepted (http/body.ts).
  */
 export function requireAdminToken(deps: Pick<Deps, "env">): MiddlewareHandler<AppEnv> {
   const token = deps.env.ADMIN_TOKEN;
@@ -20,6 +22,7 @@ export function requireAdminToken(deps: Pick<Deps, "env">): MiddlewareHandler<Ap
     if (!presented || !timingSafeEqual(sha256(presented), expected)) {
       throw new ApiError("invalid_key", "Provide the admin token as `Authorization: Bearer <ADMIN_TOKEN>`.");
     }
+    await readJsonBody(c);
     await next();
   };
   return guard;

@@ -1,4 +1,5 @@
 import type { RouteRegistration } from "../../http/appEnv.ts";
+import { registerGetAgent } from "./get.ts";
 import { registerListAgents } from "./list.ts";
 
-export const agentRoutes: RouteRegistration[] = [registerListAgents];
+export const agentRoutes: RouteRegistration[] = [registerListAgents, registerGetAgent];

@@ -60,17 +60,27 @@ export const CallSchema = z
       .int()
       .nullable()
       .openapi({ description: "Simulated calls: 30 to 89.", example: 47 }),
-    summary: z.string().nullable(),
+    summary: z.string().nullable().openapi({
+      description: "Live calls: as reported by the voice agent (`POST /v1/calls/{id}/results`).",
+    }),
     collectedData: z
       .record(z.string(), z.unknown())
       .nullable()
       .openapi({
-        description: "Simulated calls: `appointment_date` and `reason`.",
+        description:
+          "Simulated calls: `appointment_date` and `reason`. Live calls: as reported by the voice agent.",
         example: { appointment_date: "2026-11-27", reason: "a check-up and cleaning" },
       }),
     successful: z.boolean().nullable(),
     outcome: z.string().nullable().openapi({ example: "answered_human" }),
-    recordingUrl: z.string().nullable().openapi({ description: "Simulated calls have no recording." }),
+    recordingUrl: z
+      .string()
+      .nullable()
+      .openapi({
+        description:
+          "The recording's https URL, once the voice agent reported one (`GET /v1/calls/{id}/recording`). " +
+          "Simulated calls have no recording.",
+      }),
     taskId: z
       .string()
       .optional()
@@ -78,19 +88,134 @@ export const CallSchema = z
   })
   .openapi("Call");
 
+const TranscriptSegmentSchema = z
+  .object({
+    speaker: z.enum(["agent", "contact"]),
+    text: z.string().openapi({ example: "Bonjour, cabinet dentaire Rivoli, que puis-je pour vous ?" }),
+    offsetSeconds: z.number().openapi({ description: "Seconds from the start of the call.", example: 0.4 }),
+  })
+  .openapi("TranscriptSegment");
+
 export const TranscriptSchema = z
   .object({
-    callId: z.string(),
+    callId: z.string().openapi({ example: "call_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
     livemode: z.boolean(),
-    segments: z.array(
-      z.object({
-        speaker: z.enum(["agent", "contact"]),
-        text: z.string(),
-        offsetSeconds: z.number().openapi({ description: "Seconds from the start of the call." }),
-      }),
-    ),
+    segments: z.array(TranscriptSegmentSchema),
   })
   .openapi("Transcript");
+
+export const RESULTS_LIMITS = {
+  segments: 2_000,
+  segmentText: 10_000,
+  summary: 10_000,
+  outcome: 64,
+  recordingUrl: 2_048,
+} as const;
+
+const ReportedSegment = z
+  .object({
+    speaker: z.enum(["agent", "contact"], { message: "must be agent or contact" }),
+    text: z.string().max(RESULTS_LIMITS.segmentText, {
+      message: `must be at most ${RESULTS_LIMITS.segmentText.toLocaleString("en")} characters`,
+    }),
+    offsetSeconds: z.number().min(0, { message: "must be 0 or more" }),
+  })
+  .strict();
+
+/** An https URL (where the recording can be fetched), at most 2,048 characters. */
+const RecordingUrl = z
+  .string()
+  .max(RESULTS_LIMITS.recordingUrl, { message: `must be at most ${RESULTS_LIMITS.recordingUrl} characters` })
+  .refine(
+    (value) => {
+      try {
+        const url = new URL(value);
+        return url.protocol === "https:" && url.hostname !== "" && !url.username && !url.password;
+      } catch {
+        return false;
+      }
+    },
+    { message: "must be an https URL, such as https://recordings.example.com/call.ogg" },
+  );
+
+export const CallResultsInputSchema = z
+  .object({
+    transcript: z
+      .array(ReportedSegment)
+      .max(RESULTS_LIMITS.segments, {
+        message: `must have at most ${RESULTS_LIMITS.segments.toLocaleString("en")} segments`,
+      })
+      .superRefine((segments, ctx) => {
+        for (let i = 1; i < segments.length; i++) {
+          if (segments[i]!.offsetSeconds < segments[i - 1]!.offsetSeconds) {
+            ctx.addIssue({
+              code: "custom",
+              message: "must not be less than the offset of the segment before (segments are in order)",
+              path: [i, "offsetSeconds"],
+            });
+            return;
+          }
+        }
+      })
+      .nullable()
+      .optional()
+      .openapi({
+        description:
+          `What was said, in order: at most ${RESULTS_LIMITS.segments.toLocaleString("en")} segments of at most ` +
+          `${RESULTS_LIMITS.segmentText.toLocaleString("en")} characters, \`offsetSeconds\` ≥ 0 and never ` +
+          "decreasing. An empty list means nothing was said (no `call.transcript_ready`).",
+        example: [
+          {
+            speaker: "agent",
+            text: "Bonjour, cabinet dentaire Rivoli, que puis-je pour vous ?",
+            offsetSeconds: 0.4,
+          },
+          { speaker: "contact", text: "Je voudrais un rendez-vous jeudi.", offsetSeconds: 3.1 },
+        ],
+      }),
+    summary: z
+      .string()
+      .max(RESULTS_LIMITS.summary, {
+        message: `must be at most ${RESULTS_LIMITS.summary.toLocaleString("en")} characters`,
+      })
+      .nullable()
+      .optional()
+      .openapi({ example: "The caller booked a check-up on Thursday at 10:00." }),
+    collectedData: FlatObjectSchema.nullable()
+      .optional()
+      .openapi({
+        description: "What the agent collected: a flat object of simple values (≤ 50 keys).",
+        example: { appointment_date: "2026-11-27T10:00", reason: "check-up" },
+      }),
+    successful: z
+      .boolean()
+      .nullable()
+      .optional()
+      .openapi({ description: "Whether the call reached its goal." }),
+    outcome: z
+      .string()
+      .min(1, { message: "must not be empty" })
+      .max(RESULTS_LIMITS.outcome, { message: `must be at most ${RESULTS_LIMITS.outcome} characters` })
+      .nullable()
+      .optional()
+      .openapi({ description: "A short code of how the call ended.", example: "appointment_booked" }),
+    recordingUrl: RecordingUrl.nullable().optional().openapi({
+      description: "An https URL of the call's recording.",
+      example: "https://recordings.example.com/call_01JD8Y3M6W9Q2T4V5X7Z8A9B0C.ogg",
+    }),
+  })
+  .strict()
+  .openapi("CallResults");
+
+export const RecordingSchema = z
+  .object({
+    callId: z.string().openapi({ example: "call_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
+    livemode: z.boolean().openapi({ description: "Always true: simulated calls have no recording." }),
+    url: z
+      .string()
+      .openapi({ example: "https://recordings.example.com/call_01JD8Y3M6W9Q2T4V5X7Z8A9B0C.ogg" }),
+  })
+  .openapi("Recording");
 
 export const CallIdParams = z.object({
   id: z.string().openapi({ param: { name: "id", in: "path" }, example: "call_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),

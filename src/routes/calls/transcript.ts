@@ -13,8 +13,9 @@ export function registerGetTranscript(app: App, deps: Deps) {
     tags: ["Calls"],
     summary: "Retrieve the transcript of a call",
     description:
-      "404 `not_found` until the transcript exists (a simulated call has one once `completed`), and for a call " +
-      "of the other mode.",
+      "404 `not_found` until the transcript exists (a simulated call has one once `completed`; a live call once " +
+      "it has ended and its voice agent reported one with `POST /v1/calls/{id}/results`), and for a call of the " +
+      "other mode.",
     ...secretKeyAuth(deps, "calls:read"),
     request: { params: CallIdParams },
     responses: {

@@ -2,7 +2,7 @@ import type { Context } from "hono";
 import { SCOPES } from "../../auth/scopes.ts";
 import { ApiError, errorStatus } from "../../errors.ts";
 import type { App } from "../../http/appEnv.ts";
-import { BODY_LIMIT, DOCUMENT_BODY_LIMIT } from "../../http/body.ts";
+import { BODY_LIMIT, LARGE_BODY_LIMIT } from "../../http/body.ts";
 import { chooseEncoding, matchesEtag } from "../../http/contentNegotiation.ts";
 import { VERSION } from "../../version.ts";
 import { type DocsAsset, docsAssets } from "./assets.ts";
@@ -137,8 +137,8 @@ A test key (\`inf_test_…\`) calls the same operations as a live key; it sees a
 
 ## Requests
 JSON only: a body needs \`Content-Type: application/json\` (415 \`unsupported_media_type\` otherwise), must be valid
-JSON (400 \`invalid_request\`) and at most ${BODY_LIMIT / 1024} KiB (${DOCUMENT_BODY_LIMIT / 1024 / 1024} MiB for
-knowledge-base documents; 413 \`payload_too_large\`). Every answer carries \`X-Request-Id\` (\`req_\` + ULID).
+JSON (400 \`invalid_request\`) and at most ${BODY_LIMIT / 1024} KiB (${LARGE_BODY_LIMIT / 1024 / 1024} MiB for
+knowledge-base documents and call results; 413 \`payload_too_large\`). Every answer carries \`X-Request-Id\` (\`req_\` + ULID).
 
 ## Lists
 Cursor lists take \`limit\` (1–100, default 20) and \`starting_after\` (the \`id\` of the last item received) and answer

@@ -4,11 +4,7 @@ import { errorResponses } from "../../errors.ts";
 import type { App } from "../../http/appEnv.ts";
 import { secretKeyAuth } from "../../http/secretKey.ts";
 import { addDocument, CHUNK_MAX_CHARS } from "../../services/documents.ts";
-import { DocumentInputSchema } from "./schema.ts";
-
-const KnowledgeBaseIdParams = z.object({
-  id: z.string().openapi({ param: { name: "id", in: "path" }, example: "kb_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
-});
+import { DocumentInputSchema, KnowledgeBaseIdParams } from "./schema.ts";
 
 const DocumentReadySchema = z
   .object({
@@ -32,7 +28,7 @@ export function registerCreateDocument(app: App, deps: Deps) {
       "Adds a plain-text document to a knowledge base of the organization and emits " +
       "`knowledge.document_ready` with `{documentId, knowledgeBaseId, chunkCount, livemode}`. The text is " +
       `split into chunks of at most ${CHUNK_MAX_CHARS.toLocaleString("en")} characters along paragraphs, ` +
-      "sentences and words. With a test key the request is validated the same way, nothing is stored, " +
+      "sentences (Chinese and Japanese ones too, after 。！？) and words. With a test key the request is validated the same way, nothing is stored, " +
       "the answer carries `simulated: true` and a fictitious `documentId` (the document does not exist " +
       "afterwards) and the event has `livemode` false. No paid plan is needed. The body may be up to 1 MiB.",
     ...secretKeyAuth(deps, "knowledge:write"),

@@ -2,6 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { ApiError, errorResponses } from "../../errors.ts";
 import type { App } from "../../http/appEnv.ts";
+import { readBody } from "../../http/body.ts";
 import { applyLiveKitEvent } from "../../services/liveCalls.ts";
 
 /**
@@ -40,6 +41,8 @@ export function registerLiveKitWebhook(app: App, deps: Deps) {
       "duration (`call.ended`), or `no_answer` when nobody had joined; unused reserved minutes are returned. " +
       "Replays change nothing. Answers 200 `{received: true}`.",
     security: [{ liveKitWebhook: [] }],
+    // The signature covers the body's hash: it is read (64 KiB at most) before the signature is checked.
+    middleware: [readBody] as const,
     request: {
       body: {
         required: true,

@@ -2,6 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { ApiError, errorResponses } from "../../errors.ts";
 import type { App } from "../../http/appEnv.ts";
+import { readBody } from "../../http/body.ts";
 import { clientAddressResolver } from "../../http/clientAddress.ts";
 import { startWithPublishableKey, startWithSessionToken } from "../../services/webCalls.ts";
 
@@ -82,12 +83,15 @@ export function registerStartWebCall(app: App, deps: Deps) {
       "from a website (`Origin`, exact scheme, host and port) in the key's list, to the key's agent, within " +
       "its monthly minute cap; or `{sessionToken}` from any website, with a token minted by " +
       "`POST /api/v1/web-call-sessions`. Answers carry CORS headers for the request's origin. At most 6 " +
-      "requests per 10 minutes per client address (every request counts, malformed ones included).\n\n" +
+      "requests per 10 minutes per client address, IPv6 addresses counted per /64 (every request counts, " +
+      "malformed ones included).\n\n" +
       "Order of checks, publishable form: rate limit → key (401) → origin (403) → bot check (400) → paid " +
       "plan (403) → agent (503) → plan minutes (403) → key cap (429) → start. Session form: rate limit → " +
       "token (401) → paid plan (live only) → agent → plan minutes → start. A refusal leaves a session token " +
       "valid; a failure while starting (502) spends it. Without a configured media server, live calls are " +
       "503 `agent_unavailable`. Credentials in the query string are ignored.",
+    // No credential to check first: the gate (CORS, the rate limit) ran, then the body is read (64 KiB).
+    middleware: [readBody] as const,
     request: {
       body: { required: true, content: { "application/json": { schema: StartWebCallBody } } },
     },

@@ -2,8 +2,8 @@ import type { Context } from "hono";
 import type { Deps } from "../../deps.ts";
 import type { App, AppEnv } from "../../http/appEnv.ts";
 import { chooseEncoding, matchesEtag } from "../../http/contentNegotiation.ts";
+import type { WidgetFiles } from "../../widget/assets.ts";
 import { type WidgetAsset, widgetAssets } from "../../widget/assets.ts";
-import type { WidgetFiles } from "../../widget/build.ts";
 
 /** Any page may load the widget: it is public code, cached five minutes, revalidated by ETag. */
 const COMMON_HEADERS = {

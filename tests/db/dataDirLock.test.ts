@@ -1,0 +1,170 @@
+import { afterAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { DataDirInUseError, LOCK_TIMING, lockDataDir } from "../../src/db/engine/dataDirLock.ts";
+import { spawnService } from "./serviceProcess.ts";
+
+/**
+ * The DATA_DIR lock without the database: a holder elsewhere (another container's pid namespace,
+ * another host) is judged by its heartbeat, never by a pid that means nothing here.
+ */
+
+const TAKE_LOCK = join(import.meta.dir, "fixtures", "takeLock.ts");
+const FAST = { heartbeatMs: 50, staleMs: 1_000 };
+const folders: string[] = [];
+afterAll(() => {
+  for (const dir of folders) rmSync(dir, { recursive: true, force: true });
+});
+
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "vs-lock-"));
+  folders.push(dir);
+  return dir;
+}
+
+const lockPath = (dir: string) => join(dir, "voice-service.lock");
+const readLock = (dir: string) => JSON.parse(readFileSync(lockPath(dir), "utf8"));
+
+/**
+ * A lock written by a process in another pid namespace. Its pid is ours, as when both are pid 1 of
+ * their containers: a pid-based lock counts such a holder as "us" (so not alive) and takes it over.
+ */
+function foreignLock(dir: string, opts: { heartbeatAgeMs?: number } = {}): string {
+  const content = JSON.stringify({
+    owner: "f".repeat(32),
+    pid: process.pid,
+    started: null,
+    namespace: "another-container/00000000-0000-0000-0000-000000000000/pid:[4026530000]",
+  });
+  writeFileSync(lockPath(dir), content);
+  const at = new Date(Date.now() - (opts.heartbeatAgeMs ?? 0));
+  utimesSync(lockPath(dir), at, at);
+  return content;
+}
+
+/** Keeps a lock's heartbeat going, as its live holder would. */
+function beating(dir: string, everyMs: number): () => void {
+  const timer = setInterval(() => {
+    const now = new Date();
+    utimesSync(lockPath(dir), now, now);
+  }, everyMs);
+  return () => clearInterval(timer);
+}
+
+async function until(check: () => boolean, timeoutMs = 10_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await Bun.sleep(10);
+  }
+}
+
+describe("the DATA_DIR lock", () => {
+  test("a clean start takes it at once, with an owner id and where its pid means something", async () => {
+    const dir = tempDir();
+    const started = performance.now();
+    const lock = await lockDataDir(dir);
+    // No waiting for anything: far below one heartbeat.
+    expect(performance.now() - started).toBeLessThan(LOCK_TIMING.heartbeatMs / 2);
+    const content = readLock(dir);
+    expect(content.owner).toMatch(/^[0-9a-f]{32}$/);
+    expect(content.pid).toBe(process.pid);
+    expect(content.namespace).toContain("pid:[");
+    lock.release();
+    expect(() => statSync(lockPath(dir))).toThrow();
+  });
+
+  test("the holder beats: the lock's modification time keeps moving", async () => {
+    const dir = tempDir();
+    const lock = await lockDataDir(dir, dir, { timing: FAST });
+    const old = new Date(Date.now() - 60_000);
+    utimesSync(lockPath(dir), old, old);
+    await until(() => Date.now() - statSync(lockPath(dir)).mtimeMs < 5_000);
+    lock.release();
+  });
+
+  test("a live holder in another pid namespace is never taken over, however long one tries", async () => {
+    const dir = tempDir();
+    const content = foreignLock(dir);
+    const stop = beating(dir, FAST.heartbeatMs);
+    try {
+      const until = Date.now() + 3 * FAST.staleMs;
+      let attempts = 0;
+      while (Date.now() < until) {
+        const error = await lockDataDir(dir, dir, { timing: FAST }).catch((err) => err);
+        expect(error).toBeInstanceOf(DataDirInUseError);
+        expect(error.message).toBe(`DATA_DIR ${dir} is in use by process ${process.pid}`);
+        attempts++;
+      }
+      expect(attempts).toBeGreaterThan(0);
+      expect(readFileSync(lockPath(dir), "utf8")).toBe(content);
+    } finally {
+      stop();
+    }
+  });
+
+  test("a holder elsewhere whose heartbeat is stale (it crashed) is taken over at once", async () => {
+    const dir = tempDir();
+    foreignLock(dir, { heartbeatAgeMs: LOCK_TIMING.staleMs + 5_000 });
+    const started = performance.now();
+    const lock = await lockDataDir(dir);
+    expect(performance.now() - started).toBeLessThan(LOCK_TIMING.heartbeatMs / 2);
+    expect(readLock(dir).pid).toBe(process.pid);
+    expect(readLock(dir).owner).not.toBe("f".repeat(32));
+    lock.release();
+  });
+
+  test("a holder elsewhere that stops beating is watched, then taken over once stale", async () => {
+    const dir = tempDir();
+    foreignLock(dir);
+    const waits: number[] = [];
+    const started = Date.now();
+    const lock = await lockDataDir(dir, dir, { timing: FAST, onWait: ({ pid }) => waits.push(pid) });
+    expect(waits).toEqual([process.pid]);
+    // Not before its heartbeat was stale.
+    expect(Date.now() - started).toBeGreaterThanOrEqual(FAST.staleMs - 50);
+    expect(readLock(dir).owner).not.toBe("f".repeat(32));
+    lock.release();
+  });
+
+  test("the holder finds out when another process took its lock, and is told to stop", async () => {
+    const dir = tempDir();
+    let lost = 0;
+    const lock = await lockDataDir(dir, dir, { timing: FAST, onLost: () => lost++ });
+    foreignLock(dir);
+    await until(() => lost > 0);
+    await Bun.sleep(3 * FAST.heartbeatMs);
+    expect(lost).toBe(1);
+    lock.release();
+    // Releasing a lock that is not ours leaves the other's file alone.
+    expect(readLock(dir).owner).toBe("f".repeat(32));
+  });
+
+  test("a second lock in the same process is refused", async () => {
+    const dir = tempDir();
+    const lock = await lockDataDir(dir);
+    await expect(lockDataDir(dir)).rejects.toThrow(`DATA_DIR ${dir} is in use by process ${process.pid}`);
+    lock.release();
+  });
+
+  test("six processes taking over one stale lock at once: exactly one gets it", async () => {
+    const dir = tempDir();
+    foreignLock(dir, { heartbeatAgeMs: LOCK_TIMING.staleMs + 5_000 });
+    const children = Array.from({ length: 6 }, () =>
+      spawnService([], { command: [process.execPath, TAKE_LOCK], env: { DATA_DIR: dir } }),
+    );
+    // The five refused exit at once; the one holding the lock waits to be told to let go.
+    let exited = 0;
+    for (const c of children) void c.exited.then(() => exited++);
+    await until(() => exited >= 5, 25_000);
+    writeFileSync(join(dir, "release"), "");
+    await Promise.all(children.map((c) => c.exited));
+    const outcomes = children.map((c) => c.output().trim());
+    expect(outcomes.filter((o) => o === "acquired")).toHaveLength(1);
+    const winner = children[outcomes.indexOf("acquired")]!;
+    for (const o of outcomes.filter((o) => o !== "acquired")) {
+      expect(o).toBe(`refused: DATA_DIR ${dir} is in use by process ${winner.pid}`);
+    }
+  }, 30_000);
+});

@@ -1,0 +1,124 @@
+import { afterAll, describe, expect, test } from "bun:test";
+import { createTestContext, seedOrganization } from "../helpers/app.ts";
+import { expectApiError, outcomeOf } from "../helpers/errors.ts";
+
+/**
+ * Flat objects (call and session `variables`, contact `metadata`, campaign contacts' `variables`) keep
+ * every key exactly as sent, or are refused: a key an object cannot hold as its own (`__proto__`) is
+ * 400 `invalid_request` naming it, never silently dropped; keys named like Object's members are kept.
+ * Each route that takes one is tried, and what was stored is read back from the database.
+ */
+
+const ctx = await createTestContext();
+afterAll(() => ctx.close());
+const seed = await seedOrganization(ctx);
+const sql = ctx.deps.sql;
+
+const contact = await (
+  await ctx.request("/api/v1/contacts", {
+    method: "POST",
+    key: seed.testKey,
+    json: { phone: "+33612345670" },
+  })
+).json();
+
+interface FlatRoute {
+  name: string;
+  /** Sends the flat object in its place; answers the response. */
+  send(flat: unknown): Promise<Response>;
+  /** Where the flat object sits in the body, as `param` names it. */
+  param: string;
+  /** The flat object stored by a 201/200 answer. */
+  stored(res: Response): Promise<unknown>;
+}
+
+const post = (path: string, json: unknown, method = "POST") =>
+  ctx.request(path, { method, key: seed.testKey, json });
+
+const routes: FlatRoute[] = [
+  {
+    name: "POST /api/v1/calls variables",
+    send: (variables) => post("/api/v1/calls", { agentId: seed.agent.id, to: "+33612345678", variables }),
+    param: "variables",
+    stored: async (res) => {
+      const { id } = await res.json();
+      return (await sql`select variables from calls where id = ${id}`)[0]!.variables;
+    },
+  },
+  {
+    name: "POST /api/v1/web-call-sessions variables",
+    send: (variables) => post("/api/v1/web-call-sessions", { agentId: seed.agent.id, variables }),
+    param: "variables",
+    stored: async () =>
+      (await sql`select variables from session_tokens order by expires_at desc limit 1`)[0]!.variables,
+  },
+  {
+    name: "POST /api/v1/contacts metadata",
+    send: (metadata) => post("/api/v1/contacts", { phone: "+33612345671", metadata }),
+    param: "metadata",
+    stored: async (res) => (await res.json()).metadata,
+  },
+  {
+    name: "PATCH /api/v1/contacts/{id} metadata",
+    send: (metadata) => post(`/api/v1/contacts/${contact.id}`, { metadata }, "PATCH"),
+    param: "metadata",
+    stored: async (res) => (await res.json()).metadata,
+  },
+  {
+    name: "POST /api/v1/campaigns contacts[].variables",
+    send: (variables) =>
+      post("/api/v1/campaigns", {
+        name: "Flat",
+        agentId: seed.agent.id,
+        contacts: [{ phone: "+33612345672" }, { phone: "+33612345673", variables }],
+      }),
+    param: "contacts.1.variables",
+    stored: async (res) => {
+      const { id } = await res.json();
+      return (
+        await sql`select variables from campaign_contacts where campaign_id = ${id} and position = 1`
+      )[0]!.variables;
+    },
+  },
+];
+
+/** A body whose flat object holds `__proto__` as an own key, as JSON.parse reads it on the server. */
+const withProto = (value: string, rest = '"a":1') => JSON.parse(`{${rest},"__proto__":${value}}`);
+
+describe.each(routes.map((r) => [r.name, r] as const))("%s", (_name, r) => {
+  test.each([
+    ["an object", '{"x":1}'],
+    ["a string", '"kept?"'],
+    ["null", "null"],
+    ["a number", "1"],
+  ])("a `__proto__` key holding %s is 400 invalid_request naming it", async (_what, value) => {
+    const flat = withProto(value);
+    expect(Object.keys(flat)).toContain("__proto__");
+    const res = await r.send(flat);
+    await expectApiError(res, 400, "invalid_request", { param: `${r.param}.__proto__` });
+  });
+
+  test("keys named like Object's members are kept exactly, values and all", async () => {
+    const flat = {
+      constructor: "c",
+      prototype: 1,
+      toString: true,
+      hasOwnProperty: null,
+      valueOf: "v",
+      __defineGetter__: "g",
+      isPrototypeOf: 2.5,
+    };
+    const res = await r.send(flat);
+    expect([200, 201]).toContain(res.status);
+    expect(await r.stored(res)).toEqual(flat);
+  });
+
+  test("a value that is not flat under such a key is 400 naming it", async () => {
+    for (const key of ["constructor", "prototype", "toString"]) {
+      const res = await r.send({ [key]: { x: 1 } });
+      const text = await res.clone().text();
+      expect(await outcomeOf(res)).toBe("400 invalid_request");
+      expect(JSON.parse(text).error.param).toBe(`${r.param}.${key}`);
+    }
+  });
+});
