@@ -117,7 +117,7 @@ async function main(argv: string[]) {
   const deps = composeDeps({ sql: db.sql, env, log, timers });
   // Other processes on the same PostgreSQL may revoke keys: hear it, so cached keys are evicted.
   if (db.kind === "postgres") await listenForKeyChanges(db.sql, deps.keyCache);
-  const demoBanner = await prepareDemo(deps, env.DATA_DIR);
+  const demoBanner = await prepareDemo(deps, { dataDir: env.DATA_DIR, database: db.kind });
   webhooks = new WebhookSender(deps);
   registerTimerHandlers(timers, deps, webhooks);
   await scheduleHousekeeping(deps);

@@ -74,10 +74,10 @@ export async function insertReservation(tx: Db, r: ReservationRow): Promise<void
 export async function lockOpenReservation(
   tx: Db,
   callId: string,
-): Promise<Omit<ReservationRow, "call_id" | "max_seconds" | "created_at"> | null> {
-  const [row] = await tx<Omit<ReservationRow, "call_id" | "max_seconds" | "created_at">[]>`
+): Promise<Omit<ReservationRow, "call_id" | "max_seconds"> | null> {
+  const [row] = await tx<Omit<ReservationRow, "call_id" | "max_seconds">[]>`
     select organization_id, publishable_key_id, plan_charged, to_char(month, 'YYYY-MM-DD') as month,
-           reserved_minutes
+           reserved_minutes, created_at
     from minute_reservations where call_id = ${callId} and settled_at is null
     for update`;
   return row ?? null;

@@ -132,6 +132,7 @@ export async function createCampaign(
     const view = campaignView(row!);
     await recordEvent(tx, deps, {
       organizationId: auth.organizationId,
+      agentId: view.agentId,
       type: "campaign.started",
       livemode: false,
       data: view,
@@ -191,6 +192,7 @@ async function advance(tx: Db, deps: Deps, id: string, agentLanguage?: string): 
   if (campaign.status === "running" && row.status === "completed") {
     await recordEvent(tx, deps, {
       organizationId: row.organization_id,
+      agentId: row.agent_id,
       type: "campaign.completed",
       livemode: row.livemode,
       data: campaignView(row),
@@ -244,6 +246,7 @@ export async function cancelCampaign(deps: Deps, auth: ReadScope, id: string): P
     // Every call had already ended (the engine had not yet seen the last one): completed, not cancelled.
     await recordEvent(tx, deps, {
       organizationId: row.organization_id,
+      agentId: row.agent_id,
       type: row.status === "completed" ? "campaign.completed" : "campaign.cancelled",
       livemode: row.livemode,
       data: view,

@@ -28,6 +28,12 @@ export type EventType = (typeof EVENT_TYPES)[number];
 
 export interface NewEvent {
   organizationId: string;
+  /**
+   * The agent the event's object belongs to (a call, its transcript or analysis, a campaign), so keys
+   * restricted to some agents see only their events; null for the organization's own objects
+   * (contacts, knowledge).
+   */
+  agentId: string | null;
   type: EventType;
   livemode: boolean;
   data: Record<string, unknown>;
@@ -38,7 +44,13 @@ export function callEvent(
   type: "call.started" | "call.ended" | "call.analysis_ready",
   call: CallRow,
 ): NewEvent {
-  return { organizationId: call.organization_id, type, livemode: call.livemode, data: callView(call) };
+  return {
+    organizationId: call.organization_id,
+    agentId: call.agent_id,
+    type,
+    livemode: call.livemode,
+    data: callView(call),
+  };
 }
 
 /** Records an event with the transaction that made the change. Returns its id. */
@@ -60,6 +72,7 @@ export async function recordEvents(
   const rows = events.map((e) => ({
     id: deps.ids.next("evt"),
     organization_id: e.organizationId,
+    agent_id: e.agentId,
     type: e.type,
     livemode: e.livemode,
     data: e.data,
@@ -77,7 +90,9 @@ export interface EventObject {
   data: Record<string, unknown>;
 }
 
-export function eventView(r: Omit<EventRow, "organization_id">): EventObject {
+export function eventView(
+  r: Pick<EventRow, "id" | "type" | "livemode" | "data" | "created_at">,
+): EventObject {
   return {
     id: r.id,
     type: r.type as EventType,
@@ -87,9 +102,14 @@ export function eventView(r: Omit<EventRow, "organization_id">): EventObject {
   };
 }
 
+/**
+ * The events of the key's organization and mode, newest first; a key restricted to some agents sees
+ * only the events of their objects (organization-wide events, contacts and knowledge, need an
+ * unrestricted key).
+ */
 export function listEvents(
   deps: Pick<Deps, "sql">,
-  scope: { organizationId: string; livemode: boolean },
+  scope: { organizationId: string; livemode: boolean; agentIds: string[] | null },
   q: { limit: number; starting_after?: string | undefined; type?: EventType | undefined },
 ): Promise<Page<EventObject>> {
   const { sql } = deps;

@@ -11,6 +11,7 @@ import {
   usageOf,
 } from "../db/minutes.ts";
 import { findOrganization } from "../db/organizations.ts";
+import { returnKeyDayMinutes } from "../db/publishableKeyStats.ts";
 import { monthlyMinuteCap } from "../db/publishableKeys.ts";
 import { ApiError } from "../errors.ts";
 
@@ -28,6 +29,11 @@ export const MAX_CALL_SECONDS = 600;
 /** First day of the calendar month (UTC) of `at`, as `YYYY-MM-01`. */
 export function monthOf(at: Date): string {
   return `${at.getUTCFullYear()}-${String(at.getUTCMonth() + 1).padStart(2, "0")}-01`;
+}
+
+/** The calendar day (UTC) of `at`, as `YYYY-MM-DD`. */
+export function dayOf(at: Date): string {
+  return at.toISOString().slice(0, 10);
 }
 
 /** Whole seconds from `at` until the next calendar month (UTC) begins: the Retry-After of `minute_cap_reached`. */
@@ -142,7 +148,11 @@ export async function settleReservation(
   if (returned > 0) {
     // Plan row first, then key row: the same lock order as reserveMinutes.
     if (r.plan_charged) await subtractUsage(tx, "plan", r.organization_id, r.month, returned);
-    if (r.publishable_key_id) await subtractUsage(tx, "key", r.publishable_key_id, r.month, returned);
+    if (r.publishable_key_id) {
+      await subtractUsage(tx, "key", r.publishable_key_id, r.month, returned);
+      // The key's abuse view counted the reservation on the day the call started.
+      await returnKeyDayMinutes(tx, r.publishable_key_id, dayOf(r.created_at), returned);
+    }
   }
   return { keptMinutes: kept, returnedMinutes: returned };
 }

@@ -1,40 +1,60 @@
 import { Buffer } from "node:buffer";
 import { createHmac } from "node:crypto";
-import { lookup } from "node:dns/promises";
 import { pipelinedTransaction } from "../db/engine/connection.ts";
+import { bringWaitingDeliveriesForward, type InsertedTimerRow, makeTimersDue } from "../db/timers.ts";
 import {
-  countAttempt,
   endUncountedDelivery,
   lockDeliveryState,
-  readDeliveryState,
+  readHandoffState,
   recordDeliveryOutcome,
+  type StartedAttempt,
+  startAttempt,
 } from "../db/webhookDeliveries.ts";
 import type { Deps } from "../deps.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
 import type { HandlerContext, TimerHandler } from "../timers/types.ts";
-import { isPrivateHost, webhookUrlProblem } from "./webhookUrls.ts";
+import { postWebhook, type Resolve, resolveWithDns, type WebhookAnswer } from "./webhookRequest.ts";
+import { isPrivateAddress, webhookUrlProblem } from "./webhookUrls.ts";
 
 /**
- * Delivering events to webhook endpoints: the event's JSON, signed per Standard
- * Webhooks, POSTed to every endpoint of the organization that subscribes to its type, in both modes
- * (receivers filter on `livemode`). At least once: a failure (an answer other than 2xx, or none within
- * 15 s) is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h after it, on the real clock.
+ * Delivering events to webhook endpoints: the event's JSON, signed per Standard Webhooks, POSTed to
+ * every endpoint that receives it (sql/0020 says which). At least once: a failure (an answer other
+ * than 2xx, or none within 15 s, the address lookup included) is retried 5 s, 5 min, 30 min, 2 h, 5 h,
+ * 10 h and 10 h after it, on the real clock; after the 8th attempt the delivery is given up.
  *
- * How: a trigger (sql/0011) creates a delivery row and the timer of its first attempt with each event.
- * The timer's handler counts the attempt and writes a safety-net timer for the next one; once that
- * commits, it hands the request to the sender, so no firing slot of the timer runner waits on a slow
- * receiver and a rolled-back attempt sends nothing. When the
- * outcome is known the sender records it (fenced on the attempt number) and replaces the safety net:
- * by nothing after a success, by the scheduled retry after a failure. If the process stops in
- * between, the safety net makes the next attempt: a receiver may see an event twice, never zero times.
+ * Fair and bounded: each organization has its own queue in memory (at most `queuePerOrganization`
+ * deliveries, counting those promised a place by a handler whose transaction has not committed yet)
+ * and its own request slots (at most `perOrganization` at once, out of `concurrency`), and the slots go
+ * round the organizations in
+ * turn. So one organization's slow or dead receivers occupy its own slots and queue only: another
+ * organization's deliveries never wait behind them, and never fail for them. An attempt is counted when
+ * its request starts, never while it waits.
+ *
+ * How a delivery moves, each step durable:
+ * - a trigger (sql/0011, sql/0020) writes the delivery and the timer of its first attempt with the event;
+ * - the timer's handler hands the delivery to this process's sender if its organization's queue has
+ *   room, with a timer that holds it meanwhile (it fires if the process stops; if it fires while the
+ *   delivery still waits here, it is written again); when the queue is full the delivery waits in the
+ *   timers table instead, marked as waiting for its organization, until the queue is half empty: then
+ *   the sender brings the oldest waiting ones forward, as many as there is room for (and a distant
+ *   due time brings them back anyway) — nothing is counted;
+ * - when a slot frees, one statement counts the attempt (fenced on the attempts so far: one process
+ *   starts it) and swaps the holding timer for one that stands in for the attempt's outcome;
+ * - the outcome is recorded (fenced on the attempt number) with the next attempt's timer, or none.
+ * A process that stops mid-way leaves a timer that picks the delivery up again: a receiver may see an
+ * event twice, never zero times.
  */
 
 /** Delays after the 1st … 7th failure; after the 8th attempt fails the delivery is given up. */
 export const RETRY_DELAYS_MS = [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000];
 export const MAX_ATTEMPTS = RETRY_DELAYS_MS.length + 1;
 export const ATTEMPT_TIMEOUT_MS = 15_000;
-/** How long after an attempt starts its safety net fires, beyond the retry delay (the outcome's write). */
+/** Beyond an attempt's own bound, how long its outcome may take to be written before it is taken as lost. */
 const SAFETY_MARGIN_MS = 30_000;
+/** How long a delivery waiting in memory is held before its timer looks at it again (a process lost). */
+const HOLD_MS = 5 * 60_000;
+/** A delivery waiting for room in its organization's queue comes back by then at the latest. */
+const WAITING_MS = 10 * 60_000;
 
 export interface WebhookEvent {
   id: string;
@@ -50,67 +70,240 @@ export function signWebhook(secret: string, id: string, timestamp: number, body:
   return `v1,${createHmac("sha256", key).update(`${id}.${timestamp}.${body}`).digest("base64")}`;
 }
 
-interface Attempt {
+/**
+ * The `webhook-signature` header: the signature under the endpoint's secret and, for a day after a
+ * rotation, the one under its previous secret too, space-separated (Standard Webhooks).
+ */
+export function signatureHeader(
+  secrets: { secret: string; previousSecret: string | null },
+  id: string,
+  timestamp: number,
+  body: string,
+): string {
+  const current = signWebhook(secrets.secret, id, timestamp, body);
+  return secrets.previousSecret
+    ? `${current} ${signWebhook(secrets.previousSecret, id, timestamp, body)}`
+    : current;
+}
+
+/** A delivery waiting in this process for a request slot. Nothing is counted yet. */
+export interface QueuedDelivery {
+  deliveryId: number;
+  organizationId: string;
+  /** The attempt it will make (attempts so far + 1). */
+  attempt: number;
+  /** The timer that holds it while it waits. */
+  heldBy: string;
+}
+
+/** A started attempt, as its outcome is recorded. */
+export interface Attempt {
   deliveryId: number;
   attempt: number;
   endpointId: string;
-  url: string;
-  secret: string;
-  event: WebhookEvent;
-  safetyNetId: string;
+  eventId: string;
+  /** The timer standing in for this attempt's outcome. */
+  netId: string;
 }
 
-type Outcome = { ok: true; status: number } | { ok: false; status: number | null; error: string };
+type Outcome =
+  | { ok: true; status: number; durationMs: number }
+  | {
+      ok: false;
+      status: number | null;
+      error: string;
+      durationMs: number;
+    };
 
-/** Addresses of a host name (injectable for tests). */
-export type Resolve = (hostname: string) => Promise<string[]>;
-const resolveWithDns: Resolve = async (hostname) =>
-  (await lookup(hostname, { all: true, verbatim: true })).map((a) => a.address);
+export interface SenderOptions {
+  timeoutMs?: number;
+  /** Requests in flight at once, all organizations together. */
+  concurrency?: number;
+  /** Requests in flight at once for one organization. */
+  perOrganization?: number;
+  /** Deliveries of one organization waiting in memory at most. */
+  queuePerOrganization?: number;
+  resolve?: Resolve;
+}
 
-/** Sends attempts with bounded concurrency, outside any transaction, and records their outcomes. */
+interface Organization {
+  queue: QueuedDelivery[];
+  running: number;
+  /** Deliveries of this organization were told to wait for room (and may not all be back yet). */
+  waiting: boolean;
+  /** A statement bringing waiting deliveries forward is under way. */
+  pulling: boolean;
+  /**
+   * Places promised by `accepts` to handlers whose transactions have not committed yet, by delivery,
+   * until when (performance.now() time): a rolled-back handler never comes, so a promise lapses.
+   */
+  promised: Map<number, number>;
+}
+
+/** How long a place promised to a handler is kept for its `enqueue`. */
+const PROMISE_MS = 60_000;
+
+/** Sends attempts outside any transaction, fairly between organizations, and records their outcomes. */
 export class WebhookSender {
   readonly #deps: Deps;
   readonly #timeoutMs: number;
   readonly #concurrency: number;
-  readonly #maxQueued: number;
+  readonly #perOrganization: number;
+  readonly #queuePerOrganization: number;
   readonly #resolve: Resolve;
-  readonly #queue: Attempt[] = [];
+  readonly #organizations = new Map<string, Organization>();
+  /** Organizations with waiting deliveries, in the order their turn comes. */
+  readonly #turns: string[] = [];
+  /** Deliveries this process holds (waiting or under way), by id. */
+  readonly #held = new Map<number, QueuedDelivery>();
   readonly #running = new Set<Promise<void>>();
 
-  constructor(
-    deps: Deps,
-    opts: { timeoutMs?: number; concurrency?: number; maxQueued?: number; resolve?: Resolve } = {},
-  ) {
+  constructor(deps: Deps, opts: SenderOptions = {}) {
     this.#deps = deps;
     this.#timeoutMs = opts.timeoutMs ?? ATTEMPT_TIMEOUT_MS;
-    this.#concurrency = opts.concurrency ?? 8;
-    this.#maxQueued = opts.maxQueued ?? 10_000;
+    this.#concurrency = opts.concurrency ?? 32;
+    this.#perOrganization = Math.min(opts.perOrganization ?? 4, this.#concurrency);
+    this.#queuePerOrganization = opts.queuePerOrganization ?? 256;
     this.#resolve = opts.resolve ?? resolveWithDns;
   }
 
-  enqueue(attempt: Attempt): void {
-    if (this.#queue.length >= this.#maxQueued) {
-      // Memory stays bounded; the attempt's safety net makes it again later.
-      this.#deps.log.warn("webhook sender queue full; the attempt waits for its safety net", {
-        deliveryId: attempt.deliveryId,
+  /** How long a delivery handed over waits here before its holding timer looks at it again. */
+  get holdMs(): number {
+    return HOLD_MS;
+  }
+
+  /** The longest an attempt's outcome may take to be written: past it, the attempt is taken as lost. */
+  get inFlightMs(): number {
+    return this.#timeoutMs + SAFETY_MARGIN_MS;
+  }
+
+  /**
+   * Whether the organization's queue has room for one more delivery (or already holds this one); if
+   * so, the place is promised to it until its `enqueue`, so the handlers of one firing batch cannot
+   * together overfill the queue.
+   */
+  accepts(organizationId: string, deliveryId: number): boolean {
+    if (this.#held.has(deliveryId)) return true;
+    const org = this.#organization(organizationId);
+    const now = performance.now();
+    for (const [id, until] of org.promised) if (until <= now) org.promised.delete(id);
+    if (org.promised.has(deliveryId)) return true;
+    if (org.queue.length + org.promised.size >= this.#queuePerOrganization) return false;
+    org.promised.set(deliveryId, now + PROMISE_MS);
+    return true;
+  }
+
+  /** How long a delivery that found its organization's queue full waits at most for room. */
+  get waitingMs(): number {
+    return WAITING_MS;
+  }
+
+  /** A delivery of the organization was told to wait for room: bring it forward once there is some. */
+  noteWaiting(organizationId: string): void {
+    this.#organization(organizationId).waiting = true;
+  }
+
+  /**
+   * Brings waiting deliveries forward when the organization's queue is half empty, as many as there
+   * is room for; their timers then hand them over as usual. Once fewer come than asked for, nothing
+   * waits (for this process to know of) until the next deferral.
+   */
+  #pull(organizationId: string, org: Organization): void {
+    const taken = org.queue.length + org.promised.size;
+    if (!org.waiting || org.pulling || taken > this.#queuePerOrganization / 2) return;
+    org.pulling = true;
+    const room = this.#queuePerOrganization - taken;
+    bringWaitingDeliveriesForward(this.#deps.sql, organizationId, room)
+      .then((brought) => {
+        if (brought < room) org.waiting = false;
+      })
+      .catch((err) =>
+        // They come back when their timers are due anyway.
+        this.#deps.log.warn("waiting webhook deliveries not brought forward", {
+          organizationId,
+          error: (err as Error).message,
+        }),
+      )
+      .finally(() => {
+        org.pulling = false;
+        this.#forgetIfIdle(organizationId, org);
       });
+  }
+
+  #organization(organizationId: string): Organization {
+    let org = this.#organizations.get(organizationId);
+    if (!org) {
+      // Organizations are kept while their deliveries wait; the idle ones go before memory grows (a
+      // waiting delivery forgotten here comes back when its timer is due).
+      if (this.#organizations.size >= 1_000) {
+        for (const [id, o] of this.#organizations) {
+          if (o.queue.length === 0 && o.running === 0 && o.promised.size === 0 && !o.pulling) {
+            this.#organizations.delete(id);
+          }
+        }
+      }
+      org = { queue: [], running: 0, waiting: false, pulling: false, promised: new Map() };
+      this.#organizations.set(organizationId, org);
+    }
+    return org;
+  }
+
+  /** Forgets an organization with nothing queued, running or waiting. */
+  #forgetIfIdle(organizationId: string, org: Organization): void {
+    if (
+      org.running === 0 &&
+      org.queue.length === 0 &&
+      org.promised.size === 0 &&
+      !org.waiting &&
+      !org.pulling
+    ) {
+      this.#organizations.delete(organizationId);
+    }
+  }
+
+  /** Takes a delivery to send (after the handing transaction committed). */
+  enqueue(d: QueuedDelivery): void {
+    const held = this.#held.get(d.deliveryId);
+    if (held) {
+      // Its holding timer fired while it waited here, and a new one holds it now.
+      held.heldBy = d.heldBy;
       return;
     }
-    this.#queue.push(attempt);
+    // Accepted by its handler (`accepts`), which promised it this place.
+    const org = this.#organization(d.organizationId);
+    org.promised.delete(d.deliveryId);
+    org.queue.push(d);
+    this.#held.set(d.deliveryId, d);
+    if (org.queue.length === 1) this.#turns.push(d.organizationId);
     this.#pump();
   }
 
-  /** Resolves when every attempt handed over so far has been sent and recorded. */
+  /** Resolves when every delivery handed over so far has been sent and recorded (or dropped by `drain`). */
   async idle(): Promise<void> {
     while (this.#running.size > 0) await Promise.allSettled([...this.#running]);
   }
 
   /**
-   * For shutdown: waits at most `ms` for the requests under way (the queue is dropped: those attempts
-   * are counted, and their safety nets make them again later). True when nothing was left running.
+   * For shutdown: hands the waiting deliveries back (nothing was counted; their holding timers are made
+   * due at once, for another process or the next start) and waits at most `ms` for the requests under
+   * way. True when nothing was left running.
    */
   async drain(ms: number): Promise<boolean> {
-    this.#queue.length = 0;
+    const waiting: string[] = [];
+    for (const org of this.#organizations.values()) {
+      for (const d of org.queue) {
+        this.#held.delete(d.deliveryId);
+        waiting.push(d.heldBy);
+      }
+      org.queue.length = 0;
+    }
+    this.#turns.length = 0;
+    await makeTimersDue(this.#deps.sql, waiting).catch((err) =>
+      // Their timers still fire when they were due to.
+      this.#deps.log.warn("webhook deliveries not handed back at shutdown", {
+        error: (err as Error).message,
+      }),
+    );
     let timer: ReturnType<typeof setTimeout> | undefined;
     const done = await Promise.race([
       this.idle().then(() => true),
@@ -122,92 +315,128 @@ export class WebhookSender {
     return done;
   }
 
+  /** Starts requests while slots are free, one organization after another. */
   #pump(): void {
-    while (this.#running.size < this.#concurrency && this.#queue.length > 0) {
-      const attempt = this.#queue.shift()!;
-      const run = this.#sendIfCurrent(attempt)
+    let skipped = 0;
+    while (this.#running.size < this.#concurrency && this.#turns.length > skipped) {
+      const orgId = this.#turns.shift()!;
+      const org = this.#organizations.get(orgId)!;
+      if (org.running >= this.#perOrganization) {
+        // Its slots are busy: its turn waits at the back; the others go first.
+        this.#turns.push(orgId);
+        skipped++;
+        continue;
+      }
+      skipped = 0;
+      const d = org.queue.shift()!;
+      if (org.queue.length > 0) this.#turns.push(orgId);
+      org.running++;
+      const run = this.#attempt(d)
         .catch((err) =>
-          // The safety net still makes the next attempt.
-          this.#deps.log.error("webhook delivery outcome not recorded", {
-            deliveryId: attempt.deliveryId,
+          // Its timers still bring it back.
+          this.#deps.log.error("webhook delivery attempt not recorded", {
+            deliveryId: d.deliveryId,
             error: (err as Error).message,
           }),
         )
         .finally(() => {
+          org.running--;
+          this.#held.delete(d.deliveryId);
           this.#running.delete(run);
+          this.#pull(d.organizationId, org);
+          this.#forgetIfIdle(d.organizationId, org);
           this.#pump();
         });
       this.#running.add(run);
     }
   }
 
-  /** Skips an attempt that waited in the queue while a later one took over or the delivery ended. */
-  async #sendIfCurrent(a: Attempt): Promise<void> {
-    const current = await readDeliveryState(this.#deps.sql, a.deliveryId);
-    if (current?.attempts !== a.attempt || current.status !== "pending") return;
-    await recordOutcome(this.#deps, a, await this.#send(a));
+  async #attempt(d: QueuedDelivery): Promise<void> {
+    const deps = this.#deps;
+    const started = await startAttempt(
+      deps.sql,
+      { id: d.deliveryId, attempt: d.attempt, heldBy: d.heldBy, outcomeWithinMs: this.inFlightMs },
+      (rows) => deps.timers.insertFrom(deps.sql, rows),
+    );
+    // Started elsewhere, finished meanwhile, or its endpoint went: its own timer takes it from here.
+    if (!started) return;
+    deps.timers.scheduled([started.net as InsertedTimerRow]);
+    const outcome = await this.#send(started);
+    await recordOutcome(
+      deps,
+      {
+        deliveryId: d.deliveryId,
+        attempt: started.attempts,
+        endpointId: started.endpoint_id,
+        eventId: started.event_id,
+        netId: started.net.id,
+      },
+      outcome,
+    );
   }
 
-  async #send(a: Attempt): Promise<Outcome> {
+  async #send(a: StartedAttempt): Promise<Outcome> {
+    const begun = performance.now();
+    const answer = await this.#request(a);
+    const durationMs = Math.round(performance.now() - begun);
+    if ("error" in answer) return { ok: false, status: null, error: answer.error, durationMs };
+    if (answer.status >= 200 && answer.status < 300) return { ok: true, status: answer.status, durationMs };
+    return { ok: false, status: answer.status, error: `answered ${answer.status}`, durationMs };
+  }
+
+  #request(a: StartedAttempt): Promise<WebhookAnswer> {
     const allowPrivate = this.#deps.env.WEBHOOK_ALLOW_PRIVATE_URLS;
     const problem = webhookUrlProblem(a.url, allowPrivate);
-    if (problem) return { ok: false, status: null, error: `url ${problem}` };
-    if (!allowPrivate) {
-      // The URL was checked as text; a public name may still resolve to a private address.
-      const host = new URL(a.url).hostname;
-      let addresses: string[];
-      try {
-        addresses = await this.#resolve(host.replace(/^\[|\]$/g, ""));
-      } catch {
-        return { ok: false, status: null, error: "host name not found" };
-      }
-      if (addresses.some((address) => isPrivateHost(address.includes(":") ? `[${address}]` : address))) {
-        return { ok: false, status: null, error: "url resolves to a loopback, private or reserved address" };
-      }
-    }
-    const body = JSON.stringify(a.event);
+    if (problem) return Promise.resolve({ error: `url ${problem}` });
+    const event: WebhookEvent = {
+      id: a.event_id,
+      type: a.type,
+      livemode: a.livemode,
+      createdAt: a.created_at.toISOString(),
+      data: a.data,
+    };
+    const body = JSON.stringify(event);
     const timestamp = Math.floor(this.#deps.clock.now().getTime() / 1000);
-    try {
-      const res = await fetch(a.url, {
-        method: "POST",
-        headers: {
-          "content-type": "application/json",
-          "user-agent": "voice-service-webhooks/1",
-          "webhook-id": a.event.id,
-          "webhook-timestamp": String(timestamp),
-          "webhook-signature": signWebhook(a.secret, a.event.id, timestamp, body),
-        },
-        body,
-        // A redirect is an answer other than 2xx: following it could lead anywhere.
-        redirect: "manual",
-        signal: AbortSignal.timeout(this.#timeoutMs),
-      });
-      await res.body?.cancel().catch(() => {});
-      if (res.status >= 200 && res.status < 300) return { ok: true, status: res.status };
-      return { ok: false, status: res.status, error: `answered ${res.status}` };
-    } catch (err) {
-      const timedOut = (err as Error).name === "TimeoutError";
-      return {
-        ok: false,
-        status: null,
-        error: timedOut ? `no answer within ${this.#timeoutMs} ms` : "request failed",
-      };
-    }
+    return postWebhook({
+      url: a.url,
+      headers: {
+        "content-type": "application/json",
+        "user-agent": "voice-service-webhooks/1",
+        "webhook-id": event.id,
+        "webhook-timestamp": String(timestamp),
+        "webhook-signature": signatureHeader(
+          { secret: a.secret, previousSecret: a.previous_secret },
+          event.id,
+          timestamp,
+          body,
+        ),
+      },
+      body,
+      timeoutMs: this.#timeoutMs,
+      resolve: this.#resolve,
+      // The URL was judged as text; the addresses its name resolves to are judged here, and the
+      // connection goes to one of those.
+      refuse: (address) =>
+        !allowPrivate && isPrivateAddress(address)
+          ? "url resolves to a loopback, private or reserved address"
+          : null,
+    });
   }
 }
 
 /**
  * Writes an attempt's outcome, unless a later attempt already took over (the attempt number fences
- * it), and replaces the attempt's safety net with what comes next.
+ * it), and replaces the attempt's timer with what comes next: nothing after a success or the last
+ * failure, the scheduled retry otherwise.
  */
 export async function recordOutcome(deps: Deps, a: Attempt, outcome: Outcome): Promise<void> {
   const scheduler = deps.timers;
   const finished = outcome.ok || a.attempt >= MAX_ATTEMPTS;
   const status = outcome.ok ? "delivered" : finished ? "failed" : "pending";
   await pipelinedTransaction(deps.sql, async (tx) => {
-    // Locks in the order a firing safety net takes them (its timer row, then the delivery row), so the
-    // two never wait on each other. If this attempt is stale, its net has fired already: a no-op.
-    await scheduler.cancel(tx, a.safetyNetId);
+    // Locks in the order a firing timer takes them (its timer row, then the delivery row), so the two
+    // never wait on each other. If this attempt is stale, its timer has fired already: a no-op.
+    await scheduler.cancel(tx, a.netId);
     // Locked and read before writing: an update fenced on `attempts` would judge a row changed by a
     // transaction still running by its older version; the lock waits for that transaction instead.
     const current = await lockDeliveryState(tx, a.deliveryId);
@@ -216,6 +445,7 @@ export async function recordOutcome(deps: Deps, a: Attempt, outcome: Outcome): P
       status,
       lastStatus: outcome.status,
       lastError: outcome.ok ? null : outcome.error,
+      durationMs: outcome.durationMs,
       finishedAt: finished ? deps.clock.now() : null,
     });
     if (!finished) {
@@ -230,7 +460,7 @@ export async function recordOutcome(deps: Deps, a: Attempt, outcome: Outcome): P
     deps.log.warn("webhook delivery failed", {
       deliveryId: a.deliveryId,
       endpointId: a.endpointId,
-      eventId: a.event.id,
+      eventId: a.eventId,
       attempt: a.attempt,
       error: outcome.error,
       ...(finished ? { givenUp: true } : { retryInMs: RETRY_DELAYS_MS[a.attempt - 1] }),
@@ -238,38 +468,47 @@ export async function recordOutcome(deps: Deps, a: Attempt, outcome: Outcome): P
   }
 }
 
-/** The handler of `webhook.deliver` timers: counts the attempt and hands it to the sender. */
+/**
+ * The handler of `webhook.deliver` timers: decides what comes next for a delivery, counting nothing.
+ * Hands it to the sender when its organization's queue has room (with a timer that holds it), defers
+ * it when the queue is full, waits for an attempt under way, ends it when it cannot be attempted.
+ */
 export function deliverWebhook(deps: Pick<Deps, "log">, sender: WebhookSender): TimerHandler {
   return async ({ tx, timer, schedule, afterCommit }: HandlerContext) => {
     const deliveryId = Number(timer.payload.deliveryId);
-    const d = await countAttempt(tx, deliveryId, MAX_ATTEMPTS);
-    if (!d) {
-      // The endpoint was deleted (dropped), or the last attempt's outcome was never written (failed).
+    const d = await readHandoffState(tx, deliveryId, sender.inFlightMs);
+    if (d?.status !== "pending") return;
+    if (!d.endpoint_ready || d.attempts >= MAX_ATTEMPTS) {
+      // Its endpoint was deleted or disabled (dropped), or its last attempt's outcome was lost (failed).
       await endUncountedDelivery(tx, deliveryId);
       return;
     }
-    const net = await schedule({
-      kind: TIMER_KINDS.webhookDelivery,
-      delayMs: ATTEMPT_TIMEOUT_MS + SAFETY_MARGIN_MS + (RETRY_DELAYS_MS[d.attempts - 1] ?? 0),
-      payload: { deliveryId },
-    });
-    const attempt: Attempt = {
-      deliveryId,
-      attempt: d.attempts,
-      endpointId: d.endpoint_id,
-      url: d.url,
-      secret: d.secret,
-      safetyNetId: net.id,
-      event: {
-        id: d.event_id,
-        type: d.type,
-        livemode: d.livemode,
-        createdAt: d.created_at.toISOString(),
-        data: d.data,
-      },
-    };
-    // Only a counted attempt is sent: after a rollback the timer fires again and counts it then.
-    afterCommit(() => sender.enqueue(attempt));
-    deps.log.debug("webhook attempt counted", { deliveryId, attempt: d.attempts });
+    const again = (delayMs: number) =>
+      schedule({ kind: TIMER_KINDS.webhookDelivery, delayMs, payload: { deliveryId } });
+    if (d.in_flight_ms > 0) {
+      // An attempt is under way (here or in another process): look again once its outcome is due.
+      await again(d.in_flight_ms);
+      return;
+    }
+    if (!sender.accepts(d.organization_id, deliveryId)) {
+      // Waits in the table for room in its organization's queue; the sender brings it forward.
+      await schedule({
+        kind: TIMER_KINDS.webhookDelivery,
+        delayMs: sender.waitingMs,
+        payload: { deliveryId, waitingFor: d.organization_id },
+      });
+      afterCommit(() => sender.noteWaiting(d.organization_id));
+      deps.log.debug("webhook delivery waits for room in its organization's queue", { deliveryId });
+      return;
+    }
+    const holder = await again(sender.holdMs);
+    afterCommit(() =>
+      sender.enqueue({
+        deliveryId,
+        organizationId: d.organization_id,
+        attempt: d.attempts + 1,
+        heldBy: holder.id,
+      }),
+    );
   };
 }
