@@ -11,7 +11,7 @@ import { currentRuntime } from "./runtime/current.ts";
 import type { RunningServer } from "./runtime/runtime.ts";
 import { prepareDemo, reachableUrl } from "./services/demo.ts";
 import { scheduleHousekeeping } from "./services/housekeeping.ts";
-import { WebhookSender } from "./services/webhookDelivery.ts";
+import { WebhookSender } from "./services/webhookSender.ts";
 import { registerTimerHandlers } from "./timerHandlers.ts";
 import { TimerRunner } from "./timers/runner.ts";
 import { VERSION } from "./version.ts";

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Sql } from "postgres";
 import { recordEvent } from "../../src/services/events.ts";
-import { deliverWebhook, MAX_ATTEMPTS, WebhookSender } from "../../src/services/webhookDelivery.ts";
+import { deliverWebhook, MAX_ATTEMPTS } from "../../src/services/webhookDelivery.ts";
+import { WebhookSender } from "../../src/services/webhookSender.ts";
 import { databaseScheduler } from "../../src/timers/scheduler.ts";
 import type { FiredTimer, HandlerContext } from "../../src/timers/types.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type NewEvent, recordEvents } from "../../src/services/events.ts";
-import { WebhookSender } from "../../src/services/webhookDelivery.ts";
+import { WebhookSender } from "../../src/services/webhookSender.ts";
 import { registerTimerHandlers } from "../../src/timerHandlers.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { waitUntil } from "../helpers/wait.ts";
