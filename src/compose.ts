@@ -1,6 +1,7 @@
 import type { Sql } from "postgres";
 import { KeyCache } from "./auth/keyCache.ts";
 import { type Clock, systemClock } from "./clock.ts";
+import { KeyUsageRecorder } from "./db/keyUsage.ts";
 import { ServerSecrets } from "./db/serverSecrets.ts";
 import { sessionTokenInserts } from "./db/sessionTokens.ts";
 import { testTokenRedemptions } from "./db/webCallRedemptions.ts";
@@ -38,6 +39,7 @@ export function composeDeps(input: {
     env,
     timers,
     keyCache: new KeyCache(),
+    keyUsage: new KeyUsageRecorder(sql, clock, log),
     secrets: new ServerSecrets(sql),
     liveKit: createLiveKit(env),
     dialing: new Map(),

@@ -2,6 +2,7 @@ import type { Sql } from "postgres";
 import type { KeyCache } from "./auth/keyCache.ts";
 import type { Clock } from "./clock.ts";
 import type { Db } from "./db/engine/connection.ts";
+import type { KeyUsageRecorder } from "./db/keyUsage.ts";
 import type { ServerSecrets } from "./db/serverSecrets.ts";
 import type { SessionTokenInserts } from "./db/sessionTokens.ts";
 import type { TestTokenRedemptions } from "./db/webCallRedemptions.ts";
@@ -27,6 +28,8 @@ export interface Deps {
   timers: TimerScheduler;
   /** Resolved secret keys, evicted on revocation and organization changes. */
   keyCache: KeyCache;
+  /** Records when secret keys were last used, off the requests' path (db/keyUsage.ts). */
+  keyUsage: KeyUsageRecorder;
   /** Per-database secrets (idempotent token derivation), read once. */
   secrets: ServerSecrets;
   /** The media server, or null when LIVEKIT_URL / _API_KEY / _API_SECRET are not all set. */

@@ -40,6 +40,8 @@ export const EnvSchema = z.object({
   SIMULATION_TIME_SCALE: z.coerce.number().positive().default(1),
   WEBHOOK_ALLOW_PRIVATE_URLS: bool,
   LOG_LEVEL: z.enum(["debug", "info", "warn", "error"]).default("info"),
+  EVENT_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
+  DEMO: bool,
 });
 
 export type Env = z.infer<typeof EnvSchema>;

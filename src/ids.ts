@@ -1,6 +1,9 @@
 import type { Clock } from "./clock.ts";
 
-/** Identifier prefixes of the API's objects, plus `req` for request ids. */
+/**
+ * Identifier prefixes of the API's objects, plus `req` for request ids. `whd` (webhook deliveries) and
+ * `tmr` (timers) name rows the database numbers itself: see `serialId`.
+ */
 export const ID_PREFIXES = [
   "org",
   "agt",
@@ -14,6 +17,8 @@ export const ID_PREFIXES = [
   "evt",
   "we",
   "bn",
+  "whd",
+  "tmr",
   "req",
 ] as const;
 export type IdPrefix = (typeof ID_PREFIXES)[number];
@@ -107,4 +112,28 @@ export function idTime(id: string): number {
   let t = 0;
   for (const ch of u) t = t * 32 + CROCKFORD.indexOf(ch);
   return t;
+}
+
+/**
+ * The id of a row the database numbers (webhook deliveries, timers): the prefix and the row's number in
+ * 26 Crockford base-32 characters, zero-padded, so that every id has one shape and serves as a cursor
+ * like the others. Not a ULID: the number carries no time, only the order of insertion.
+ */
+export function serialId(prefix: IdPrefix, n: string | number | bigint): string {
+  let v = BigInt(n);
+  let out = "";
+  for (let i = 0; i < 26; i++) {
+    out = CROCKFORD[Number(v % 32n)] + out;
+    v /= 32n;
+  }
+  return `${prefix}_${out}`;
+}
+
+/** The row number behind a serial id (as decimal text), or null when `id` is not one of `prefix`. */
+export function serialOf(id: string, prefix: IdPrefix): string | null {
+  if (!isId(id, prefix)) return null;
+  let v = 0n;
+  for (const ch of id.slice(prefix.length + 1)) v = v * 32n + BigInt(CROCKFORD.indexOf(ch));
+  // Row numbers are bigint: anything above is no row.
+  return v <= 9_223_372_036_854_775_807n ? v.toString() : null;
 }

@@ -13,7 +13,7 @@ import type { RunningServer } from "./runtime/runtime.ts";
 import { prepareDemo, reachableUrl } from "./services/demo.ts";
 import { drainDials } from "./services/dialing.ts";
 import { scheduleHousekeeping } from "./services/housekeeping.ts";
-import { WebhookSender } from "./services/webhookDelivery.ts";
+import { WebhookSender } from "./services/webhookSender.ts";
 import { registerTimerHandlers } from "./timerHandlers.ts";
 import { TimerRunner } from "./timers/runner.ts";
 import { VERSION } from "./version.ts";
@@ -126,7 +126,7 @@ async function main(argv: string[]) {
   deps = composeDeps({ sql: db.sql, env, log, timers });
   // Other processes on the same PostgreSQL may revoke keys: hear it, so cached keys are evicted.
   if (db.kind === "postgres") await listenForKeyChanges(db.sql, deps.keyCache);
-  const demoBanner = await prepareDemo(deps, env.DATA_DIR);
+  const demoBanner = await prepareDemo(deps, { dataDir: env.DATA_DIR, database: db.kind });
   webhooks = new WebhookSender(deps);
   registerTimerHandlers(timers, deps, webhooks);
   await scheduleHousekeeping(deps);

@@ -5,7 +5,8 @@ import { housekeeping, refreshStatistics } from "./services/housekeeping.ts";
 import { liveCallMaxDuration } from "./services/liveCalls.ts";
 import { simulationSteps } from "./services/simulatedCalls.ts";
 import { runTasks } from "./services/tasks.ts";
-import { deliverWebhook, WebhookSender } from "./services/webhookDelivery.ts";
+import { deliverWebhook } from "./services/webhookDelivery.ts";
+import { WebhookSender } from "./services/webhookSender.ts";
 import { TIMER_KINDS } from "./timers/kinds.ts";
 import type { TimerRunner } from "./timers/runner.ts";
 

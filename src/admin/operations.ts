@@ -1,32 +1,52 @@
 import type { z } from "@hono/zod-openapi";
+import type { PageInput } from "../db/engine/pages.ts";
 import type { Deps } from "../deps.ts";
 import type { ErrorCode } from "../errors.ts";
 import type { IdPrefix } from "../ids.ts";
 import { createAgent, listAgentsOf, updateAgent } from "../services/agents.ts";
+import { listFailedTimers, retryFailedTimer } from "../services/failedTimers.ts";
+import { publishableKeyStats } from "../services/keyStats.ts";
 import {
   createPublishableKey,
   createSecretKey,
+  listPublishableKeys,
+  listSecretKeys,
   revokePublishableKey,
   revokeSecretKey,
 } from "../services/keys.ts";
 import { createKnowledgeBase, updateKnowledgeBase } from "../services/knowledgeBases.ts";
-import { createOrganization, listOrganizations, updateOrganization } from "../services/organizations.ts";
 import {
+  createOrganization,
+  getOrganization,
+  listOrganizations,
+  updateOrganization,
+} from "../services/organizations.ts";
+import {
+  AdminListQuery,
+  AgentDetailsListSchema,
   AgentDetailsSchema,
   AgentInput,
   AgentPatch,
   CreatedPublishableKeySchema,
   CreatedSecretKeySchema,
+  FailedTimerListSchema,
+  FailedTimerSchema,
+  KeyStatsQuery,
+  KeyStatsSchema,
   KnowledgeBaseInput,
   KnowledgeBasePatch,
   KnowledgeBaseSchema,
+  OrganizationDetailsSchema,
   OrganizationInput,
+  OrganizationListSchema,
   OrganizationPatch,
   OrganizationSchema,
   PublishableKeyInput,
+  PublishableKeyListSchema,
   RevokedPublishableKeySchema,
   RevokedSecretKeySchema,
   SecretKeyInput,
+  SecretKeyListSchema,
 } from "./schema.ts";
 
 /**
@@ -50,14 +70,15 @@ export interface AdminOperation {
   };
   /** The JSON body (strict); a missing body is validated as `{}`. */
   body?: z.ZodType;
-  /** CLI flags whose name, placeholder or help differ from what the body field gives. */
+  /** The query parameters of a read (strict, string values); the CLI takes them as flags too. */
+  query?: z.ZodType;
+  /** CLI flags whose name, placeholder or help differ from what the body or query field gives. */
   flags?: Record<string, { flag?: string; value?: string; help?: string }>;
   response: { status: 200 | 201; description: string; schema: z.ZodType };
   /** Codes beyond those every admin operation can answer (invalid_key, and with a body invalid_request …). */
   errors: ErrorCode[];
-  /** Only a CLI command (no route yet). */
-  cliOnly?: boolean;
-  run(deps: Deps, id: string, body: Record<string, unknown>): Promise<unknown>;
+  /** `input` is the validated body, or the validated query of a read. */
+  run(deps: Deps, id: string, input: Record<string, unknown>): Promise<unknown>;
 }
 
 const ORG_ID = "org_01JD8Y3M6W9Q2T4V5X7Z8A9B0C";
@@ -131,6 +152,16 @@ const carrierFlags = (created: boolean) => ({
   },
 });
 
+/** The flags of a cursor list's query. */
+const listFlags = {
+  limit: { value: "<1-100>", help: "Items per page (default 20)." },
+  starting_after: {
+    flag: "starting-after",
+    value: "<id>",
+    help: "Id of the last item of the previous page.",
+  },
+};
+
 const inOrganization = {
   prefix: "org",
   example: ORG_ID,
@@ -184,11 +215,30 @@ export const adminOperations: AdminOperation[] = [
     method: "get",
     path: "/organizations",
     summary: "List organizations",
-    description: "Lists every organization, newest first.",
-    response: { status: 200, description: "The organizations.", schema: OrganizationSchema },
-    errors: [],
-    cliOnly: true,
-    run: (deps) => listOrganizations(deps),
+    description:
+      "Lists every organization, newest first, in the cursor convention (`limit`, `starting_after`).",
+    query: AdminListQuery,
+    flags: listFlags,
+    response: { status: 200, description: "One page of organizations.", schema: OrganizationListSchema },
+    errors: ["invalid_query", "invalid_cursor"],
+    run: (deps, _id, query) => listOrganizations(deps, query as unknown as PageInput),
+  },
+  {
+    name: "get-organization",
+    method: "get",
+    path: "/organizations/{id}",
+    summary: "Read an organization",
+    description:
+      "Reads an organization with its use of the plan this calendar month (UTC): `usage.planMinutesUsed` " +
+      "counts the minutes of ended calls and the reservations of calls still running.",
+    id: { prefix: "org", example: ORG_ID, cli: { positional: "<org-id>" } },
+    response: {
+      status: 200,
+      description: "The organization and this month's usage.",
+      schema: OrganizationDetailsSchema,
+    },
+    errors: ["not_found"],
+    run: (deps, id) => getOrganization(deps, id),
   },
   {
     name: "create-agent",
@@ -229,12 +279,13 @@ export const adminOperations: AdminOperation[] = [
     method: "get",
     path: "/organizations/{id}/agents",
     summary: "List the agents of an organization",
-    description: "Lists the agents of an organization, newest first.",
+    description: "Lists the agents of an organization, newest first, in the cursor convention.",
     id: inOrganization,
-    response: { status: 200, description: "The agents.", schema: AgentDetailsSchema },
-    errors: ["not_found"],
-    cliOnly: true,
-    run: (deps, id) => listAgentsOf(deps, id),
+    query: AdminListQuery,
+    flags: listFlags,
+    response: { status: 200, description: "One page of agents.", schema: AgentDetailsListSchema },
+    errors: ["not_found", "invalid_query", "invalid_cursor"],
+    run: (deps, id, query) => listAgentsOf(deps, id, query as unknown as PageInput),
   },
   {
     name: "create-secret-key",
@@ -292,6 +343,42 @@ export const adminOperations: AdminOperation[] = [
     run: (deps, id, body) => createPublishableKey(deps, id, body as z.output<typeof PublishableKeyInput>),
   },
   {
+    name: "list-secret-keys",
+    method: "get",
+    path: "/organizations/{id}/secret-keys",
+    summary: "List the secret keys of an organization",
+    description:
+      "Lists the organization's secret keys, revoked ones included, newest first, in the cursor convention. " +
+      "Never the key itself (only its hash is stored): `start` shows its first characters. `lastUsedAt` is " +
+      "at most a minute behind.",
+    id: inOrganization,
+    query: AdminListQuery,
+    flags: listFlags,
+    response: { status: 200, description: "One page of secret keys.", schema: SecretKeyListSchema },
+    errors: ["not_found", "invalid_query", "invalid_cursor"],
+    run: (deps, id, query) => listSecretKeys(deps, id, query as unknown as PageInput),
+  },
+  {
+    name: "list-publishable-keys",
+    method: "get",
+    path: "/organizations/{id}/publishable-keys",
+    summary: "List the publishable keys of an organization",
+    description:
+      "Lists the organization's publishable keys, revoked ones included, newest first, in the cursor " +
+      "convention. Never the key itself: `start` shows its first characters. `lastUsedAt` is the latest web " +
+      "call attempt with the key; `minutesUsedThisMonth` the minutes counted on its cap this calendar month.",
+    id: inOrganization,
+    query: AdminListQuery,
+    flags: listFlags,
+    response: {
+      status: 200,
+      description: "One page of publishable keys.",
+      schema: PublishableKeyListSchema,
+    },
+    errors: ["not_found", "invalid_query", "invalid_cursor"],
+    run: (deps, id, query) => listPublishableKeys(deps, id, query as unknown as PageInput),
+  },
+  {
     name: "revoke-secret-key",
     method: "post",
     path: "/secret-keys/{id}/revoke",
@@ -324,6 +411,24 @@ export const adminOperations: AdminOperation[] = [
     },
     errors: ["not_found"],
     run: (deps, id) => revokePublishableKey(deps, id),
+  },
+  {
+    name: "publishable-key-stats",
+    method: "get",
+    path: "/publishable-keys/{id}/stats",
+    summary: "How a publishable key is used and abused",
+    description:
+      "Per day (UTC, oldest first): web call attempts with the key, calls started, refusals by error code " +
+      "(`origin_not_allowed`, `invalid_captcha`, `rate_limited`, `plan_required`, `agent_unavailable`, " +
+      "`plan_minutes_exhausted`, `minute_cap_reached` …) and minutes; over the period, the bot check's " +
+      "scores in 11 buckets and the 10 most refused origins. Counted from the attempts themselves as they " +
+      "are refused or started; a rate-limited attempt counts when its body carries the valid key.",
+    id: { prefix: "key", example: KEY_ID, cli: { positional: "<key-id>" } },
+    query: KeyStatsQuery,
+    flags: { days: { value: "<1-90>", help: "Days to report, ending today (default 30)." } },
+    response: { status: 200, description: "The key's attempts.", schema: KeyStatsSchema },
+    errors: ["not_found"],
+    run: (deps, id, query) => publishableKeyStats(deps, id, (query as { days: number }).days),
   },
   {
     name: "create-knowledge-base",
@@ -361,5 +466,35 @@ export const adminOperations: AdminOperation[] = [
     response: { status: 200, description: "The knowledge base.", schema: KnowledgeBaseSchema },
     errors: ["not_found"],
     run: (deps, id, body) => updateKnowledgeBase(deps, id, body as z.output<typeof KnowledgeBasePatch>),
+  },
+  {
+    name: "list-failed-timers",
+    method: "get",
+    path: "/failed-timers",
+    summary: "List work that gave up",
+    description:
+      "Lists the durable timers whose work failed until its retries ran out (kept as `failed` with the " +
+      "number of attempts and the last error), newest first, in the cursor convention. `object` names what " +
+      "the work was about. Retry one with `POST /failed-timers/{id}/retry` once the cause is fixed.",
+    query: AdminListQuery,
+    flags: listFlags,
+    response: { status: 200, description: "One page of failed timers.", schema: FailedTimerListSchema },
+    errors: ["invalid_query", "invalid_cursor"],
+    run: (deps, _id, query) => listFailedTimers(deps, query as unknown as PageInput),
+  },
+  {
+    name: "retry-failed-timer",
+    method: "post",
+    path: "/failed-timers/{id}/retry",
+    summary: "Retry work that gave up",
+    description:
+      "Puts a failed timer back to work: pending, due now, its attempts counted from zero. The work is " +
+      "fenced on the state it moves, so what was done meanwhile by other means is not done twice. A timer " +
+      "that is not failed (unknown, already retried) is 404; a periodic kind of which one timer is already " +
+      "pending is 400 `invalid_request`.",
+    id: { prefix: "tmr", example: "tmr_00000000000000000000000AZ7", cli: { positional: "<timer-id>" } },
+    response: { status: 200, description: "The timer, pending again.", schema: FailedTimerSchema },
+    errors: ["not_found"],
+    run: (deps, id) => retryFailedTimer(deps, id),
   },
 ];

@@ -1,6 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import { SCOPES } from "../auth/scopes.ts";
 import { type IdPrefix, isId } from "../ids.ts";
+import { listEnvelope, listQuery, queryValue } from "../lists/cursor.ts";
 import { E164, LanguageTagSchema } from "../schemas.ts";
 import { ALL_DAYS, canonicalTimeZone, secondsOfDay } from "../services/callWindow.ts";
 import { isKnownCountry } from "../services/phoneNumbers.ts";
@@ -361,6 +362,20 @@ export const OrganizationSchema = z
   })
   .openapi("Organization");
 
+export const OrganizationDetailsSchema = OrganizationSchema.extend({
+  usage: z
+    .object({
+      month: z.string().openapi({ description: "The calendar month (UTC), `YYYY-MM`.", example: "2026-11" }),
+      planMinutesUsed: z.number().int().openapi({
+        description: "Plan minutes counted this month, including the reservations of calls still running.",
+        example: 312,
+      }),
+    })
+    .openapi({ description: "This month's use of the plan." }),
+}).openapi("OrganizationDetails");
+
+export const OrganizationListSchema = listEnvelope(OrganizationSchema, "OrganizationList");
+
 export const AgentDetailsSchema = z
   .object({
     id: agentId,
@@ -375,6 +390,8 @@ export const AgentDetailsSchema = z
     createdAt: Timestamp,
   })
   .openapi("AgentDetails");
+
+export const AgentDetailsListSchema = listEnvelope(AgentDetailsSchema, "AgentDetailsList");
 
 const secretKeyFields = {
   id: keyId,
@@ -395,6 +412,20 @@ export const CreatedSecretKeySchema = z
     }),
   })
   .openapi("CreatedSecretKey");
+
+const summaryFields = {
+  revoked: z.boolean(),
+  revokedAt: Timestamp.nullable(),
+  lastUsedAt: Timestamp.nullable().openapi({
+    description: "When the key was last used (at most a minute behind); `null` if never.",
+  }),
+};
+
+export const SecretKeySummarySchema = z
+  .object({ ...secretKeyFields, ...summaryFields })
+  .openapi("SecretKeySummary", { description: "A secret key as operators list it: never its value." });
+
+export const SecretKeyListSchema = listEnvelope(SecretKeySummarySchema, "SecretKeyList");
 
 export const RevokedSecretKeySchema = z
   .object({ ...secretKeyFields, revoked: z.literal(true), revokedAt: Timestamp })
@@ -420,6 +451,22 @@ export const CreatedPublishableKeySchema = z
   })
   .openapi("CreatedPublishableKey");
 
+export const PublishableKeySummarySchema = z
+  .object({
+    ...publishableKeyFields,
+    ...summaryFields,
+    minutesUsedThisMonth: z.number().int().openapi({
+      description: "Minutes counted on the key's cap this calendar month (UTC), running calls included.",
+      example: 42,
+    }),
+  })
+  .openapi("PublishableKeySummary", {
+    description:
+      "A publishable key as operators list it: never its value. Last use: its latest web call attempt.",
+  });
+
+export const PublishableKeyListSchema = listEnvelope(PublishableKeySummarySchema, "PublishableKeyList");
+
 export const RevokedPublishableKeySchema = z
   .object({ ...publishableKeyFields, revoked: z.literal(true), revokedAt: Timestamp })
   .openapi("RevokedPublishableKey");
@@ -433,6 +480,9 @@ export const KnowledgeBaseSchema = z
     createdAt: Timestamp,
   })
   .openapi("KnowledgeBase");
+
+/** The query of an admin list: the cursor convention, no filter. */
+export const AdminListQuery = listQuery({});
 
 /**
  * The `{id}` path parameter. A malformed id is refused here (404 `not_found` through the
@@ -451,3 +501,95 @@ export function idParams(prefix: IdPrefix, example: string) {
 export function jsonRequest<T extends z.ZodType>(schema: T) {
   return { body: { required: true, content: { "application/json": { schema } } } } as const;
 }
+
+export const FailedTimerSchema = z
+  .object({
+    id: z.string().openapi({ example: "tmr_00000000000000000000000AZ7" }),
+    kind: z.string().openapi({
+      description:
+        "What the work was: `webhook.deliver`, `call.simulation`, `campaign.advance`, `task.run` …",
+      example: "task.run",
+    }),
+    object: z.string().nullable().openapi({
+      description: "The object the work was about (a call, a campaign, a task, a webhook delivery …).",
+      example: "task_01JD8Y3M6W9Q2T4V5X7Z8A9B0C",
+    }),
+    payload: z.record(z.string(), z.unknown()).openapi({ description: "What the work was given." }),
+    status: z.enum(["failed", "pending"]).openapi({ description: "`pending` once retried." }),
+    attempts: z.number().int().openapi({ description: "Attempts made (0 once retried).", example: 10 }),
+    lastError: z.string().nullable().openapi({ example: "connect ECONNREFUSED 10.0.0.5:7880" }),
+    createdAt: Timestamp,
+    failedAt: Timestamp.nullable().openapi({ description: "When its last attempt failed." }),
+  })
+  .openapi("FailedTimer", {
+    description: "Work that gave up: a durable timer whose handler failed until its retries ran out.",
+  });
+
+export const FailedTimerListSchema = listEnvelope(FailedTimerSchema, "FailedTimerList");
+
+const DAYS_RE = /^[0-9]{1,3}$/;
+
+/** `days` of the abuse view: 1–90, default 30. */
+export const KeyStatsQuery = z
+  .object({
+    days: queryValue("an integer from 1 to 90")
+      .optional()
+      .transform((v, ctx) => {
+        if (v === undefined) return 30;
+        const n = DAYS_RE.test(v) ? Number(v) : Number.NaN;
+        if (!Number.isInteger(n) || n < 1 || n > 90) {
+          ctx.addIssue({ code: "custom", message: "must be an integer from 1 to 90" });
+          return z.NEVER;
+        }
+        return n;
+      })
+      .openapi({
+        param: { name: "days", in: "query" },
+        type: "integer",
+        minimum: 1,
+        maximum: 90,
+        default: 30,
+        description: "How many days (UTC) to report, ending today. 1 to 90, default 30.",
+      }),
+  })
+  .strict();
+
+export const KeyStatsSchema = z
+  .object({
+    days: z
+      .array(
+        z.object({
+          date: z.string().openapi({ example: "2026-11-21" }),
+          attempts: z.number().int().openapi({ description: "Web call attempts with the key.", example: 40 }),
+          started: z.number().int().openapi({ description: "Attempts that started a call.", example: 12 }),
+          refused: z.record(z.string(), z.number().int()).openapi({
+            description: "Refused attempts by error code.",
+            example: { origin_not_allowed: 20, invalid_captcha: 6, rate_limited: 2 },
+          }),
+          minutes: z.number().int().openapi({
+            description:
+              "Minutes of the calls started that day (reserved while they run, kept once they end).",
+            example: 31,
+          }),
+        }),
+      )
+      .openapi({ description: "One entry per day, oldest first, days without attempts included." }),
+    captchaScores: z
+      .array(z.number().int())
+      .length(11)
+      .openapi({
+        description:
+          "How many bot check answers scored 0.0, 0.1 … 1.0 (to the nearest tenth) over the period.",
+        example: [0, 9, 2, 0, 0, 1, 0, 3, 5, 8, 4],
+      }),
+    topRefusedOrigins: z
+      .array(z.object({ origin: z.string(), count: z.number().int() }))
+      .max(10)
+      .openapi({
+        description:
+          "The `Origin` headers of the most refused attempts over the period, at most 10, most refused first. " +
+          "`(none)`: no Origin header; `(other origins)`: beyond the 100 distinct origins kept per day.",
+        example: [{ origin: "https://copycat.example.net", count: 20 }],
+      }),
+  })
+  .openapi("PublishableKeyStats");

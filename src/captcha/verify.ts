@@ -30,7 +30,10 @@ export type CaptchaRefusal =
   | "wrong_hostname"
   | "already_used";
 
-export type CaptchaResult = { ok: true; score: number } | { ok: false; reason: CaptchaRefusal };
+/** `score` is the verifier's score whenever it gave one, accepted or not (for the keys' abuse view). */
+export type CaptchaResult =
+  | { ok: true; score: number }
+  | { ok: false; reason: CaptchaRefusal; score?: number };
 
 export interface CaptchaInput {
   /** The `captchaToken` of the request body, as received (anything that is not a string is missing). */
@@ -84,12 +87,13 @@ export async function verifyCaptcha(deps: CaptchaDeps, input: CaptchaInput): Pro
     return { ok: false, reason: "rejected" };
   }
   const score = typeof answer.score === "number" ? answer.score : Number.NaN;
-  if (!(score >= deps.env.RECAPTCHA_MIN_SCORE)) return { ok: false, reason: "low_score" };
-  if (answer.action !== CAPTCHA_ACTION) return { ok: false, reason: "wrong_action" };
+  const scored = Number.isFinite(score) && score >= 0 && score <= 1 ? { score } : {};
+  if (!(score >= deps.env.RECAPTCHA_MIN_SCORE)) return { ok: false, reason: "low_score", ...scored };
+  if (answer.action !== CAPTCHA_ACTION) return { ok: false, reason: "wrong_action", ...scored };
   if (typeof answer.hostname !== "string" || answer.hostname.toLowerCase() !== expectedHost) {
-    return { ok: false, reason: "wrong_hostname" };
+    return { ok: false, reason: "wrong_hostname", ...scored };
   }
-  if (!(await rememberAccepted(deps, token))) return { ok: false, reason: "already_used" };
+  if (!(await rememberAccepted(deps, token))) return { ok: false, reason: "already_used", ...scored };
   return { ok: true, score };
 }
 

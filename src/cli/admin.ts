@@ -98,7 +98,8 @@ function commandOf(op: AdminOperation): Command {
       flags[flag] = { kind: "text", field: ID_FIELD, required: true, value, help };
     }
   }
-  const shape = (op.body as unknown as { shape?: Record<string, z.ZodType> } | undefined)?.shape ?? {};
+  const input = op.body ?? op.query;
+  const shape = (input as unknown as { shape?: Record<string, z.ZodType> } | undefined)?.shape ?? {};
   for (const [field, schema] of Object.entries(shape)) {
     const o = op.flags?.[field] ?? {};
     const { kind, required } = fieldKind(schema);
@@ -158,14 +159,16 @@ export async function executeAdmin(invocation: AdminInvocation, deps: Deps): Pro
   try {
     const { [ID_FIELD]: id, ...fields } = invocation.fields;
     const op = invocation.command.operation;
-    const body = op.body ? (op.body.parse(fields) as Fields) : fields;
-    const answer = await op.run(deps, String(id ?? invocation.id), body);
+    const schema = op.body ?? op.query;
+    const input = schema ? (schema.parse(fields) as Fields) : fields;
+    const answer = await op.run(deps, String(id ?? invocation.id), input);
     return { code: 0, stdout: `${JSON.stringify(answer, null, 2)}\n`, stderr: "" };
   } catch (err) {
     if (err instanceof ApiError) return adminFailure(err.code, err.message, err.param);
     if (err instanceof z.ZodError) {
       const { message, param } = describeIssues(err.issues);
-      return adminFailure("invalid_request", message, param);
+      const op = invocation.command.operation;
+      return adminFailure(op.body || !op.query ? "invalid_request" : "invalid_query", message, param);
     }
     return adminFailure("internal_error", err instanceof Error ? err.message : String(err));
   }

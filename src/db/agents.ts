@@ -1,3 +1,4 @@
+import type { Fragment } from "postgres";
 import type { Db } from "./engine/connection.ts";
 
 /** Statements of the agents table. */
@@ -41,6 +42,10 @@ export function listAgents(
     ${only ? sql`and id = any(${only})` : sql``}
     order by created_at desc, id desc`;
 }
+
+/** The scope of an organization's list of agents (index agents_org_created). */
+export const agentsOf = (sql: Db, organizationId: string): Fragment =>
+  sql`organization_id = ${organizationId}`;
 
 export async function findAgent(sql: Db, organizationId: string, id: string): Promise<AgentRow | null> {
   const [row] = await sql<

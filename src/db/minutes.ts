@@ -77,6 +77,17 @@ export async function reservationMaxSeconds(sql: Db, callId: string): Promise<nu
   return row?.max_seconds ?? null;
 }
 
+/** What a settlement settled: enough for the key's rows (a web call with a publishable key). */
+export interface SettledReservation {
+  publishable_key_id: string | null;
+  /** `YYYY-MM-01`. */
+  month: string;
+  reserved_minutes: number;
+  kept_minutes: number;
+  /** When the reservation was made (the day the key's abuse view counted it). */
+  created_at: Date;
+}
+
 /**
  * Settles a call's open reservation in one statement: `keepMinutes` (at most what was reserved) stay
  * counted, the rest goes back to the plan's row (locked after the reservation's, as everywhere).
@@ -89,25 +100,19 @@ export async function settleOpenReservation(
   callId: string,
   keepMinutes: number,
   at: Date,
-): Promise<{
-  publishable_key_id: string | null;
-  month: string;
-  reserved_minutes: number;
-  kept_minutes: number;
-} | null> {
-  const [row] = await tx<
-    { publishable_key_id: string | null; month: string; reserved_minutes: number; kept_minutes: number }[]
-  >`
+): Promise<SettledReservation | null> {
+  const [row] = await tx<SettledReservation[]>`
     with r as (
       update minute_reservations set kept_minutes = least(reserved_minutes, ${keepMinutes}::integer), settled_at = ${at}
       where call_id = ${callId} and settled_at is null
-      returning organization_id, publishable_key_id, plan_charged, month, reserved_minutes, kept_minutes
+      returning organization_id, publishable_key_id, plan_charged, month, reserved_minutes, kept_minutes, created_at
     ), plan as (
       update minute_usage u set used_minutes = greatest(0, u.used_minutes - (r.reserved_minutes - r.kept_minutes))
       from r
       where r.plan_charged and r.reserved_minutes > r.kept_minutes
         and u.kind = 'plan' and u.subject_id = r.organization_id and u.month = r.month
     )
-    select publishable_key_id, to_char(month, 'YYYY-MM-DD') as month, reserved_minutes, kept_minutes from r`;
+    select publishable_key_id, to_char(month, 'YYYY-MM-DD') as month, reserved_minutes, kept_minutes, created_at
+    from r`;
   return row ?? null;
 }

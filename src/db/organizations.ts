@@ -1,3 +1,4 @@
+import type { Fragment } from "postgres";
 import type { Db } from "./engine/connection.ts";
 
 /** Statements of the organizations table. */
@@ -91,10 +92,8 @@ export async function updateOrganization(
   return row ?? null;
 }
 
-/** Every organization, newest first. */
-export function listOrganizations(sql: Db): Promise<OrganizationRow[]> {
-  return sql<OrganizationRow[]>`select * from organizations order by created_at desc, id desc`;
-}
+/** The scope of the list of organizations: all of them (index organizations_created). */
+export const allOrganizations = (sql: Db): Fragment => sql`true`;
 
 export async function findOrganization(sql: Db, id: string): Promise<OrganizationRow | null> {
   const [row] = await sql<OrganizationRow[]>`select * from organizations where id = ${id}`;

@@ -1,3 +1,4 @@
+import type { Fragment } from "postgres";
 import type { Db } from "./engine/connection.ts";
 
 /** Statements of the publishable_keys table. Only the SHA-256 of a key is stored. */
@@ -46,4 +47,30 @@ export async function monthlyMinuteCap(sql: Db, id: string): Promise<number> {
   const [row] = await sql<{ monthly_minute_cap: number }[]>`
     select monthly_minute_cap from publishable_keys where id = ${id}`;
   return row?.monthly_minute_cap ?? 0;
+}
+
+/** The scope of an organization's list of publishable keys (index publishable_keys_org_created). */
+export const publishableKeysOf = (sql: Db, organizationId: string): Fragment =>
+  sql`organization_id = ${organizationId}`;
+
+/** What the operators' list of publishable keys reads: never the hash; last use and this month's minutes. */
+export interface PublishableKeyListRow extends Omit<PublishableKeyRow, "key_hash"> {
+  last_used_at: Date | null;
+  minutes_used: number;
+}
+
+/**
+ * The key's last use is its latest attempt (the newest day row of its abuse view holds it); its minutes
+ * are the month's usage row of its cap. `month` is `YYYY-MM-01`.
+ */
+export const publishableKeyListColumns = (sql: Db, month: string): Fragment => sql`
+  id, organization_id, agent_id, start, allowed_origins, monthly_minute_cap, revoked_at, created_at,
+  (select s.last_attempt_at from publishable_key_daily_stats s
+    where s.publishable_key_id = publishable_keys.id order by s.day desc limit 1) as last_used_at,
+  coalesce((select m.used_minutes from minute_usage m
+    where m.kind = 'key' and m.subject_id = publishable_keys.id and m.month = ${month}::date), 0) as minutes_used`;
+
+export async function findPublishableKeyById(sql: Db, id: string): Promise<PublishableKeyRow | null> {
+  const [row] = await sql<PublishableKeyRow[]>`select * from publishable_keys where id = ${id}`;
+  return row ?? null;
 }

@@ -1,3 +1,4 @@
+import type { Fragment } from "postgres";
 import type { Db } from "./engine/connection.ts";
 
 /** Statements of the secret_keys table. Only the SHA-256 of a key is stored. */
@@ -60,3 +61,16 @@ export async function findMintingTestKey(
     limit 1`;
   return row ?? null;
 }
+
+/** The scope of an organization's list of secret keys (index secret_keys_org_created). */
+export const secretKeysOf = (sql: Db, organizationId: string): Fragment =>
+  sql`organization_id = ${organizationId}`;
+
+/** What the operators' list of secret keys reads: never the hash; with the key's last use. */
+export interface SecretKeyListRow extends Omit<SecretKeyRow, "key_hash"> {
+  last_used_at: Date | null;
+}
+
+export const secretKeyListColumns = (sql: Db): Fragment => sql`
+  id, organization_id, mode, start, scopes, agent_ids, revoked_at, created_at,
+  (select u.last_used_at from secret_key_usage u where u.key_id = secret_keys.id) as last_used_at`;

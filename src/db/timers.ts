@@ -275,6 +275,7 @@ export async function failTimer(
       attempts = attempts + 1,
       last_error = ${opts.error.slice(0, 2000)},
       status = case when attempts + 1 >= ${opts.maxAttempts} then 'failed' else 'pending' end,
+      failed_at = case when attempts + 1 >= ${opts.maxAttempts} then now() end,
       due_at = now() + ${opts.backoffMs}::float8 * interval '1 millisecond',
       locked_by = null,
       locked_until = null
@@ -330,4 +331,72 @@ export async function ensureSingleTimer(sql: Db, kind: SingleTimerKind, delayMs:
     insert into timers (kind, due_at, payload)
     values (${kind}, now() + ${delayMs}::float8 * interval '1 millisecond', '{}')
     on conflict (kind) where status = 'pending' and kind in ('housekeeping', 'statistics') do nothing`;
+}
+
+/** A timer kept as `failed`: its retries ran out (see failTimer). */
+export interface FailedTimerRow {
+  id: string;
+  kind: string;
+  payload: Record<string, unknown>;
+  attempts: number;
+  last_error: string | null;
+  created_at: Date;
+  failed_at: Date | null;
+}
+
+/** The scope of the operators' list of failed timers (index timers_failed). */
+export const failedTimers = (sql: Db): Fragment => sql`status = 'failed'`;
+
+/** `id` as it is (the driver reads bigint as text): a cast named `id` would be what a page orders by. */
+export const failedTimerColumns = (sql: Db): Fragment =>
+  sql`id, kind, payload, attempts, last_error, created_at, failed_at`;
+
+/**
+ * Puts a failed timer back to work: pending, due now, no attempt counted, free for any runner's next
+ * poll. `absent` when there is no such failed timer; `one_pending` when its kind allows one pending
+ * timer only (sql/0013) and one is pending already.
+ */
+export async function retryFailedTimer(
+  sql: Db,
+  id: string,
+): Promise<FailedTimerRow | "absent" | "one_pending"> {
+  try {
+    const [row] = await sql<FailedTimerRow[]>`
+      update timers set status = 'pending', attempts = 0, due_at = now(), failed_at = null,
+        locked_by = null, locked_until = null, epoch = epoch + 1
+      where id = ${id}::bigint and status = 'failed'
+      returning id::text as id, kind, payload, attempts, last_error, created_at, failed_at`;
+    return row ?? "absent";
+  } catch (err) {
+    if ((err as { code?: string }).code === "23505") return "one_pending";
+    throw err;
+  }
+}
+
+/** Makes pending timers due now and free for any runner (work handed back at shutdown). */
+export async function makeTimersDue(sql: Db, ids: readonly string[]): Promise<void> {
+  if (ids.length === 0) return;
+  await sql`
+    update timers set due_at = now(), locked_by = null, locked_until = null
+    where id = any(${ids as string[]}::bigint[]) and status = 'pending'`;
+}
+
+/**
+ * Makes due now the `limit` earliest pending webhook timers of deliveries waiting for room in
+ * `organizationId`'s queue (payload `waitingFor`, index timers_webhook_waiting), free for any runner.
+ * Rows another transaction holds are skipped. Returns how many.
+ */
+export async function bringWaitingDeliveriesForward(
+  sql: Db,
+  organizationId: string,
+  limit: number,
+): Promise<number> {
+  const rows = await sql`
+    update timers set due_at = now(), locked_by = null, locked_until = null
+    where id in (
+      select id from timers
+      where kind = 'webhook.deliver' and status = 'pending' and payload ? 'waitingFor'
+        and payload ->> 'waitingFor' = ${organizationId} and due_at > now()
+      order by due_at limit ${limit} for update skip locked)`;
+  return rows.count;
 }

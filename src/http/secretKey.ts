@@ -45,13 +45,15 @@ export async function resolveSecretKey(
  * The body is read only once the key is accepted (http/body.ts).
  */
 export function requireSecretKey(
-  deps: Pick<Deps, "sql" | "keyCache">,
+  deps: Pick<Deps, "sql" | "keyCache" | "keyUsage">,
   scope: Scope,
 ): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const auth = await resolveSecretKey(deps, c.req.header("authorization"));
     if (!auth)
       throw new ApiError("invalid_key", "Provide a valid secret key as `Authorization: Bearer <key>`.");
+    // A key presented validly was used, whatever the operation then allows it.
+    deps.keyUsage.touch(auth.keyId);
     if (!hasScope(auth.scopes, scope))
       throw new ApiError("missing_scope", `This key lacks the scope \`${scope}\`.`);
     c.set("auth", auth);
@@ -65,7 +67,7 @@ export function requireSecretKey(
  * that the middleware enforces, so the document and the check cannot drift apart.
  */
 export function secretKeyAuth(
-  deps: Pick<Deps, "sql" | "keyCache">,
+  deps: Pick<Deps, "sql" | "keyCache" | "keyUsage">,
   scope: Scope,
   ...then: MiddlewareHandler<AppEnv>[]
 ) {
@@ -74,3 +76,23 @@ export function secretKeyAuth(
     middleware: [requireSecretKey(deps, scope), ...then] as MiddlewareHandler<AppEnv>[],
   };
 }
+
+/**
+ * After the key: 403 `agent_not_allowed` for a key restricted to some agents, on operations that concern
+ * every agent of the organization (webhook endpoints receive the events of all of them).
+ */
+export const unrestrictedKey: MiddlewareHandler<AppEnv> = async (c, next) => {
+  if (c.get("auth").agentIds) {
+    throw new ApiError(
+      "agent_not_allowed",
+      "This key is restricted to some agents; this operation concerns every agent of the organization and " +
+        "needs a key without that restriction.",
+    );
+  }
+  await next();
+};
+
+/** Said in the description of every operation that takes `unrestrictedKey`. */
+export const UNRESTRICTED_NOTE =
+  "Needs a key that is not restricted to some agents (403 `agent_not_allowed` otherwise): endpoints receive " +
+  "the events of every agent.";

@@ -3,12 +3,14 @@ import {
   type AgentPatch,
   type AgentRow,
   agentOrganization,
+  agentsOf,
   existingAgentIds,
   findAgent,
   insertAgent,
   listAgents as listAgentRows,
   updateAgent as updateAgentRow,
 } from "../db/agents.ts";
+import { type Page, type PageInput, paginate } from "../db/engine/pages.ts";
 import { existingKnowledgeBaseIds } from "../db/knowledgeBases.ts";
 import type { TxDeps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
@@ -92,11 +94,24 @@ export async function updateAgent(deps: TxDeps, id: string, input: Partial<Agent
   return agentDetailsView(row);
 }
 
+export type AgentDetailsView = ReturnType<typeof agentDetailsView>;
+
 /** The agents of one organization, newest first, with the details operators need (ids for keys). */
-export async function listAgentsOf(deps: TxDeps, organizationId: string) {
+export async function listAgentsOf(
+  deps: TxDeps,
+  organizationId: string,
+  q: PageInput,
+): Promise<Page<AgentDetailsView>> {
   await assertOrganization(deps, organizationId);
-  const rows = await listAgentRows(deps.sql, organizationId);
-  return { agents: rows.map(agentDetailsView) };
+  return paginate<AgentRow, AgentDetailsView>({
+    sql: deps.sql,
+    table: "agents",
+    where: agentsOf(deps.sql, organizationId),
+    prefix: "agt",
+    limit: q.limit,
+    startingAfter: q.starting_after,
+    map: agentDetailsView,
+  });
 }
 
 /** `GET /v1/agents`: the agents a secret key may use. */

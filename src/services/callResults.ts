@@ -94,6 +94,7 @@ export async function releaseCallResults(tx: Db, deps: Pick<Deps, "clock" | "ids
   if (transcript) {
     events.push({
       organizationId: call.organization_id,
+      agentId: call.agent_id,
       type: "call.transcript_ready",
       livemode: call.livemode,
       data: transcriptView({ id: call.id, livemode: call.livemode, transcript }),

@@ -147,6 +147,7 @@ export async function createCampaign(
     await recordEvent(tx, deps, {
       id: startedId,
       organizationId: auth.organizationId,
+      agentId: view.agentId,
       type: "campaign.started",
       livemode: auth.livemode,
       data: view,
@@ -210,6 +211,7 @@ async function advance(tx: Db, deps: Deps, id: string, knownAgent?: AgentRow): P
   if (campaign.status === "running" && row.status === "completed") {
     await recordEvent(tx, deps, {
       organizationId: row.organization_id,
+      agentId: row.agent_id,
       type: "campaign.completed",
       livemode: row.livemode,
       data: campaignView(row),
@@ -428,6 +430,7 @@ export async function cancelCampaign(deps: Deps, auth: ReadScope, id: string): P
     // Every call had already ended (the engine had not yet seen the last one): completed, not cancelled.
     await recordEvent(tx, deps, {
       organizationId: row.organization_id,
+      agentId: row.agent_id,
       type: row.status === "completed" ? "campaign.completed" : "campaign.cancelled",
       livemode: row.livemode,
       data: view,

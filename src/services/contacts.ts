@@ -77,6 +77,7 @@ export async function createContact(deps: Deps, actor: Actor, input: ContactInpu
     const contact = contactView(row);
     await recordEvent(tx, deps, {
       organizationId: actor.organizationId,
+      agentId: null,
       type: "contact.created",
       livemode: actor.livemode,
       data: { ...contact },
@@ -123,6 +124,7 @@ export async function updateContact(
     const contact = contactView(row);
     await recordEvent(tx, deps, {
       organizationId: actor.organizationId,
+      agentId: null,
       type: "contact.updated",
       livemode: actor.livemode,
       data: { ...contact },
@@ -143,6 +145,7 @@ export async function deleteContact(
     const deleted = { id, deleted: true as const };
     await recordEvent(tx, deps, {
       organizationId: actor.organizationId,
+      agentId: null,
       type: "contact.deleted",
       livemode: actor.livemode,
       data: { ...deleted },

@@ -15,6 +15,8 @@ import { createOrganization } from "./organizations.ts";
  * The demo seed: on the first start with an empty database (no organization at all), a demo
  * organization, an active "Demo agent" and a test secret key with every scope, so that a fresh
  * install can be tried at once. Test mode only: no paid plan, nothing billed, nothing dialled.
+ * Only where a demo belongs: the embedded database (a machine trying the service), or any database
+ * when `DEMO=true`; never by default on a `DATABASE_URL` database, which is a deployment.
  */
 
 /** An arbitrary constant: the advisory lock that makes seeding single across processes. */
@@ -32,7 +34,7 @@ export interface DemoSeed extends DemoRef {
   organizationName: string;
   agentName: string;
   secretKeyId: string;
-  /** The test secret key: shown once at start and kept in the credentials file, stored only as a hash. */
+  /** The test secret key: kept in the credentials file only, stored in the database as a hash. */
   testSecretKey: string;
   createdAt: string;
 }
@@ -97,35 +99,51 @@ export function reachableUrl(host: string, port: number): string {
   return `http://${h.includes(":") ? `[${h}]` : h}:${port}`;
 }
 
-/** The short human-readable note printed once, on stderr, when the demo is created. */
+/**
+ * The short human-readable note printed once, on stderr, when the demo is created. It says where the
+ * test key is, never the key itself: stderr is often kept in logs, the credentials file is readable
+ * by its owner only.
+ */
 export function demoBanner(demo: DemoSeed, baseUrl: string, credentialsPath: string | null): string {
   const lines = [
     "",
     "Demo ready (test mode: everything is simulated, nothing is billed or dialled).",
     `  organization  ${demo.organizationId}  "${demo.organizationName}"`,
     `  agent         ${demo.agentId}  "${demo.agentName}"`,
-    `  test key      ${demo.testSecretKey}`,
-    credentialsPath
-      ? `  The key is shown only here; a copy is in ${credentialsPath} (owner-only).`
-      : "  The key is shown only here: the database keeps only its hash.",
-    "",
-    "Try it:",
-    `  curl -H "Authorization: Bearer ${demo.testSecretKey}" ${baseUrl}/api/v1/agents`,
-    "",
-    "POST /api/v1/calls with this key creates a simulated call.",
+    ...(credentialsPath
+      ? [
+          `  test key      ${demo.secretKeyId}, in ${credentialsPath} (readable only by you)`,
+          "",
+          "Try it:",
+          `  KEY=$(node -p 'JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).secretKey.key' ${JSON.stringify(credentialsPath)})`,
+          `  curl -H "Authorization: Bearer $KEY" ${baseUrl}/api/v1/agents`,
+          "",
+          "POST /api/v1/calls with this key creates a simulated call.",
+        ]
+      : [
+          `  test key      ${demo.secretKeyId}: it could not be kept (see the log), and the database keeps`,
+          "                only its hash. Create another with `voice-service admin create-secret-key`.",
+        ]),
     "",
   ];
   return `${lines.join("\n")}\n`;
 }
 
+/** Whether this start may seed the demo: on the embedded database, or on any database with DEMO=true. */
+export function demoBelongs(database: "postgres" | "embedded", env: Pick<Deps["env"], "DEMO">): boolean {
+  return database === "embedded" || env.DEMO;
+}
+
 /**
- * The start-up step: seed if the database is empty, keep the credentials, and return the banner
- * to print once the server listens (null when nothing was seeded).
+ * The start-up step: seed if the demo belongs here and the database is empty, keep the credentials,
+ * and return the banner to print once the server listens (null when nothing was seeded).
  */
 export async function prepareDemo(
   deps: Deps,
-  dataDir: string,
+  where: { dataDir: string; database: "postgres" | "embedded" },
 ): Promise<((baseUrl: string) => string) | null> {
+  if (!demoBelongs(where.database, deps.env)) return null;
+  const dataDir = where.dataDir;
   const demo = await seedDemo(deps);
   if (!demo) return null;
   let path: string | null = null;

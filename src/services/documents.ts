@@ -54,6 +54,7 @@ export async function addDocument(
   const ready = { documentId, knowledgeBaseId, chunkCount: chunks.length, livemode: auth.livemode };
   const event = {
     organizationId: auth.organizationId,
+    agentId: null,
     type: "knowledge.document_ready" as const,
     livemode: auth.livemode,
     data: ready,

@@ -30,6 +30,12 @@ export interface NewEvent {
   /** An id drawn earlier, to place the event before others recorded meanwhile (default: drawn now). */
   id?: string;
   organizationId: string;
+  /**
+   * The agent the event's object belongs to (a call, its transcript or analysis, a campaign), so keys
+   * restricted to some agents see only their events; null for the organization's own objects
+   * (contacts, knowledge).
+   */
+  agentId: string | null;
   type: EventType;
   livemode: boolean;
   data: Record<string, unknown>;
@@ -40,7 +46,13 @@ export function callEvent(
   type: "call.started" | "call.ended" | "call.analysis_ready",
   call: CallRow,
 ): NewEvent {
-  return { organizationId: call.organization_id, type, livemode: call.livemode, data: callView(call) };
+  return {
+    organizationId: call.organization_id,
+    agentId: call.agent_id,
+    type,
+    livemode: call.livemode,
+    data: callView(call),
+  };
 }
 
 /** Records an event with the transaction that made the change. Returns its id. */
@@ -62,6 +74,7 @@ export async function recordEvents(
   const rows = events.map((e) => ({
     id: e.id ?? deps.ids.next("evt"),
     organization_id: e.organizationId,
+    agent_id: e.agentId,
     type: e.type,
     livemode: e.livemode,
     data: e.data,
@@ -79,7 +92,9 @@ export interface EventObject {
   data: Record<string, unknown>;
 }
 
-export function eventView(r: Omit<EventRow, "organization_id">): EventObject {
+export function eventView(
+  r: Pick<EventRow, "id" | "type" | "livemode" | "data" | "created_at">,
+): EventObject {
   return {
     id: r.id,
     type: r.type as EventType,
@@ -89,9 +104,14 @@ export function eventView(r: Omit<EventRow, "organization_id">): EventObject {
   };
 }
 
+/**
+ * The events of the key's organization and mode, newest first; a key restricted to some agents sees
+ * only the events of their objects (organization-wide events, contacts and knowledge, need an
+ * unrestricted key).
+ */
 export function listEvents(
   deps: Pick<Deps, "sql">,
-  scope: { organizationId: string; livemode: boolean },
+  scope: { organizationId: string; livemode: boolean; agentIds: string[] | null },
   q: { limit: number; starting_after?: string | undefined; type?: EventType | undefined },
 ): Promise<Page<EventObject>> {
   const { sql } = deps;

@@ -1,6 +1,7 @@
 import { CAPTCHA_TOKEN_MEMORY_MS } from "../captcha/verify.ts";
 import { deleteCaptchaTokensBefore } from "../db/captchaTokens.ts";
 import type { Db } from "../db/engine/connection.ts";
+import { deleteEventsBefore } from "../db/events.ts";
 import { deleteIdleRateLimitWindows } from "../db/rateLimits.ts";
 import { deleteStaleSessionData } from "../db/sessionTokens.ts";
 import { analyzeTable, tablesWithStaleStatistics } from "../db/statistics.ts";
@@ -8,7 +9,7 @@ import { ensureSingleTimer } from "../db/timers.ts";
 import type { Deps } from "../deps.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
 import type { HandlerContext, TimerHandler } from "../timers/types.ts";
-import { WEB_CALL_RATE_LIMIT } from "./rateLimit.ts";
+import { RATE_LIMITS } from "./rateLimit.ts";
 import { IDEMPOTENCY_TTL_MS, SESSION_TOKEN_TTL_MS } from "./sessionTokens.ts";
 
 /**
@@ -17,11 +18,18 @@ import { IDEMPOTENCY_TTL_MS, SESSION_TOKEN_TTL_MS } from "./sessionTokens.ts";
  * - idempotency records past their 24 hours, and session tokens expired for longer than that (a replay
  *   may still need a token's row until its record expires);
  * - rate-limit windows whose hits all left the window;
- * - accepted bot-check tokens past the time they are remembered.
+ * - accepted bot-check tokens past the time they are remembered;
+ * - events and webhook deliveries older than EVENT_RETENTION_DAYS, a bounded batch per pass (so a pass
+ *   never holds locks long); while batches come out full, the next pass comes sooner.
  * Every decision that these rows serve stays right whether or not a pass has run.
  */
 
 export const HOUSEKEEPING_EVERY_MS = 10 * 60 * 1000;
+/** The next pass when the last one left old events behind. */
+export const HOUSEKEEPING_CATCH_UP_MS = 10 * 1000;
+/** Events, and deliveries, removed per pass at most. */
+export const RETENTION_BATCH = 2_000;
+const DAY_MS = 24 * 60 * 60 * 1000;
 
 /** How often the statistics are checked against the tables' growth. */
 export const STATISTICS_EVERY_MS = 60 * 1000;
@@ -36,28 +44,45 @@ export async function scheduleHousekeeping(deps: Pick<Deps, "sql">): Promise<voi
 }
 
 /** One pass: removes what has served its time; returns how many rows of each kind went. */
-export async function housekeepingPass(sql: Db, deps: Pick<Deps, "clock">) {
+export async function housekeepingPass(sql: Db, deps: Pick<Deps, "clock" | "env">) {
   const now = deps.clock.now().getTime();
+  const retention = await deleteEventsBefore(
+    sql,
+    new Date(now - deps.env.EVENT_RETENTION_DAYS * DAY_MS),
+    RETENTION_BATCH,
+  );
   return {
+    events: retention.events,
+    deliveries: retention.deliveries,
+    /** Old events or deliveries are left for another pass. */
+    more: retention.events === RETENTION_BATCH || retention.deliveries === RETENTION_BATCH,
     ...(await deleteStaleSessionData(
       sql,
       new Date(now - IDEMPOTENCY_TTL_MS),
       new Date(now - IDEMPOTENCY_TTL_MS - SESSION_TOKEN_TTL_MS),
     )),
-    rateLimitWindows: await deleteIdleRateLimitWindows(
-      sql,
-      WEB_CALL_RATE_LIMIT.bucket,
-      new Date(now - WEB_CALL_RATE_LIMIT.windowSeconds * 1000),
-    ),
+    rateLimitWindows: await removeIdleWindows(sql, now),
     captchaTokens: await deleteCaptchaTokensBefore(sql, new Date(now - CAPTCHA_TOKEN_MEMORY_MS)),
   };
 }
 
-/** The `housekeeping` timer: one pass, then the next one in HOUSEKEEPING_EVERY_MS. */
+/** The windows of every limit whose hits all left the window. */
+async function removeIdleWindows(sql: Db, now: number): Promise<number> {
+  let removed = 0;
+  for (const rule of RATE_LIMITS) {
+    removed += await deleteIdleRateLimitWindows(sql, rule.bucket, new Date(now - rule.windowSeconds * 1000));
+  }
+  return removed;
+}
+
+/** The `housekeeping` timer: one pass, then the next one in HOUSEKEEPING_EVERY_MS (sooner to catch up). */
 export function housekeeping(deps: Deps): TimerHandler {
   return async ({ tx, schedule }: HandlerContext) => {
     const removed = await housekeepingPass(tx, deps);
-    await schedule({ kind: TIMER_KINDS.housekeeping, delayMs: HOUSEKEEPING_EVERY_MS });
+    await schedule({
+      kind: TIMER_KINDS.housekeeping,
+      delayMs: removed.more ? HOUSEKEEPING_CATCH_UP_MS : HOUSEKEEPING_EVERY_MS,
+    });
     deps.log.debug("housekeeping", removed);
   };
 }

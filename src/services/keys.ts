@@ -1,12 +1,23 @@
 import { generateKey } from "../auth/keys.ts";
+import { type Page, type PageInput, paginate } from "../db/engine/pages.ts";
 import {
   insertPublishableKey,
+  type PublishableKeyListRow,
+  publishableKeyListColumns,
+  publishableKeysOf,
   revokePublishableKey as revokePublishableKeyRow,
 } from "../db/publishableKeys.ts";
-import { insertSecretKey, revokeSecretKey as revokeSecretKeyRow } from "../db/secretKeys.ts";
+import {
+  insertSecretKey,
+  revokeSecretKey as revokeSecretKeyRow,
+  type SecretKeyListRow,
+  secretKeyListColumns,
+  secretKeysOf,
+} from "../db/secretKeys.ts";
 import type { TxDeps } from "../deps.ts";
 import { isId } from "../ids.ts";
 import { assertAgentsOf } from "./agents.ts";
+import { monthOf } from "./minutes.ts";
 import { assertOrganization, notFound } from "./organizations.ts";
 
 /** Secret and publishable keys: created (the key shown once, only its hash kept) and revoked by operators. */
@@ -108,4 +119,75 @@ export async function revokePublishableKey(deps: TxDeps, id: string) {
     revoked: true as const,
     revokedAt: row.revoked_at!.toISOString(),
   };
+}
+
+const secretKeySummary = (r: SecretKeyListRow) => ({
+  id: r.id,
+  organizationId: r.organization_id,
+  mode: r.mode,
+  scopes: r.scopes,
+  agentIds: r.agent_ids,
+  start: r.start,
+  createdAt: r.created_at.toISOString(),
+  revoked: r.revoked_at !== null,
+  revokedAt: r.revoked_at?.toISOString() ?? null,
+  lastUsedAt: r.last_used_at?.toISOString() ?? null,
+});
+export type SecretKeySummary = ReturnType<typeof secretKeySummary>;
+
+/** The secret keys of an organization, newest first, revoked ones included; never their value. */
+export async function listSecretKeys(
+  deps: TxDeps,
+  organizationId: string,
+  q: PageInput,
+): Promise<Page<SecretKeySummary>> {
+  await assertOrganization(deps, organizationId);
+  return paginate<SecretKeyListRow, SecretKeySummary>({
+    sql: deps.sql,
+    table: "secret_keys",
+    where: secretKeysOf(deps.sql, organizationId),
+    prefix: "key",
+    limit: q.limit,
+    startingAfter: q.starting_after,
+    columns: secretKeyListColumns(deps.sql),
+    map: secretKeySummary,
+  });
+}
+
+const publishableKeySummary = (r: PublishableKeyListRow) => ({
+  id: r.id,
+  organizationId: r.organization_id,
+  agentId: r.agent_id,
+  allowedOrigins: r.allowed_origins,
+  monthlyMinuteCap: r.monthly_minute_cap,
+  start: r.start,
+  createdAt: r.created_at.toISOString(),
+  revoked: r.revoked_at !== null,
+  revokedAt: r.revoked_at?.toISOString() ?? null,
+  lastUsedAt: r.last_used_at?.toISOString() ?? null,
+  minutesUsedThisMonth: r.minutes_used,
+});
+export type PublishableKeySummary = ReturnType<typeof publishableKeySummary>;
+
+/**
+ * The publishable keys of an organization, newest first, revoked ones included; never their value.
+ * `lastUsedAt` is the key's latest web call attempt; `minutesUsedThisMonth` counts its cap's minutes
+ * (UTC month, running calls' reservations included).
+ */
+export async function listPublishableKeys(
+  deps: TxDeps,
+  organizationId: string,
+  q: PageInput,
+): Promise<Page<PublishableKeySummary>> {
+  await assertOrganization(deps, organizationId);
+  return paginate<PublishableKeyListRow, PublishableKeySummary>({
+    sql: deps.sql,
+    table: "publishable_keys",
+    where: publishableKeysOf(deps.sql, organizationId),
+    prefix: "key",
+    limit: q.limit,
+    startingAfter: q.starting_after,
+    columns: publishableKeyListColumns(deps.sql, monthOf(deps.clock.now())),
+    map: publishableKeySummary,
+  });
 }

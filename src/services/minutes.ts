@@ -10,6 +10,7 @@ import {
   usageOf,
 } from "../db/minutes.ts";
 import { findOrganization } from "../db/organizations.ts";
+import { returnKeyDayMinutes } from "../db/publishableKeyStats.ts";
 import { monthlyMinuteCap } from "../db/publishableKeys.ts";
 import { ApiError } from "../errors.ts";
 
@@ -27,6 +28,11 @@ export const MAX_CALL_SECONDS = 600;
 /** First day of the calendar month (UTC) of `at`, as `YYYY-MM-01`. */
 export function monthOf(at: Date): string {
   return `${at.getUTCFullYear()}-${String(at.getUTCMonth() + 1).padStart(2, "0")}-01`;
+}
+
+/** The calendar day (UTC) of `at`, as `YYYY-MM-DD`. */
+export function dayOf(at: Date): string {
+  return at.toISOString().slice(0, 10);
 }
 
 /** Whole seconds from `at` until the next calendar month (UTC) begins: the Retry-After of `minute_cap_reached`. */
@@ -161,8 +167,11 @@ export async function settleReservation(
   if (!r) return null;
   const returned = r.reserved_minutes - r.kept_minutes;
   // After the plan's row (in the statement above): the same lock order as reserveMinutes.
-  if (returned > 0 && r.publishable_key_id)
+  if (returned > 0 && r.publishable_key_id) {
     await subtractUsage(tx, "key", r.publishable_key_id, r.month, returned);
+    // The key's abuse view counted the reservation on the day the call started.
+    await returnKeyDayMinutes(tx, r.publishable_key_id, dayOf(r.created_at), returned);
+  }
   return { keptMinutes: r.kept_minutes, returnedMinutes: returned };
 }
 

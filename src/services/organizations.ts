@@ -1,8 +1,10 @@
+import { type Page, type PageInput, paginate } from "../db/engine/pages.ts";
+import { usageOf } from "../db/minutes.ts";
 import {
+  allOrganizations,
   type CallWindow,
   findOrganization,
   insertOrganization,
-  listOrganizations as listOrganizationRows,
   type OrganizationPatchRow,
   type OrganizationRow,
   updateOrganization as updateOrganizationRow,
@@ -10,6 +12,7 @@ import {
 import type { TxDeps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
+import { monthOf } from "./minutes.ts";
 
 /** Organizations: what operators create and change (admin API and CLI). */
 
@@ -106,8 +109,26 @@ export async function updateOrganization(deps: TxDeps, id: string, input: Given<
   return organizationView(row);
 }
 
-/** Every organization, newest first: a short list an operator reads. */
-export async function listOrganizations(deps: TxDeps) {
-  const rows = await listOrganizationRows(deps.sql);
-  return { organizations: rows.map(organizationView) };
+export type OrganizationView = ReturnType<typeof organizationView>;
+
+/** Every organization, newest first, in the cursor convention. */
+export function listOrganizations(deps: TxDeps, q: PageInput): Promise<Page<OrganizationView>> {
+  return paginate<OrganizationRow, OrganizationView>({
+    sql: deps.sql,
+    table: "organizations",
+    where: allOrganizations(deps.sql),
+    prefix: "org",
+    limit: q.limit,
+    startingAfter: q.starting_after,
+    map: organizationView,
+  });
+}
+
+/** One organization with its plan minutes used this month (UTC), running calls' reservations included. */
+export async function getOrganization(deps: TxDeps, id: string) {
+  const row = isId(id, "org") ? await findOrganization(deps.sql, id) : null;
+  if (!row) throw notFound("organization");
+  const month = monthOf(deps.clock.now());
+  const used = await usageOf(deps.sql, "plan", id, month);
+  return { ...organizationView(row), usage: { month: month.slice(0, 7), planMinutesUsed: used } };
 }

@@ -26,6 +26,12 @@ export interface RateLimitRule {
 /** 6 web calls per 10 minutes per visitor address. */
 export const WEB_CALL_RATE_LIMIT: RateLimitRule = { bucket: "web_calls", limit: 6, windowSeconds: 600 };
 
+/** The demo page mints a session token per load: at most 5 per minute per visitor address. */
+export const DEMO_PAGE_RATE_LIMIT: RateLimitRule = { bucket: "demo_tokens", limit: 5, windowSeconds: 60 };
+
+/** Every limit, for the housekeeping of their windows. */
+export const RATE_LIMITS: readonly RateLimitRule[] = [WEB_CALL_RATE_LIMIT, DEMO_PAGE_RATE_LIMIT];
+
 export interface RateLimitDecision {
   allowed: boolean;
   /** When refused: seconds until the oldest counted request leaves the window (at least 1). 0 when allowed. */

@@ -159,6 +159,7 @@ export function simulationSteps(deps: Deps): BatchTimerHandler {
         callEvent("call.ended", call),
         {
           organizationId: call.organization_id,
+          agentId: call.agent_id,
           type: "call.transcript_ready" as const,
           livemode: call.livemode,
           data: transcriptView({

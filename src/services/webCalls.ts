@@ -1,6 +1,8 @@
 import { keyKind, sha256 } from "../auth/keys.ts";
 import { verifyCaptcha } from "../captcha/verify.ts";
+import type { AgentRow } from "../db/agents.ts";
 import { pipelinedTransaction } from "../db/engine/connection.ts";
+import { countKeyAttempt } from "../db/publishableKeyStats.ts";
 import { findActivePublishableKey, type PublishableKeyRow } from "../db/publishableKeys.ts";
 import { readValidToken } from "../db/sessionTokens.ts";
 import type { InsertedTimerRow } from "../db/timers.ts";
@@ -57,14 +59,51 @@ function originOf(header: string | undefined): string | null {
 }
 
 /**
- * Publishable form: key (401) → Origin in the key's list (403) → bot check (400) → paid plan (403) →
- * agent (503) → plan minutes (403) → key cap (429) → start.
+ * Publishable form: rate limit (429) → key (401) → Origin in the key's list (403) → bot check (400) →
+ * paid plan (403) → agent (503) → plan minutes (403) → key cap (429) → start.
+ *
+ * Every attempt with a valid key is counted in the key's abuse view (db/publishableKeyStats.ts): a
+ * refusal under its code, by one statement once it is decided; a start inside the transaction that
+ * creates the call. The rate limit decides before the key is read: a rate-limited attempt counts too,
+ * under `rate_limited`, when the body carries a valid key (the statement reads the key itself).
  */
 export async function startWithPublishableKey(
   deps: Deps,
   input: { publishableKey: unknown; captchaToken: unknown; origin: string | undefined; remoteIp: string },
+  rateLimit: WebCallRateLimit,
 ): Promise<LiveWebCall> {
+  try {
+    await rateLimit.settle();
+  } catch (err) {
+    const presented = input.publishableKey;
+    if (err instanceof ApiError && typeof presented === "string" && keyKind(presented) === "publishable") {
+      await countRefusal(deps, { hash: sha256(presented) }, err, input.origin, null);
+    }
+    throw err;
+  }
   const key = await findPublishableKey(deps, input.publishableKey);
+  const seen: { captchaScore: number | null } = { captchaScore: null };
+  let admitted: { agent: AgentRow; call: PreparedCall };
+  try {
+    admitted = await admitPublishableCall(deps, key, input, seen);
+  } catch (err) {
+    if (err instanceof ApiError)
+      await countRefusal(deps, { id: key.id }, err, input.origin, seen.captchaScore);
+    throw err;
+  }
+  return startRoom(deps, admitted.agent, admitted.call, {});
+}
+
+/**
+ * The checks after the key, then the call's transaction, which also counts the start. The bot check's
+ * score is left in `seen` for the count of a refusal.
+ */
+async function admitPublishableCall(
+  deps: Deps,
+  key: PublishableKeyRow,
+  input: { captchaToken: unknown; origin: string | undefined; remoteIp: string },
+  seen: { captchaScore: number | null },
+): Promise<{ agent: AgentRow; call: PreparedCall }> {
   const origin = originOf(input.origin);
   if (!origin || !key.allowed_origins.includes(origin)) {
     throw new ApiError("origin_not_allowed", "This website is not allowed to use this key.");
@@ -74,6 +113,7 @@ export async function startWithPublishableKey(
     remoteIp: input.remoteIp,
     origin: input.origin,
   });
+  seen.captchaScore = captcha.score ?? null;
   if (!captcha.ok) {
     deps.log.info("web call refused by the bot check", { reason: captcha.reason });
     throw new ApiError("invalid_captcha", "The bot check failed. Reload the page and try again.");
@@ -84,16 +124,57 @@ export async function startWithPublishableKey(
     mediaServerConfigured: deps.liveKit !== null,
   });
   const callId = deps.ids.next("call");
-  const prepared: PreparedCall = await pipelinedTransaction(deps.sql, (tx) =>
-    prepareLiveCall(tx, deps, {
+  const call = await pipelinedTransaction(deps.sql, async (tx) => {
+    const prepared = await prepareLiveCall(tx, deps, {
       callId,
       organizationId: key.organization_id,
       agent,
       variables: {},
       publishableKeyId: key.id,
-    }),
-  );
-  return startRoom(deps, agent, prepared, {});
+    });
+    await countKeyAttempt(
+      tx,
+      { id: key.id },
+      {
+        at: deps.clock.now(),
+        outcome: { started: true, minutes: Math.ceil(prepared.maxSeconds / 60) },
+        captchaScore: seen.captchaScore,
+      },
+    );
+    return prepared;
+  });
+  return { agent, call };
+}
+
+/** The longest Origin kept in a key's abuse view; a longer header is cut there. */
+const ORIGIN_MAX = 255;
+
+/**
+ * Counts a refused attempt in the key's abuse view. A failure to count is logged, never answered: the
+ * caller gets its refusal.
+ */
+async function countRefusal(
+  deps: Deps,
+  key: { id: string } | { hash: Uint8Array },
+  refusal: ApiError,
+  origin: string | undefined,
+  captchaScore: number | null,
+): Promise<void> {
+  try {
+    await countKeyAttempt(deps.sql, key, {
+      at: deps.clock.now(),
+      outcome: {
+        refused: refusal.code,
+        origin: origin === undefined ? "(none)" : origin.slice(0, ORIGIN_MAX),
+      },
+      captchaScore,
+    });
+  } catch (err) {
+    deps.log.warn("could not count a refused web call in the key's abuse view", {
+      code: refusal.code,
+      error: (err as Error).message,
+    });
+  }
 }
 
 /**

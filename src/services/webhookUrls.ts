@@ -2,7 +2,7 @@
  * Which webhook targets are acceptable. In production (WEBHOOK_ALLOW_PRIVATE_URLS false) only
  * `https:` URLs to public hosts: the service must not be turned into a probe of its own network.
  * Literal addresses and `localhost` are judged here; a public name that resolves to a private address
- * has to be refused again where the delivery connects.
+ * is refused where the delivery connects, on the very address it connects to (webhookRequest.ts).
  */
 
 export const WEBHOOK_URL_MAX = 2048;
@@ -84,22 +84,46 @@ export function parseIPv6(text: string): number[] | null {
   return words.map((w) => Number.parseInt(w, 16));
 }
 
+/**
+ * IPv6 addresses that are not globally routable. Forms that carry an IPv4 address are judged by that
+ * address, since traffic to them reaches it: IPv4-mapped `::ffff:a.b.c.d`, IPv4-translated
+ * `::ffff:0:a.b.c.d`, NAT64 `64:ff9b::a.b.c.d`, 6to4 `2002:aabb:ccdd::` and Teredo `2001:0:…` (whose
+ * client address is the last 32 bits inverted).
+ */
 export function isPrivateIPv6(w: number[]): boolean {
-  const [w0 = 0, , , , , w5 = 0, w6 = 0, w7 = 0] = w;
+  const [w0 = 0, w1 = 0, w2 = 0, w3 = 0, w4 = 0, w5 = 0, w6 = 0, w7 = 0] = w;
   const zeroUntil = (n: number) => w.slice(0, n).every((x) => x === 0);
+  const v4 = (hi: number, lo: number) => [hi >> 8, hi & 255, lo >> 8, lo & 255];
   if (zeroUntil(8)) return true; // ::
   if (zeroUntil(7) && w7 === 1) return true; // ::1
-  const embedded = [w6 >> 8, w6 & 255, w7 >> 8, w7 & 255];
-  if (zeroUntil(5) && w5 === 0xffff) return isPrivateIPv4(embedded); // ::ffff:a.b.c.d
+  if (zeroUntil(5) && w5 === 0xffff) return isPrivateIPv4(v4(w6, w7)); // ::ffff:a.b.c.d
+  if (zeroUntil(4) && w4 === 0xffff && w5 === 0) return isPrivateIPv4(v4(w6, w7)); // ::ffff:0:a.b.c.d
   if (zeroUntil(6)) return true; // deprecated IPv4-compatible ::a.b.c.d
-  if (w0 === 0x64 && w[1] === 0xff9b && w.slice(2, 6).every((x) => x === 0)) {
-    return isPrivateIPv4(embedded); // NAT64 64:ff9b::a.b.c.d
+  if (w0 === 0x64 && w1 === 0xff9b) {
+    // 64:ff9b::/96 is NAT64 to the embedded address; 64:ff9b:1::/48 is for local networks only.
+    return w2 === 0 && w3 === 0 && w4 === 0 && w5 === 0 ? isPrivateIPv4(v4(w6, w7)) : true;
   }
+  if (w0 === 0x2002) return isPrivateIPv4(v4(w1, w2)); // 6to4 2002:aabb:ccdd::/48
+  if (w0 === 0x2001 && w1 === 0) return isPrivateIPv4(v4(w6 ^ 0xffff, w7 ^ 0xffff)); // Teredo 2001::/32
   return (
     (w0 & 0xfe00) === 0xfc00 || // unique local fc00::/7
     (w0 & 0xffc0) === 0xfe80 || // link-local fe80::/10
     (w0 & 0xffc0) === 0xfec0 || // site-local (deprecated) fec0::/10
     (w0 & 0xff00) === 0xff00 || // multicast
-    (w0 === 0x2001 && w[1] === 0x0db8) // documentation
+    (w0 === 0x2001 && w1 === 0x0db8) || // documentation
+    (w0 === 0x100 && w1 === 0 && w2 === 0 && w3 === 0) // discard-only 100::/64
   );
+}
+
+/**
+ * An address a host name resolved to (`1.2.3.4` or `2001:db8::1`, no brackets) that must not be
+ * connected to. Anything that is not an address at all is refused too.
+ */
+export function isPrivateAddress(address: string): boolean {
+  if (address.includes(":")) {
+    const words = parseIPv6(address.replace(/%.*$/, ""));
+    return words === null || isPrivateIPv6(words);
+  }
+  const v4 = parseIPv4(address);
+  return v4 === null || isPrivateIPv4(v4);
 }

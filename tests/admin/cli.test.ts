@@ -78,7 +78,16 @@ describe("commands through runAdmin", () => {
     expect(renamed).toEqual({ ...updated, name: "Acme Inc." });
 
     const list = await ok("list-organizations");
-    expect(list.organizations.map((o: { id: string }) => o.id)).toEqual([defaults.id, org.id]);
+    expect(list.data.map((o: { id: string }) => o.id)).toEqual([defaults.id, org.id]);
+    expect(list.has_more).toBe(false);
+    const first = await ok("list-organizations", "--limit", "1");
+    expect(first).toEqual({ data: [list.data[0]], has_more: true });
+    const second = await ok("list-organizations", "--limit", "1", "--starting-after", defaults.id);
+    expect(second).toEqual({ data: [list.data[1]], has_more: false });
+    expect(await ok("get-organization", org.id)).toEqual({
+      ...list.data[1],
+      usage: { month: expect.stringMatching(/^\d{4}-\d{2}$/), planMinutesUsed: 0 },
+    });
   });
 
   test('carrier settings: every flag, JSON for the call window, "" clears a setting', async () => {
@@ -154,7 +163,8 @@ describe("commands through runAdmin", () => {
     expect(off).toEqual({ ...on, active: false, name: "Accueil (nuit)" });
 
     const list = await ok("list-agents", "--organization", org.id);
-    expect(list.agents.map((a: { id: string }) => a.id)).toEqual([fr.id, agent.id]);
+    expect(list.data.map((a: { id: string }) => a.id)).toEqual([fr.id, agent.id]);
+    expect(list.has_more).toBe(false);
   });
 
   test("create-secret-key (with agent restriction) and revoke-secret-key; the revoked key stops working", async () => {
@@ -234,7 +244,23 @@ describe("refusals: the API's error on stderr, exit 1, nothing written", () => {
     expect((await refused("revoke-secret-key", "key_01JD8Y3M6W9Q2T4V5X7Z8A9B0C")).code).toBe("not_found");
     expect((await refused("revoke-publishable-key", "x")).code).toBe("not_found");
     expect((await refused("list-agents", "--organization", "org_x")).code).toBe("not_found");
+    expect((await refused("get-organization", "org_01JD8Y3M6W9Q2T4V5X7Z8A9B0C")).code).toBe("not_found");
     expect(await count(ctx, "agents")).toBe(before);
+  });
+
+  test("a list's bad query is invalid_query, a cursor outside the list invalid_cursor", async () => {
+    expect(await refused("list-organizations", "--limit", "0")).toMatchObject({
+      code: "invalid_query",
+      param: "limit",
+    });
+    expect(await refused("list-organizations", "--starting-after", "nope")).toMatchObject({
+      code: "invalid_query",
+      param: "starting_after",
+    });
+    const org = await ok("create-organization", "--name", "Cursor Co");
+    expect(
+      await refused("list-secret-keys", "--organization", org.id, "--starting-after", org.id),
+    ).toMatchObject({ code: "invalid_cursor", param: "starting_after" });
   });
 
   test("validation errors carry the same message and param as the API", async () => {

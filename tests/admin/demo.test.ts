@@ -43,7 +43,8 @@ describe("seeding on an empty database", () => {
   let banner: string;
   beforeAll(async () => {
     dataDir = join(tempDir(), "not-yet-created");
-    const render = await prepareDemo(ctx.deps, dataDir);
+    // The rule of where a demo belongs is tested below; here, where it does.
+    const render = await prepareDemo(ctx.deps, { dataDir, database: "embedded" });
     expect(render).not.toBeNull();
     banner = render!("http://127.0.0.1:8080");
   });
@@ -82,12 +83,22 @@ describe("seeding on an empty database", () => {
     });
   });
 
-  test("the banner says how to try it: the key, a curl for GET /api/v1/agents, simulated calls", () => {
-    const key = credentials().secretKey.key;
-    expect(banner).toContain(key);
-    expect(banner).toContain(`curl -H "Authorization: Bearer ${key}" http://127.0.0.1:8080/api/v1/agents`);
+  test("the banner says where the key is and how to try it, without the key itself", () => {
+    const saved = credentials();
+    const path = join(dataDir, DEMO_CREDENTIALS_FILE);
+    expect(banner).not.toContain(saved.secretKey.key);
+    expect(banner).toContain(saved.secretKey.id);
+    expect(banner).toContain(`in ${path} (readable only by you)`);
+    expect(banner).toContain('curl -H "Authorization: Bearer $KEY" http://127.0.0.1:8080/api/v1/agents');
     expect(banner).toContain("POST /api/v1/calls with this key creates a simulated call");
-    expect(banner).toContain(join(dataDir, DEMO_CREDENTIALS_FILE));
+  });
+
+  test("the banner's command reads the key from the credentials file", async () => {
+    const line = banner.split("\n").find((l) => l.trim().startsWith("KEY=$("))!;
+    const command = line.trim().slice("KEY=$(".length, -1);
+    const read = Bun.spawnSync(["sh", "-c", command]);
+    expect(read.exitCode).toBe(0);
+    expect(read.stdout.toString().trim()).toBe(credentials().secretKey.key);
   });
 
   test("the log says it happened without the key", () => {
@@ -99,7 +110,7 @@ describe("seeding on an empty database", () => {
   test("a second start seeds nothing and leaves the credentials file alone", async () => {
     const before = readFileSync(join(dataDir, DEMO_CREDENTIALS_FILE), "utf8");
     const counts = await Promise.all(["organizations", "agents", "secret_keys"].map((t) => count(ctx, t)));
-    expect(await prepareDemo(ctx.deps, dataDir)).toBeNull();
+    expect(await prepareDemo(ctx.deps, { dataDir, database: "embedded" })).toBeNull();
     expect(await seedDemo(ctx.deps)).toBeNull();
     expect(await Promise.all(["organizations", "agents", "secret_keys"].map((t) => count(ctx, t)))).toEqual(
       counts,
@@ -112,10 +123,22 @@ test("a database that already has an organization gets no demo", async () => {
   await emptyDatabase();
   await createOrganization(ctx.deps, { name: "Real customer" });
   const dataDir = tempDir();
-  expect(await prepareDemo(ctx.deps, dataDir)).toBeNull();
+  expect(await prepareDemo(ctx.deps, { dataDir, database: "embedded" })).toBeNull();
   expect(await findDemo(ctx.deps.sql)).toBeNull();
   expect(await count(ctx, "organizations")).toBe(1);
   expect(existsSync(join(dataDir, DEMO_CREDENTIALS_FILE))).toBe(false);
+});
+
+test("a DATABASE_URL database gets no demo unless DEMO=true", async () => {
+  await emptyDatabase();
+  const dataDir = tempDir();
+  expect(await prepareDemo(ctx.deps, { dataDir, database: "postgres" })).toBeNull();
+  expect(await count(ctx, "organizations")).toBe(0);
+  expect(existsSync(join(dataDir, DEMO_CREDENTIALS_FILE))).toBe(false);
+  const withDemo = { ...ctx.deps, env: { ...ctx.deps.env, DEMO: true } };
+  expect(await prepareDemo(withDemo, { dataDir, database: "postgres" })).not.toBeNull();
+  expect(await findDemo(ctx.deps.sql)).not.toBeNull();
+  expect(existsSync(join(dataDir, DEMO_CREDENTIALS_FILE))).toBe(true);
 });
 
 test("processes seeding one empty database at once create one demo", async () => {
@@ -187,23 +210,31 @@ describe("`serve` on an empty database", () => {
     return { stdout, stderr, code };
   }
 
-  test("prints the banner once on stderr, never in the JSON log on stdout; a restart does not seed again", async () => {
+  function serveEnv(dataDir: string, db: { url: string | null } | null, extra: Record<string, string> = {}) {
+    const env: Record<string, string> = {};
+    for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v;
+    delete env.DATABASE_URL;
+    delete env.DEMO;
+    Object.assign(env, { PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, LOG_LEVEL: "info" }, extra);
+    if (db) env.DATABASE_URL = db.url!;
+    return env;
+  }
+
+  test("prints the banner once on stderr (never the key, never on stdout); a restart does not seed again", async () => {
     const dataDir = tempDir();
     const db = TEST_DATABASE === "postgres" ? await createTestDatabase() : null;
     try {
-      const env: Record<string, string> = {};
-      for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v;
-      delete env.DATABASE_URL;
-      Object.assign(env, { PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, LOG_LEVEL: "info" });
-      if (db) env.DATABASE_URL = db.url!;
-
+      // On PostgreSQL a demo is seeded only when asked for.
+      const env = serveEnv(dataDir, db, db ? { DEMO: "true" } : {});
       const first = await startAndStop(env, true);
       expect(first.code).toBe(0);
-      const saved = JSON.parse(readFileSync(join(dataDir, DEMO_CREDENTIALS_FILE), "utf8"));
-      expect(statSync(join(dataDir, DEMO_CREDENTIALS_FILE)).mode & 0o777).toBe(0o600);
+      const path = join(dataDir, DEMO_CREDENTIALS_FILE);
+      const saved = JSON.parse(readFileSync(path, "utf8"));
+      expect(statSync(path).mode & 0o777).toBe(0o600);
       const port = /"url":"http:\/\/127\.0\.0\.1:(\d+)"/.exec(first.stdout)?.[1];
       expect(port).toBeDefined();
-      expect(first.stderr).toContain(saved.secretKey.key);
+      expect(first.stderr).not.toContain(saved.secretKey.key);
+      expect(first.stderr).toContain(path);
       expect(first.stderr).toContain(`http://127.0.0.1:${port}/api/v1/agents`);
       expect(first.stdout).not.toContain(saved.secretKey.key);
       for (const line of first.stdout.trim().split("\n")) expect(() => JSON.parse(line)).not.toThrow();
@@ -213,7 +244,7 @@ describe("`serve` on an empty database", () => {
       expect(second.stdout).toContain('"msg":"listening"');
       expect(second.stderr).not.toContain("Demo");
       expect(second.stdout).not.toContain("demo seeded");
-      expect(JSON.parse(readFileSync(join(dataDir, DEMO_CREDENTIALS_FILE), "utf8"))).toEqual(saved);
+      expect(JSON.parse(readFileSync(path, "utf8"))).toEqual(saved);
       if (db) {
         const [row] = await db.sql<{ n: number }[]>`select count(*)::int as n from organizations`;
         expect(row!.n).toBe(1);
@@ -222,4 +253,23 @@ describe("`serve` on an empty database", () => {
       await db?.close();
     }
   });
+
+  test.if(TEST_DATABASE === "postgres")(
+    "on a DATABASE_URL database without DEMO nothing is seeded",
+    async () => {
+      const dataDir = tempDir();
+      const db = await createTestDatabase("postgres");
+      try {
+        const run = await startAndStop(serveEnv(dataDir, db), false);
+        expect(run.code).toBe(0);
+        expect(run.stdout).toContain('"msg":"listening"');
+        expect(run.stderr).not.toContain("Demo");
+        const [row] = await db.sql<{ n: number }[]>`select count(*)::int as n from organizations`;
+        expect(row!.n).toBe(0);
+        expect(existsSync(join(dataDir, DEMO_CREDENTIALS_FILE))).toBe(false);
+      } finally {
+        await db.close();
+      }
+    },
+  );
 });

@@ -124,13 +124,17 @@ const LISTS: ListCase[] = [
       {
         label: "no filter",
         query: "",
-        where: (sql, s) => eventsScope(sql, { organizationId: s.orgId, livemode: false }, {}),
+        where: (sql, s) => eventsScope(sql, { organizationId: s.orgId, livemode: false, agentIds: null }, {}),
       },
       {
         label: "type=contact.created",
         query: "type=contact.created",
         where: (sql, s) =>
-          eventsScope(sql, { organizationId: s.orgId, livemode: false }, { type: "contact.created" }),
+          eventsScope(
+            sql,
+            { organizationId: s.orgId, livemode: false, agentIds: null },
+            { type: "contact.created" },
+          ),
       },
     ],
   },

@@ -63,3 +63,46 @@ describe("migrate: concurrent runners on one fresh PostgreSQL database", () => {
     expect(rows.map((r) => r.name).sort()).toEqual(migrations.map((m) => m.name).sort());
   });
 });
+
+describe("upgrading a database that has webhook endpoints and events (0020_webhook_modes)", () => {
+  test("existing endpoints become live and enabled; events get the agent of their object", async () => {
+    const url = await freshDatabase();
+    const db = postgres(url, { max: 2, onnotice: () => {} });
+    try {
+      const upTo = migrations.findIndex((m) => m.name === "0020_webhook_modes");
+      expect(upTo).toBeGreaterThan(0);
+      await migrate(db, undefined, migrations.slice(0, upTo));
+      const now = new Date();
+      await db`insert into organizations (id, name, created_at) values ('org_1', 'Acme', ${now})`;
+      await db`insert into agents (id, organization_id, name, created_at) values ('agt_1', 'org_1', 'A', ${now})`;
+      await db`
+        insert into calls (id, organization_id, livemode, status, agent_id, direction, created_at)
+        values ('call_1', 'org_1', false, 'completed', 'agt_1', 'web', ${now})`;
+      await db`
+        insert into webhook_endpoints (id, organization_id, url, events, secret, created_at)
+        values ('we_1', 'org_1', 'https://hooks.example.com/h', null, 'whsec_x', ${now})`;
+      for (const [id, type, data] of [
+        ["evt_1", "call.ended", { id: "call_1", agentId: "agt_1" }],
+        ["evt_2", "call.transcript_ready", { callId: "call_1", segments: [] }],
+        ["evt_3", "campaign.started", { id: "cmp_1", agentId: "agt_1" }],
+        ["evt_4", "contact.created", { id: "ct_1" }],
+      ] as const) {
+        await db`
+          insert into events (id, organization_id, type, livemode, data, created_at)
+          values (${id}, 'org_1', ${type}, false, ${db.json(data as never)}, ${now})`;
+      }
+      await migrate(db);
+      expect([...(await db`select livemode, enabled from webhook_endpoints`)]).toEqual([
+        { livemode: true, enabled: true },
+      ]);
+      expect([...(await db`select id, agent_id from events order by id`)]).toEqual([
+        { id: "evt_1", agent_id: "agt_1" },
+        { id: "evt_2", agent_id: "agt_1" },
+        { id: "evt_3", agent_id: "agt_1" },
+        { id: "evt_4", agent_id: null },
+      ]);
+    } finally {
+      await db.end();
+    }
+  });
+});

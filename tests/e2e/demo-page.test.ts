@@ -85,3 +85,28 @@ describe("GET /demo", () => {
     expect(await res.text()).toContain("#call");
   });
 });
+
+describe("GET /demo mints at most a few tokens per visitor address per minute", () => {
+  test("the 6th load within a minute from one address is 429 with Retry-After, and mints nothing", async () => {
+    await ctx.deps.sql`truncate organizations, settings cascade`;
+    expect(await seedDemo(ctx.deps)).not.toBeNull();
+    const address = "203.0.113.50";
+    const load = (from: string) => ctx.request("/demo", { remoteAddress: from });
+    for (let i = 0; i < 5; i++) expect((await load(address)).status).toBe(200);
+    const tokens = async () =>
+      (await ctx.deps.sql<{ n: number }[]>`select count(*)::int as n from session_tokens`)[0]!.n;
+    const before = await tokens();
+    const refused = await load(address);
+    expect(refused.status).toBe(429);
+    const retryAfter = Number(refused.headers.get("retry-after"));
+    expect(retryAfter).toBeGreaterThan(0);
+    expect(retryAfter).toBeLessThanOrEqual(60);
+    expect(refused.headers.get("content-security-policy")).toContain("default-src 'none'");
+    const html = await refused.text();
+    expect(html).toContain("Too many demo calls");
+    expect(html).not.toContain("data-session-token");
+    expect(await tokens()).toBe(before);
+    // Another visitor is not held back.
+    expect((await load("203.0.113.51")).status).toBe(200);
+  });
+});

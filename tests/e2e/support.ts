@@ -66,6 +66,8 @@ export async function startService(env: Record<string, string> = {}): Promise<Se
     const admin = postgres(PG_ADMIN_URL, { max: 1, connect_timeout: 5, onnotice: () => {} });
     await admin.unsafe(`create database ${name}`);
     dbEnv.DATABASE_URL = PG_ADMIN_URL.replace(/\/[^/]*$/, `/${name}`);
+    // The end-to-end runs use the demo organization, which a DATABASE_URL database gets only on request.
+    dbEnv.DEMO = "true";
     dropDatabase = async () => {
       await admin.unsafe(`drop database if exists ${name} with (force)`);
       await admin.end();

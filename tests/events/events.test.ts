@@ -27,6 +27,7 @@ beforeAll(async () => {
     const e = { type: TYPES[i % TYPES.length]!, livemode: i % 2 === 0, org };
     const id = await recordEvent(ctx.deps.sql, ctx.deps, {
       organizationId: org,
+      agentId: null,
       type: e.type,
       livemode: e.livemode,
       data: { n: i },
@@ -163,18 +164,21 @@ describe("recording a batch", () => {
     const input = [
       {
         organizationId: org.org.id,
+        agentId: null,
         type: "call.ended" as const,
         livemode: false,
         data: { n: 1, nested: { a: [1, "x"] } },
       },
       {
         organizationId: org.org.id,
+        agentId: null,
         type: "call.transcript_ready" as const,
         livemode: true,
         data: { n: 2, s: "l'été \"" },
       },
       {
         organizationId: org.org.id,
+        agentId: null,
         type: "call.analysis_ready" as const,
         livemode: false,
         data: { n: 3, v: null },

@@ -3,6 +3,7 @@ import { gunzipSync } from "node:zlib";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { SCOPES } from "../../src/auth/scopes.ts";
 import { type ErrorCode, errorStatus } from "../../src/errors.ts";
+import { EVENT_TYPES, type EventType } from "../../src/services/events.ts";
 import { createTestContext } from "../helpers/app.ts";
 import { expectApiError } from "../helpers/errors.ts";
 import {
@@ -29,6 +30,49 @@ function coverage(served: Set<string>, document: OpenApiDocument) {
     unserved: [...documented].filter((r) => !served.has(r)),
   };
 }
+
+describe("the webhooks section", () => {
+  const webhooks = (doc as unknown as { webhooks: Record<string, { post: Record<string, never> }> }).webhooks;
+  const schemas = doc.components?.schemas as Record<
+    string,
+    { properties: Record<string, Record<string, unknown>> }
+  >;
+  const expectedData: Record<EventType, string> = {
+    "call.started": "Call",
+    "call.ended": "Call",
+    "call.transcript_ready": "Transcript",
+    "call.analysis_ready": "Call",
+    "campaign.started": "Campaign",
+    "campaign.completed": "Campaign",
+    "campaign.cancelled": "Campaign",
+    "contact.created": "Contact",
+    "contact.updated": "Contact",
+    "contact.deleted": "DeletedContact",
+    "knowledge.document_ready": "DocumentReady",
+  };
+
+  test("describes every event type: its envelope, its object and the signature headers", () => {
+    expect(Object.keys(webhooks).sort()).toEqual([...EVENT_TYPES].sort());
+    for (const type of EVENT_TYPES) {
+      const post = webhooks[type]!.post as unknown as {
+        parameters: { name: string; in: string }[];
+        requestBody: { content: Record<string, { schema: { $ref: string } }> };
+        responses: Record<string, unknown>;
+      };
+      const ref = post.requestBody.content["application/json"]!.schema.$ref;
+      const payload = schemas[ref.replace("#/components/schemas/", "")]!;
+      expect(Object.keys(payload.properties).sort()).toEqual(["createdAt", "data", "id", "livemode", "type"]);
+      expect(payload.properties.type).toMatchObject({ enum: [type] });
+      expect(payload.properties.data!.$ref).toBe(`#/components/schemas/${expectedData[type]}`);
+      expect(post.parameters.filter((p) => p.in === "header").map((p) => p.name)).toEqual([
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
+      ]);
+      expect(Object.keys(post.responses)).toEqual(["200"]);
+    }
+  });
+});
 
 describe("/api/openapi.json", () => {
   test("is a valid OpenAPI 3.1 document", async () => {

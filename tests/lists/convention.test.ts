@@ -222,6 +222,7 @@ describe("livemode filter, as calls and campaigns use the helper", () => {
     for (const livemode of [true, false]) {
       await recordEvent(ctx.deps.sql, ctx.deps, {
         organizationId: seed.org.id,
+        agentId: null,
         type: "call.started",
         livemode,
         data: {},

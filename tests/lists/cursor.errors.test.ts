@@ -39,6 +39,7 @@ beforeAll(async () => {
   ).id;
   ids.liveEvent = await recordEvent(ctx.deps.sql, ctx.deps, {
     organizationId: seed.org.id,
+    agentId: null,
     type: "call.started",
     livemode: true,
     data: { id: "call_x" },
@@ -49,16 +50,31 @@ beforeAll(async () => {
   ids.testEvent = testEvent!.id;
   ids.foreignEvent = await recordEvent(ctx.deps.sql, ctx.deps, {
     organizationId: other.org.id,
+    agentId: null,
     type: "contact.created",
     livemode: false,
     data: { id: "ct_x" },
   });
-  const allow = { allowPrivateUrls: false };
   ids.endpoint = (
-    await createWebhookEndpoint(ctx.deps, seed.org.id, { url: "https://a.example.com/h" }, allow)
+    await createWebhookEndpoint(
+      ctx.deps,
+      { organizationId: seed.org.id, livemode: false },
+      { url: "https://a.example.com/h" },
+    )
+  ).id;
+  ids.liveEndpoint = (
+    await createWebhookEndpoint(
+      ctx.deps,
+      { organizationId: seed.org.id, livemode: true },
+      { url: "https://c.example.com/h" },
+    )
   ).id;
   ids.foreignEndpoint = (
-    await createWebhookEndpoint(ctx.deps, other.org.id, { url: "https://b.example.com/h" }, allow)
+    await createWebhookEndpoint(
+      ctx.deps,
+      { organizationId: other.org.id, livemode: false },
+      { url: "https://b.example.com/h" },
+    )
   ).id;
 });
 afterAll(() => ctx.close());
@@ -184,6 +200,7 @@ describe("starting_after outside the list: 400 invalid_cursor, never an empty pa
     ["/api/v1/events", () => ids.contact!, "of another resource type"],
     ["/api/v1/webhook-endpoints", () => `we_${wellFormedUnknown}`, "unknown"],
     ["/api/v1/webhook-endpoints", () => ids.foreignEndpoint!, "of another organization"],
+    ["/api/v1/webhook-endpoints", () => ids.liveEndpoint!, "of the other mode"],
     ["/api/v1/webhook-endpoints", () => ids.contact!, "of another resource type"],
   ];
   for (const [list, cursor, why] of cases) {

@@ -24,6 +24,7 @@ beforeAll(async () => {
     ids.push(
       await recordEvent(ctx.deps.sql, ctx.deps, {
         organizationId: orgId,
+        agentId: null,
         type: "call.started",
         livemode: false,
         data: {},

@@ -7,6 +7,8 @@ import { insertSessionToken } from "../../src/db/sessionTokens.ts";
 import { tablesWithStaleStatistics } from "../../src/db/statistics.ts";
 import {
   HOUSEKEEPING_EVERY_MS,
+  housekeepingPass,
+  RETENTION_BATCH,
   STATISTICS_EVERY_MS,
   scheduleHousekeeping,
 } from "../../src/services/housekeeping.ts";
@@ -135,4 +137,50 @@ describe("the statistics timer", () => {
     expect(await reltuples()).toBeGreaterThanOrEqual(before + 5000);
     expect(await tablesWithStaleStatistics(sql)).not.toContain("calls");
   });
+});
+
+describe("retention of events and webhook deliveries", () => {
+  test(`older than EVENT_RETENTION_DAYS they go, in bounded batches; a recent redelivery keeps its event`, async () => {
+    const sql = ctx.db.sql;
+    const now = clock.now().getTime();
+    const days = ctx.deps.env.EVENT_RETENTION_DAYS;
+    expect(days).toBe(30);
+    const endpointId = "we_01JD8Y3M6W9Q2T4V5X7Z8A9B0C";
+    await sql`
+      insert into webhook_endpoints (id, organization_id, livemode, url, events, secret, created_at)
+      values (${endpointId}, ${seed.org.id}, true, 'https://hooks.example.com/h', null, 'whsec_x', now())`;
+    // Old events with their old deliveries, more than one batch of them; a few young ones.
+    const old = RETENTION_BATCH + 5;
+    await sql`
+      insert into events (id, organization_id, type, livemode, data, created_at)
+      select 'evt_old_' || n, ${seed.org.id}, 'contact.created', true, '{}', ${new Date(now - (days + 1) * DAY)}::timestamptz
+      from generate_series(1, ${old}) n`;
+    await sql`
+      insert into events (id, organization_id, type, livemode, data, created_at)
+      select 'evt_young_' || n, ${seed.org.id}, 'contact.created', true, '{}', ${new Date(now - (days - 1) * DAY)}::timestamptz
+      from generate_series(1, 3) n`;
+    await sql`delete from timers where kind = 'webhook.deliver'`;
+    await sql`update webhook_deliveries set created_at = ${new Date(now - (days + 1) * DAY)} where event_id like 'evt_old_%'`;
+    // One old event was redelivered yesterday: its new delivery keeps it.
+    await sql`
+      insert into webhook_deliveries (event_id, endpoint_id, created_at)
+      values ('evt_old_1', ${endpointId}, ${new Date(now - DAY)})`;
+    const count = async (table: string, like: string) =>
+      (
+        await sql<{ n: number }[]>`
+        select count(*)::int as n from ${sql(table)} where ${sql(table === "events" ? "id" : "event_id")} like ${like}`
+      )[0]!.n;
+    expect(await count("webhook_deliveries", "evt_old_%")).toBe(old + 1);
+
+    // A batch at most per pass; a full batch brings the next pass sooner.
+    const first = await housekeepingPass(sql, ctx.deps);
+    expect(first).toMatchObject({ deliveries: RETENTION_BATCH, more: true });
+    expect(first.events).toBeLessThanOrEqual(RETENTION_BATCH);
+    const second = await housekeepingPass(sql, ctx.deps);
+    expect(second).toMatchObject({ deliveries: 5, more: false });
+    expect(await count("events", "evt_old_%")).toBe(1);
+    expect(await count("webhook_deliveries", "evt_old_%")).toBe(1);
+    expect(await count("events", "evt_young_%")).toBe(3);
+    expect(await count("webhook_deliveries", "evt_young_%")).toBe(3);
+  }, 60_000);
 });

@@ -72,14 +72,14 @@ describe("verifyCaptcha against a siteverify server", () => {
         remoteIp: "1.2.3.4",
         origin: "https://evil.example.net",
       }),
-    ).toEqual({ ok: false, reason: "wrong_hostname" });
+    ).toEqual({ ok: false, reason: "wrong_hostname", score: 0.9 });
     expect(
       await verifyCaptcha(deps(), {
         token: fresh({ hostname: "evil.example.net" }),
         remoteIp: "1.2.3.4",
         origin: ORIGIN,
       }),
-    ).toEqual({ ok: false, reason: "wrong_hostname" });
+    ).toEqual({ ok: false, reason: "wrong_hostname", score: 0.9 });
   });
 
   test("score below RECAPTCHA_MIN_SCORE is refused; exactly the minimum passes", async () => {
@@ -89,15 +89,16 @@ describe("verifyCaptcha against a siteverify server", () => {
         remoteIp: "1.2.3.4",
         origin: ORIGIN,
       });
-    expect(await check(0.4)).toEqual({ ok: false, reason: "low_score" });
+    // A refusal still reports the score the verifier gave (the keys' abuse view counts it).
+    expect(await check(0.4)).toEqual({ ok: false, reason: "low_score", score: 0.4 });
     expect(await check(0.5)).toEqual({ ok: true, score: 0.5 });
-    expect(await check(0.7, 0.8)).toEqual({ ok: false, reason: "low_score" });
+    expect(await check(0.7, 0.8)).toEqual({ ok: false, reason: "low_score", score: 0.7 });
   });
 
   test("the action must be web_call", async () => {
     expect(
       await verifyCaptcha(deps(), { token: fresh({ action: "login" }), remoteIp: "1.2.3.4", origin: ORIGIN }),
-    ).toEqual({ ok: false, reason: "wrong_action" });
+    ).toEqual({ ok: false, reason: "wrong_action", score: 0.9 });
   });
 
   test("success false and unknown tokens are refused", async () => {
@@ -191,7 +192,7 @@ describe("verifyCaptcha against a siteverify server", () => {
     const token = fresh({ reusable: true });
     const input = { token, remoteIp: "1.2.3.4", origin: ORIGIN };
     expect((await verifyCaptcha(deps(), input)).ok).toBe(true);
-    expect(await verifyCaptcha(deps(), input)).toEqual({ ok: false, reason: "already_used" });
+    expect(await verifyCaptcha(deps(), input)).toEqual({ ok: false, reason: "already_used", score: 0.9 });
     const [row] = await ctx.db.sql<{ n: number }[]>`
       select count(*)::int as n from captcha_tokens_used t where t::text like ${`%${token}%`}`;
     expect(row!.n).toBe(0);
@@ -219,7 +220,7 @@ describe("verifyCaptcha against a siteverify server", () => {
     // Housekeeping removes what is older than the memory, and only that.
     clock.advance(11 * 60_000);
     expect((await verifyCaptcha(deps(), { ...input, token: fresh() })).ok).toBe(true);
-    await housekeepingPass(ctx.db.sql, { clock });
+    await housekeepingPass(ctx.db.sql, { clock, env: ctx.deps.env });
     const rows = await ctx.db.sql<{ token_hash: Uint8Array }[]>`select token_hash from captcha_tokens_used`;
     expect(rows).toHaveLength(1);
     expect(rows.some((r) => Buffer.from(r.token_hash).equals(Buffer.from(sha256(token))))).toBe(false);

@@ -1,59 +1,22 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { createHmac } from "node:crypto";
-import type { Server } from "bun";
 import type { Sql } from "postgres";
 import { recordEvent } from "../../src/services/events.ts";
-import { deliverWebhook, MAX_ATTEMPTS, WebhookSender } from "../../src/services/webhookDelivery.ts";
+import { deliverWebhook, MAX_ATTEMPTS } from "../../src/services/webhookDelivery.ts";
+import { WebhookSender } from "../../src/services/webhookSender.ts";
 import { databaseScheduler } from "../../src/timers/scheduler.ts";
 import type { FiredTimer, HandlerContext } from "../../src/timers/types.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { waitUntil } from "../helpers/wait.ts";
+import { expectedSignature, startWebhookReceiver, type WebhookReceiver } from "../helpers/webhookReceiver.ts";
 
 /**
- * Webhook delivery to a local receiver: the Standard Webhooks signature (webhook-id is the event id),
- * the event as body, event-type subscriptions, retry after a failure, timeout, giving up, and
- * endpoints deleted meanwhile.
+ * Webhook delivery (CONTRACT.md §6) to a local receiver: Standard Webhooks signature, body, event-type
+ * subscriptions, retry after a failure, timeout, giving up, and endpoints deleted meanwhile.
  */
 
-interface Received {
-  path: string;
-  headers: Record<string, string>;
-  body: string;
-}
-
-/** A receiver answering each path from a script of statuses (then 200), or never (`hang`). */
-function startReceiver() {
-  const received: Received[] = [];
-  const scripts = new Map<string, number[]>();
-  const server: Server<undefined> = Bun.serve({
-    hostname: "127.0.0.1",
-    port: 0,
-    async fetch(req) {
-      const path = new URL(req.url).pathname;
-      received.push({ path, headers: Object.fromEntries(req.headers), body: await req.text() });
-      if (path === "/hang") return new Promise<Response>(() => {});
-      const status = scripts.get(path)?.shift() ?? 200;
-      return new Response(null, { status, headers: status === 302 ? { location: "/elsewhere" } : {} });
-    },
-  });
-  return {
-    url: (path: string) => `http://127.0.0.1:${server.port}${path}`,
-    received,
-    at: (path: string) => received.filter((r) => r.path === path),
-    script: (path: string, statuses: number[]) => scripts.set(path, statuses),
-    stop: () => server.stop(true),
-  };
-}
-
-/** The Standard Webhooks signature, computed here independently of the service. */
-function expectedSignature(secret: string, id: string, timestamp: string, body: string) {
-  const key = Buffer.from(secret.slice("whsec_".length), "base64");
-  return `v1,${createHmac("sha256", key).update(`${id}.${timestamp}.${body}`).digest("base64")}`;
-}
-
-let receiver: ReturnType<typeof startReceiver>;
+let receiver: WebhookReceiver;
 beforeAll(() => {
-  receiver = startReceiver();
+  receiver = startWebhookReceiver();
 });
 afterAll(() => receiver.stop());
 
@@ -160,7 +123,7 @@ describe("with the timer runner", () => {
     expect(delivered).toMatchObject({ attempts: 2, last_status: 200, last_error: null });
     expect(receiver.at("/flaky").length).toBe(2);
     expect(await webhookTimers(ctx, failed.id)).toEqual([]);
-  });
+  }, 15_000);
 
   test("an endpoint deleted before the attempt: the delivery is dropped, nothing is sent", async () => {
     const endpoint = await createEndpoint(ctx, seed.liveKey, receiver.url("/deleted"));
@@ -168,6 +131,7 @@ describe("with the timer runner", () => {
     await ctx.db.sql.begin(async (tx) => {
       eventId = await recordEvent(tx, ctx.deps, {
         organizationId: seed.org.id,
+        agentId: null,
         type: "contact.created",
         livemode: true,
         data: { id: "ct_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" },
@@ -196,6 +160,7 @@ describe("one attempt at a time (no runner: the handler is called by the test)",
     const endpoint = await createEndpoint(ctx, seed.liveKey, receiver.url(path));
     const eventId = await recordEvent(ctx.db.sql, ctx.deps, {
       organizationId: seed.org.id,
+      agentId: null,
       type: "contact.deleted",
       livemode: true,
       data: { id: "ct_01JD8Y3M6W9Q2T4V5X7Z8A9B0C", deleted: true },
@@ -357,7 +322,28 @@ describe("one attempt at a time (no runner: the handler is called by the test)",
     expect((await webhookTimers(ctx, hanging.delivery.id)).length).toBe(1);
     expect(await new WebhookSender(ctx.deps).drain(10)).toBe(true);
     await sender.idle();
-  });
+  }, 15_000);
+
+  test("a delivery waiting for a slot is not counted; at shutdown it is handed back, its timer due at once", async () => {
+    const first = await pendingDelivery("/hang-slot-1");
+    const second = await pendingDelivery("/hang-slot-2");
+    const sender = new WebhookSender(ctx.deps, { timeoutMs: 5_000, concurrency: 1 });
+    for (const { delivery } of [first, second]) {
+      for (const fn of await count(delivery.id, sender)) fn();
+    }
+    await waitUntil("the first request", () => (receiver.at("/hang-slot-1").length === 1 ? true : undefined));
+    // The second waits in memory behind the only slot: nothing counted, held by a distant timer.
+    expect(await deliveryOf(ctx, second.eventId, second.endpoint.id)).toMatchObject({ attempts: 0 });
+    const [held] = await webhookTimers(ctx, second.delivery.id);
+    expect(held!.due_in_ms).toBeGreaterThan(60_000);
+    expect(await sender.drain(100)).toBe(false);
+    expect(receiver.at("/hang-slot-2")).toEqual([]);
+    expect(await deliveryOf(ctx, second.eventId, second.endpoint.id)).toMatchObject({ attempts: 0 });
+    const [handedBack] = await webhookTimers(ctx, second.delivery.id);
+    expect(handedBack!.due_in_ms).toBeLessThanOrEqual(0);
+    expect(await deliveryOf(ctx, first.eventId, first.endpoint.id)).toMatchObject({ attempts: 1 });
+    await sender.idle();
+  }, 15_000);
 
   test("an outcome written after a later attempt took over changes nothing (the attempt number fences it)", async () => {
     const { eventId, endpoint, delivery } = await pendingDelivery("/late");

@@ -5,7 +5,10 @@ import { isPrivateHost, parseIPv6 } from "../../src/services/webhookUrls.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { expectApiError } from "../helpers/errors.ts";
 
-/** Webhook endpoint management: create (secret once), list (never the secret), delete, URL rules. */
+/**
+ * Webhook endpoint management: create (secret once), list (never the secret), delete, URL rules; each
+ * mode sees its own endpoints.
+ */
 
 let ctx: TestContext;
 let seed: Awaited<ReturnType<typeof seedOrganization>>;
@@ -22,7 +25,14 @@ const create = (json: unknown, key = seed.liveKey, c = ctx) =>
   c.request("/api/v1/webhook-endpoints", { method: "POST", key, json });
 const list = async (key: string) =>
   (await (await ctx.request("/api/v1/webhook-endpoints?limit=100", { key })).json()) as {
-    data: { id: string; url: string; events: string[]; createdAt: string }[];
+    data: {
+      id: string;
+      livemode: boolean;
+      url: string;
+      events: string[];
+      enabled: boolean;
+      createdAt: string;
+    }[];
     has_more: boolean;
   };
 
@@ -33,8 +43,10 @@ describe("create and list", () => {
     const e = await res.json();
     expect(e).toEqual({
       id: expect.stringMatching(/^we_[0-9A-HJKMNP-TV-Z]{26}$/),
+      livemode: true,
       url: "https://hooks.example.com/voice",
       events: [...EVENT_TYPES],
+      enabled: true,
       secret: expect.stringMatching(/^whsec_[A-Za-z0-9+/]{43}=$/),
       createdAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
     });
@@ -45,7 +57,8 @@ describe("create and list", () => {
     expect(row!.events).toBeNull();
     expect(ctx.logs.join("\n")).not.toContain(e.secret.slice(6));
     const listed = await list(seed.liveKey);
-    expect(listed.data[0]).toEqual({ id: e.id, url: e.url, events: e.events, createdAt: e.createdAt });
+    const { secret: _, ...shown } = e;
+    expect(listed.data[0]).toEqual(shown);
     expect(JSON.stringify(listed)).not.toContain("whsec_");
   });
 
@@ -59,23 +72,26 @@ describe("create and list", () => {
     expect(b.id).not.toBe(a.id);
   });
 
-  test("both modes see and manage the organization's endpoints; another organization sees none", async () => {
+  test("each mode sees only its own endpoints; another organization sees none", async () => {
     const t = await (await create({ url: "https://test.example.com/h" }, seed.testKey)).json();
+    expect(t.livemode).toBe(false);
     const live = await list(seed.liveKey);
     const test = await list(seed.testKey);
-    expect(test).toEqual(live);
-    expect(live.data[0]!.id).toBe(t.id);
+    expect(test.data.map((e) => e.id)).toEqual([t.id]);
+    expect(live.data.map((e) => e.id)).not.toContain(t.id);
+    expect(live.data.every((e) => e.livemode)).toBe(true);
     expect((await list(other.liveKey)).data).toEqual([]);
+    expect((await list(other.testKey)).data).toEqual([]);
   });
 
   test("the list follows the cursor convention, newest first", async () => {
-    const all = (await list(seed.testKey)).data.map((e) => e.id);
-    expect(all.length).toBe(4);
-    const p1 = await (await ctx.request("/api/v1/webhook-endpoints?limit=3", { key: seed.testKey })).json();
+    const all = (await list(seed.liveKey)).data.map((e) => e.id);
+    expect(all.length).toBe(3);
+    const p1 = await (await ctx.request("/api/v1/webhook-endpoints?limit=2", { key: seed.liveKey })).json();
     expect(p1.has_more).toBe(true);
     const p2 = await (
-      await ctx.request(`/api/v1/webhook-endpoints?limit=3&starting_after=${p1.data[2].id}`, {
-        key: seed.testKey,
+      await ctx.request(`/api/v1/webhook-endpoints?limit=2&starting_after=${p1.data[1].id}`, {
+        key: seed.liveKey,
       })
     ).json();
     expect([...p1.data, ...p2.data].map((e: { id: string }) => e.id)).toEqual(all);
@@ -86,9 +102,15 @@ describe("create and list", () => {
 describe("delete", () => {
   test("DELETE answers {id, deleted: true}; then 404, gone from the list, an invalid cursor", async () => {
     const e = await (await create({ url: "https://gone.example.com/h" })).json();
-    const res = await ctx.request(`/api/v1/webhook-endpoints/${e.id}`, {
+    // The other mode's key does not see it.
+    const otherMode = await ctx.request(`/api/v1/webhook-endpoints/${e.id}`, {
       method: "DELETE",
       key: seed.testKey,
+    });
+    expect(otherMode.status).toBe(404);
+    const res = await ctx.request(`/api/v1/webhook-endpoints/${e.id}`, {
+      method: "DELETE",
+      key: seed.liveKey,
     });
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ id: e.id, deleted: true });

@@ -18,6 +18,10 @@ import m0015 from "../../../sql/0015_call_results.sql" with { type: "text" };
 import m0016 from "../../../sql/0016_document_reads.sql" with { type: "text" };
 import m0017 from "../../../sql/0017_knowledge_search.sql" with { type: "text" };
 import m0018 from "../../../sql/0018_statistics_timer.sql" with { type: "text" };
+import m0019 from "../../../sql/0019_operators.sql" with { type: "text" };
+import m0020 from "../../../sql/0020_webhook_modes.sql" with { type: "text" };
+import m0021 from "../../../sql/0021_event_retention.sql" with { type: "text" };
+import m0022 from "../../../sql/0022_webhook_queues.sql" with { type: "text" };
 import m0023 from "../../../sql/0023_carrier_settings.sql" with { type: "text" };
 import m0024 from "../../../sql/0024_blocked_numbers.sql" with { type: "text" };
 import m0025 from "../../../sql/0025_call_limits.sql" with { type: "text" };
@@ -42,6 +46,10 @@ export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0016_document_reads", sql: m0016 },
   { name: "0017_knowledge_search", sql: m0017 },
   { name: "0018_statistics_timer", sql: m0018 },
+  { name: "0019_operators", sql: m0019 },
+  { name: "0020_webhook_modes", sql: m0020 },
+  { name: "0021_event_retention", sql: m0021 },
+  { name: "0022_webhook_queues", sql: m0022 },
   { name: "0023_carrier_settings", sql: m0023 },
   { name: "0024_blocked_numbers", sql: m0024 },
   { name: "0025_call_limits", sql: m0025 },

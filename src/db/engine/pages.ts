@@ -29,6 +29,17 @@ export interface PageRequest<Row> {
   columns?: Fragment;
   /** Builds the API object from a row, reading only the columns it needs. */
   map?: (row: Row) => unknown;
+  /**
+   * The `id` column's value behind a cursor, for tables whose ids are shown in another form (serial
+   * ids, ids.ts); null when the cursor cannot be one of them. Default: the cursor itself.
+   */
+  cursorOf?: (id: string) => string | null;
+}
+
+/** A page as a list's query asks for it (lists/cursor.ts validates it). */
+export interface PageInput {
+  limit: number;
+  starting_after?: string | undefined;
 }
 
 export interface Page<T> {
@@ -54,10 +65,11 @@ export interface Page<T> {
 export function pageQuery<Row>(req: PageRequest<Row>): Fragment {
   const { sql, where, limit } = req;
   const table = sql(req.table);
+  const anchor = anchorOf(req);
   const after =
-    req.startingAfter === undefined
+    anchor === undefined
       ? sql``
-      : sql`and (created_at, id) < (select created_at, id from ${table} where id = ${req.startingAfter} and ${where})`;
+      : sql`and (created_at, id) < (select created_at, id from ${table} where id = ${anchor} and ${where})`;
   // The limit is written into the statement (a checked integer, so ≤ 100 shapes per list): with a
   // parameter there, PostgreSQL cannot cost a generic plan and plans every execution afresh, which
   // costs more than running the page. Written in, the prepared statement's plan is made once.
@@ -86,17 +98,25 @@ export function pageQuery<Row>(req: PageRequest<Row>): Fragment {
  * `invalid_cursor`, never an empty page. One extra row is read to know `has_more` without a count.
  */
 export async function paginate<Row extends object, T = Row>(req: PageRequest<Row>): Promise<Page<T>> {
-  if (req.startingAfter !== undefined && !isId(req.startingAfter, req.prefix)) throw invalidCursor();
+  if (req.startingAfter !== undefined && (!isId(req.startingAfter, req.prefix) || anchorOf(req) === null)) {
+    throw invalidCursor();
+  }
   const rows = (await pageQuery(req)) as unknown as Row[];
   // An empty page after a cursor: the end of the list, or a cursor outside it. Only then is the
   // anchor looked up on its own (the last page of a walk; every other page is one statement).
-  if (rows.length === 0 && req.startingAfter !== undefined && !(await inScope(req, req.startingAfter))) {
+  if (rows.length === 0 && req.startingAfter !== undefined && !(await inScope(req, anchorOf(req)!))) {
     throw invalidCursor();
   }
   const has_more = rows.length > req.limit;
   const page = has_more ? rows.slice(0, req.limit) : rows;
   const map = req.map ?? ((r: Row) => r as unknown as T);
   return { data: page.map((r) => map(r) as T), has_more };
+}
+
+/** The `id` value the cursor stands for: undefined without a cursor, null when it cannot be one. */
+function anchorOf<Row>(req: PageRequest<Row>): string | null | undefined {
+  if (req.startingAfter === undefined) return undefined;
+  return req.cursorOf ? req.cursorOf(req.startingAfter) : req.startingAfter;
 }
 
 async function inScope<Row>(req: PageRequest<Row>, id: string): Promise<boolean> {

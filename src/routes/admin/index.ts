@@ -14,7 +14,7 @@ export const adminRoutes: RouteRegistration[] = [
   (app, deps) => {
     registerAdminSecurityScheme(app);
     const guard = requireAdminToken(deps);
-    for (const op of adminOperations) if (!op.cliOnly) registerOperation(app, deps, op, guard);
+    for (const op of adminOperations) registerOperation(app, deps, op, guard);
   },
 ];
 
@@ -27,6 +27,7 @@ function registerOperation(
   // Without ADMIN_TOKEN every admin route answers 404 `not_found`, as if absent.
   const codes: ErrorCode[] = ["invalid_request", "invalid_key", "not_found", ...op.errors];
   if (op.body) codes.push("payload_too_large", "unsupported_media_type");
+  if (op.query) codes.push("invalid_query");
   const route = createRoute({
     method: op.method,
     path: `/api/admin/v1${op.path}`,
@@ -38,6 +39,7 @@ function registerOperation(
     request: {
       ...(op.id ? { params: idParams(op.id.prefix, op.id.example) } : {}),
       ...(op.body ? jsonRequest(op.body) : {}),
+      ...(op.query ? { query: op.query as never } : {}),
     },
     responses: {
       [op.response.status]: {
@@ -49,7 +51,11 @@ function registerOperation(
   });
   app.openapi(route, async (c) => {
     const id = op.id ? (c.req.valid("param" as never) as { id: string }).id : "";
-    const body = op.body ? (c.req.valid("json" as never) as Record<string, unknown>) : {};
-    return c.json(await op.run(deps, id, body), op.response.status) as never;
+    const input = op.body
+      ? (c.req.valid("json" as never) as Record<string, unknown>)
+      : op.query
+        ? (c.req.valid("query" as never) as Record<string, unknown>)
+        : {};
+    return c.json(await op.run(deps, id, input), op.response.status) as never;
   });
 }

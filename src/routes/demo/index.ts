@@ -1,14 +1,17 @@
 import type { Context } from "hono";
 import type { Deps } from "../../deps.ts";
 import type { App, AppEnv } from "../../http/appEnv.ts";
+import { clientAddressResolver } from "../../http/clientAddress.ts";
 import { demoKeyAuth, findDemo } from "../../services/demo.ts";
+import { DEMO_PAGE_RATE_LIMIT, hitRateLimit } from "../../services/rateLimit.ts";
 import { mintSessionToken } from "../../services/sessionTokens.ts";
 
 /**
  * `GET /demo`: a page that shows the widget of the demo organization (seeded on the first start).
  * The page carries a test session token minted here, on the server, so no key ever reaches the
  * browser; the widget removes the token attribute as soon as it reads it. Each load mints one
- * single-use token, valid five minutes. Test mode only: the call is simulated, nothing is billed.
+ * single-use token, valid five minutes, at most a few a minute per visitor address (the web calls' rate
+ * limit machinery, a bucket of its own). Test mode only: the call is simulated, nothing is billed.
  *
  * Served under a strict Content-Security-Policy (no inline script or style: the page's styles are
  * the file `/demo/demo.css`), and never cached, since the token in it serves one call.
@@ -51,10 +54,12 @@ const TEXTS = {
       "The call shows as in progress for about a minute; press the button or Escape to end it.",
     ],
     other: "Version française",
+    busyTitle: "Too many demo calls",
+    busy: "This address has loaded the demo many times in the last minute. Try again in a minute.",
     missingTitle: "No demo here",
     missing:
       "This server has no demo organization: the demo is created only on the first start with an empty " +
-      "database.",
+      "embedded database, or with DEMO=true.",
   },
   fr: {
     title: "Démo d'appel web",
@@ -70,10 +75,12 @@ const TEXTS = {
       "L'appel s'affiche en cours pendant environ une minute ; le bouton ou Échap y met fin.",
     ],
     other: "English version",
+    busyTitle: "Trop d'appels de démo",
+    busy: "Cette adresse a chargé la démo de nombreuses fois dans la dernière minute. Réessayez dans une minute.",
     missingTitle: "Pas de démo ici",
     missing:
       "Ce serveur n'a pas d'organisation de démonstration : elle n'est créée qu'au premier démarrage avec " +
-      "une base vide.",
+      "une base embarquée vide, ou avec DEMO=true.",
   },
 } as const;
 
@@ -97,16 +104,24 @@ export function registerDemo(app: App, deps: Deps) {
       "X-Content-Type-Options": "nosniff",
     }),
   );
-  app.get("/demo", (c) => demoPage(c, deps));
+  const clientAddress = clientAddressResolver(deps.env.TRUST_PROXY);
+  app.get("/demo", (c) => demoPage(c, deps, clientAddress(c)));
 }
 
-async function demoPage(c: Context<AppEnv>, deps: Deps): Promise<Response> {
+async function demoPage(c: Context<AppEnv>, deps: Deps, address: string): Promise<Response> {
   const lang: Lang = c.req.query("lang") === "fr" ? "fr" : "en";
   const t = TEXTS[lang];
   const demo = await findDemo(deps.sql);
   const auth = demo ? await demoKeyAuth(deps, demo) : null;
   if (!demo || !auth) {
     return c.body(page(lang, t.missingTitle, `<p>${esc(t.missing)}</p>`), 404, PAGE_HEADERS);
+  }
+  const limit = await hitRateLimit(deps.sql, deps.clock, address, DEMO_PAGE_RATE_LIMIT);
+  if (!limit.allowed) {
+    return c.body(page(lang, t.busyTitle, `<p>${esc(t.busy)}</p>`), 429, {
+      ...PAGE_HEADERS,
+      "Retry-After": String(limit.retryAfterSeconds),
+    });
   }
   const minted = await mintSessionToken(deps, auth, { agentId: demo.agentId });
   const other = lang === "en" ? "fr" : "en";

@@ -127,8 +127,8 @@ export function registerStartWebCall(app: App, deps: Deps) {
         "Send either publishableKey and captchaToken, or sessionToken alone.",
       );
     }
-    // The request's rate-limit hit: counted by the statement that redeems the token, or here before
-    // the publishable form does anything (http/webCallGate.ts).
+    // The request's rate-limit hit: counted by the statement that redeems the token, or first thing by
+    // the publishable form (http/webCallGate.ts).
     const rateLimit = c.get("webCallRateLimit");
     if (hasSession) {
       return c.json(await startWithSessionToken(deps, body.sessionToken, rateLimit), 201);
@@ -138,13 +138,16 @@ export function registerStartWebCall(app: App, deps: Deps) {
         param: "publishableKey",
       });
     }
-    await rateLimit.settle();
-    const started = await startWithPublishableKey(deps, {
-      publishableKey: body.publishableKey,
-      captchaToken: body.captchaToken,
-      origin: c.req.header("origin"),
-      remoteIp: clientAddress(c),
-    });
+    const started = await startWithPublishableKey(
+      deps,
+      {
+        publishableKey: body.publishableKey,
+        captchaToken: body.captchaToken,
+        origin: c.req.header("origin"),
+        remoteIp: clientAddress(c),
+      },
+      rateLimit,
+    );
     return c.json(started, 201);
   });
 }

@@ -1,0 +1,84 @@
+import { type Page, type PageInput, paginate } from "../db/engine/pages.ts";
+import {
+  type FailedTimerRow,
+  failedTimerColumns,
+  failedTimers,
+  retryFailedTimer as retryFailedTimerRow,
+} from "../db/timers.ts";
+import type { TxDeps } from "../deps.ts";
+import { ApiError } from "../errors.ts";
+import { isAnyId, serialId, serialOf } from "../ids.ts";
+
+/**
+ * Work that gave up, for operators: durable timers whose handler kept failing until its retries ran out
+ * are kept as `failed` with their last error (timers/runner.ts). Operators list them and put them back
+ * to work once the cause is fixed.
+ */
+
+export interface FailedTimer {
+  id: string;
+  kind: string;
+  /** The object the work was about, read from the timer's payload (a call, a campaign, a delivery …). */
+  object: string | null;
+  payload: Record<string, unknown>;
+  status: "failed" | "pending";
+  attempts: number;
+  lastError: string | null;
+  createdAt: string;
+  failedAt: string | null;
+}
+
+/** The id of what a timer works on: a webhook delivery, else the first object id of its payload. */
+function objectOf(payload: Record<string, unknown>): string | null {
+  if (payload.deliveryId !== undefined && /^[0-9]+$/.test(String(payload.deliveryId))) {
+    return serialId("whd", String(payload.deliveryId));
+  }
+  for (const value of Object.values(payload)) if (typeof value === "string" && isAnyId(value)) return value;
+  return null;
+}
+
+const failedTimerView =
+  (status: FailedTimer["status"]) =>
+  (r: FailedTimerRow): FailedTimer => ({
+    id: serialId("tmr", r.id),
+    kind: r.kind,
+    object: objectOf(r.payload),
+    payload: r.payload,
+    status,
+    attempts: r.attempts,
+    lastError: r.last_error,
+    createdAt: r.created_at.toISOString(),
+    failedAt: r.failed_at?.toISOString() ?? null,
+  });
+
+/** Failed timers, newest first, in the cursor convention. */
+export function listFailedTimers(deps: TxDeps, q: PageInput): Promise<Page<FailedTimer>> {
+  return paginate<FailedTimerRow, FailedTimer>({
+    sql: deps.sql,
+    table: "timers",
+    where: failedTimers(deps.sql),
+    prefix: "tmr",
+    limit: q.limit,
+    startingAfter: q.starting_after,
+    cursorOf: (id) => serialOf(id, "tmr"),
+    columns: failedTimerColumns(deps.sql),
+    map: failedTimerView("failed"),
+  });
+}
+
+/**
+ * Puts a failed timer back to work: pending, due now, its attempts counted from zero again. Its handler
+ * is fenced on the state it moves, so work already done by other means changes nothing.
+ */
+export async function retryFailedTimer(deps: TxDeps, id: string): Promise<FailedTimer> {
+  const n = serialOf(id, "tmr");
+  const result = n === null ? "absent" : await retryFailedTimerRow(deps.sql, n);
+  if (result === "absent") throw new ApiError("not_found", "No such failed timer.");
+  if (result === "one_pending") {
+    throw new ApiError(
+      "invalid_request",
+      "A timer of this kind is already pending and runs the same periodic work; this one needs no retry.",
+    );
+  }
+  return failedTimerView("pending")(result);
+}

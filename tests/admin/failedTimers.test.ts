@@ -1,0 +1,109 @@
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { runAdmin } from "../../src/cli/admin.ts";
+import { ensureSingleTimer } from "../../src/db/timers.ts";
+import { serialId } from "../../src/ids.ts";
+import { TIMER_KINDS } from "../../src/timers/kinds.ts";
+import { createTestContext, type TestContext } from "../helpers/app.ts";
+import { waitUntil } from "../helpers/wait.ts";
+import { ADMIN_TOKEN, admin } from "./support.ts";
+
+/**
+ * Work that gave up is visible: a timer whose handler kept failing until its retries ran out is listed
+ * by the admin API and the CLI (kind, object, attempts, last error, times) and can be put back to work.
+ */
+
+setDefaultTimeout(60_000);
+
+const FLAKY = "test.flaky";
+/** How the flaky work behaves: fail (with this message) until told to succeed. */
+const flaky = { fail: true, done: [] as string[] };
+
+let ctx: TestContext;
+beforeAll(async () => {
+  ctx = await createTestContext({
+    env: { ADMIN_TOKEN },
+    timers: { maxAttempts: 3, backoff: () => 20, pollIntervalMs: 30 },
+  });
+  ctx.runner!.register(FLAKY, async ({ timer }) => {
+    if (flaky.fail) throw new Error(`the media server refused (${String(timer.payload.callId)})`);
+    flaky.done.push(String(timer.payload.callId));
+  });
+});
+afterAll(() => ctx.close());
+
+const CALL_ID = "call_01JD8Y3M6W9Q2T4V5X7Z8A9B0C";
+
+describe("a timer that exhausted its retries", () => {
+  let failedId = "";
+
+  test("is listed with its kind, object, attempts, last error and times", async () => {
+    await ctx.deps.timers.schedule(ctx.deps.sql, { kind: FLAKY, payload: { callId: CALL_ID } });
+    const page = await waitUntil("the timer to give up", async () => {
+      const { body } = await admin(ctx, "GET", "/failed-timers");
+      return body.data.length === 1 ? body : undefined;
+    });
+    expect(page.has_more).toBe(false);
+    const [item] = page.data;
+    expect(item).toEqual({
+      id: expect.stringMatching(/^tmr_[0-9A-HJKMNP-TV-Z]{26}$/),
+      kind: FLAKY,
+      object: CALL_ID,
+      payload: { callId: CALL_ID },
+      status: "failed",
+      attempts: 3,
+      lastError: `the media server refused (${CALL_ID})`,
+      createdAt: expect.stringMatching(/Z$/),
+      failedAt: expect.stringMatching(/Z$/),
+    });
+    expect(Date.parse(item.failedAt)).toBeGreaterThanOrEqual(Date.parse(item.createdAt));
+    failedId = item.id;
+    // The CLI lists the same.
+    const cli = await runAdmin(["list-failed-timers"], ctx.deps);
+    expect(cli.code).toBe(0);
+    expect(JSON.parse(cli.stdout)).toEqual(page);
+  });
+
+  test("a webhook delivery's timer names the delivery", async () => {
+    const [row] = await ctx.deps.sql<{ id: string }[]>`
+      insert into timers (kind, due_at, payload, status, attempts, last_error, failed_at)
+      values (${TIMER_KINDS.webhookDelivery}, now(), '{"deliveryId": 42}', 'failed', 20, 'boom', now())
+      returning id::text as id`;
+    const { body } = await admin(ctx, "GET", "/failed-timers?limit=1");
+    expect(body.data[0]).toMatchObject({ id: serialId("tmr", row!.id), object: serialId("whd", 42) });
+    expect(body.has_more).toBe(true);
+    const next = await admin(ctx, "GET", `/failed-timers?limit=1&starting_after=${body.data[0].id}`);
+    expect(next.body).toMatchObject({ data: [{ id: failedId }], has_more: false });
+    await ctx.deps.sql`delete from timers where id = ${row!.id}::bigint`;
+  });
+
+  test("retry puts it back to work: pending, due now, attempts from zero; the work then runs", async () => {
+    flaky.fail = false;
+    const { status, body } = await admin(ctx, "POST", `/failed-timers/${failedId}/retry`);
+    expect(status).toBe(200);
+    expect(body).toMatchObject({ id: failedId, status: "pending", attempts: 0, failedAt: null });
+    await waitUntil("the retried work", async () => (flaky.done.includes(CALL_ID) ? true : undefined));
+    expect((await admin(ctx, "GET", "/failed-timers")).body.data).toEqual([]);
+  });
+
+  test("refusals: unknown, malformed or no longer failed is 404; a periodic kind already pending is 400", async () => {
+    for (const id of [failedId, "tmr_x", serialId("tmr", 999_999), "call_01JD8Y3M6W9Q2T4V5X7Z8A9B0C"]) {
+      const { status, body } = await admin(ctx, "POST", `/failed-timers/${id}/retry`);
+      expect(`${id} ${status} ${body.error.code}`).toBe(`${id} 404 not_found`);
+    }
+    const cli = await runAdmin(["retry-failed-timer", failedId], ctx.deps);
+    expect(cli.code).toBe(1);
+    expect(JSON.parse(cli.stderr).error.code).toBe("not_found");
+
+    await ensureSingleTimer(ctx.deps.sql, TIMER_KINDS.housekeeping, 3_600_000);
+    const [row] = await ctx.deps.sql<{ id: string }[]>`
+      insert into timers (kind, due_at, payload, status, attempts, last_error, failed_at)
+      values (${TIMER_KINDS.housekeeping}, now(), '{}', 'failed', 20, 'boom', now())
+      returning id::text as id`;
+    const id = serialId("tmr", row!.id);
+    const { status, body } = await admin(ctx, "POST", `/failed-timers/${id}/retry`);
+    expect(status).toBe(400);
+    expect(body.error.code).toBe("invalid_request");
+    const [still] = await ctx.deps.sql`select status from timers where id = ${row!.id}::bigint`;
+    expect(still!.status).toBe("failed");
+  });
+});

@@ -1,0 +1,160 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { type NewEvent, recordEvents } from "../../src/services/events.ts";
+import { WebhookSender } from "../../src/services/webhookSender.ts";
+import { registerTimerHandlers } from "../../src/timerHandlers.ts";
+import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
+import { waitUntil } from "../helpers/wait.ts";
+import { startWebhookReceiver, type WebhookReceiver } from "../helpers/webhookReceiver.ts";
+import { testRunner } from "../timers/support.ts";
+
+/**
+ * Fair, bounded delivery: organization A's receiver hangs with thousands of deliveries pending, and
+ * organization B's deliveries still arrive within a second. A's attempts are counted only as their
+ * requests start, so waiting in line costs A none of its attempts.
+ */
+
+const BACKLOG = 3_000;
+
+let ctx: TestContext;
+let receiver: WebhookReceiver;
+let a: Awaited<ReturnType<typeof seedOrganization>>;
+let b: Awaited<ReturnType<typeof seedOrganization>>;
+
+beforeAll(async () => {
+  receiver = startWebhookReceiver();
+  ctx = await createTestContext({ timers: true, env: { WEBHOOK_ALLOW_PRIVATE_URLS: "true" } });
+  a = await seedOrganization(ctx);
+  b = await seedOrganization(ctx);
+  for (const [seed, path] of [
+    [a, "/hang-a"],
+    [b, "/b"],
+  ] as const) {
+    const res = await ctx.request("/api/v1/webhook-endpoints", {
+      method: "POST",
+      key: seed.liveKey,
+      json: { url: receiver.url(path), events: ["contact.created"] },
+    });
+    expect(res.status).toBe(201);
+  }
+});
+afterAll(async () => {
+  await ctx.close();
+  receiver.stop();
+});
+
+const contactCreated = (organizationId: string, i: number): NewEvent => ({
+  organizationId,
+  agentId: null,
+  type: "contact.created",
+  livemode: true,
+  data: { id: `ct_${i}` },
+});
+
+/** A's deliveries: pending ones, and the attempts counted on them. */
+async function backlogOfA() {
+  const [row] = await ctx.deps.sql<{ pending: number; attempts: number }[]>`
+    select count(*) filter (where d.status = 'pending')::int as pending, coalesce(sum(d.attempts), 0)::int as attempts
+    from webhook_deliveries d join events e on e.id = d.event_id where e.organization_id = ${a.org.id}`;
+  return row!;
+}
+
+describe("a dead receiver of one organization and another organization's deliveries", () => {
+  test(`A has ${BACKLOG} deliveries pending to a receiver that never answers`, async () => {
+    for (let i = 0; i < BACKLOG; i += 500) {
+      await recordEvents(
+        ctx.deps.sql,
+        ctx.deps,
+        Array.from({ length: 500 }, (_, j) => contactCreated(a.org.id, i + j)),
+      );
+    }
+    // Every delivery has been looked at once: a few are in flight, some wait in A's queue, the rest
+    // wait in the table for room in it. No timer is overdue any more.
+    await waitUntil(
+      "the backlog to settle",
+      async () => {
+        const [row] = await ctx.deps.sql<{ due: number }[]>`
+          select count(*)::int as due from timers where kind = 'webhook.deliver' and due_at <= now()`;
+        return row!.due === 0 && receiver.at("/hang-a").length > 0 ? true : undefined;
+      },
+      { timeoutMs: 60_000 },
+    );
+    expect((await backlogOfA()).pending).toBe(BACKLOG);
+  }, 90_000);
+
+  test("B's deliveries each arrive within a second while A's requests hang", async () => {
+    const lags: number[] = [];
+    for (let i = 0; i < 20; i++) {
+      const sent = Date.now();
+      const [id] = await recordEvents(ctx.deps.sql, ctx.deps, [contactCreated(b.org.id, i)]);
+      const got = await waitUntil("B's delivery", () =>
+        receiver.at("/b").find((r) => r.headers["webhook-id"] === id),
+      );
+      lags.push(got.at - sent);
+      await Bun.sleep(50);
+    }
+    expect(Math.max(...lags)).toBeLessThan(1_000);
+    // Meanwhile A's receiver is still hanging on its first requests.
+    expect((await backlogOfA()).pending).toBe(BACKLOG);
+  }, 60_000);
+
+  test("A's attempts are counted as their requests start, never while they wait; A holds only its own slots", async () => {
+    const { attempts } = await backlogOfA();
+    const requests = receiver.at("/hang-a").length;
+    // Each counted attempt is a request the receiver got (a few may be between the two reads).
+    expect(attempts).toBeGreaterThan(0);
+    expect(Math.abs(attempts - requests)).toBeLessThanOrEqual(4);
+    // A's requests so far: its 4 slots, refilled each time one times out (15 s): far fewer than its backlog.
+    expect(requests).toBeLessThanOrEqual(4 * 3);
+  });
+});
+
+describe("a backlog larger than an organization's queue", () => {
+  test("reaches a fast receiver as the queue empties, not when the waiting deliveries' timers come due", async () => {
+    const own = await createTestContext({ env: { WEBHOOK_ALLOW_PRIVATE_URLS: "true" } });
+    const runner = testRunner(own.db);
+    try {
+      const seed = await seedOrganization(own);
+      const res = await own.request("/api/v1/webhook-endpoints", {
+        method: "POST",
+        key: seed.liveKey,
+        json: { url: receiver.url("/small-queue"), events: ["contact.created"] },
+      });
+      expect(res.status).toBe(201);
+      // A queue of 8: most of the 200 deliveries have to wait for room, 10 minutes at most.
+      const sender = new WebhookSender({ ...own.deps, timers: runner }, { queuePerOrganization: 8 });
+      registerTimerHandlers(runner, { ...own.deps, timers: runner }, sender);
+      await runner.start();
+      await recordEvents(
+        own.deps.sql,
+        own.deps,
+        Array.from({ length: 200 }, (_, i) => contactCreated(seed.org.id, i)),
+      );
+      await waitUntil(
+        "every delivery recorded",
+        async () => {
+          const [row] = await own.deps.sql<{ n: number }[]>`
+            select count(*)::int as n from webhook_deliveries where status = 'delivered'`;
+          return row!.n === 200 ? true : undefined;
+        },
+        { timeoutMs: 30_000 },
+      );
+      const ids = new Set(receiver.at("/small-queue").map((r) => r.headers["webhook-id"]));
+      expect(ids.size).toBe(200);
+    } finally {
+      await runner.stop();
+      await own.close();
+    }
+  }, 60_000);
+});
+
+describe("an organization's queue is bounded", () => {
+  test("places promised to handlers not yet committed count; other organizations have their own", () => {
+    const sender = new WebhookSender(ctx.deps, { queuePerOrganization: 2 });
+    expect(sender.accepts("org_a", 1)).toBe(true);
+    expect(sender.accepts("org_a", 2)).toBe(true);
+    // The same delivery asking again keeps its place; a third one finds none.
+    expect(sender.accepts("org_a", 1)).toBe(true);
+    expect(sender.accepts("org_a", 3)).toBe(false);
+    expect(sender.accepts("org_b", 4)).toBe(true);
+  });
+});
