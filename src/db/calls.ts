@@ -444,31 +444,45 @@ export interface NewSimulatedCall {
   direction: "outbound" | "web";
   variables: Record<string, unknown>;
   durationSeconds: number;
-  language: string;
+  /** The call's language, or null for the agent's (read in the same statement). */
+  language: string | null;
   createdAt: Date;
 }
 
 /**
- * One simulated call and the timer of its first step, in one statement: the call, and its timer
- * through `timer.insert` (the scheduler's `insertFrom`). Returns the call and the timer rows (for the
- * scheduler's `scheduled`).
+ * One simulated call and the timer of its first step, in one statement. The call is written only if
+ * its agent is the organization's (active too, with `onlyIf.activeAgent`) and, with
+ * `onlyIf.contactExists`, if its contact is the organization's: otherwise nothing is written and null
+ * is returned, so a caller can try first and find out why only when nothing was written. The timer
+ * goes through `timer.insert` (the scheduler's `insertFrom`). Returns the call and the timer rows (for
+ * the scheduler's `scheduled`).
  */
 export async function insertSimulatedCall<T>(
   sql: Db,
   c: NewSimulatedCall,
   timer: { kind: string; delayMs: number; insert: TimerInsert },
-): Promise<{ call: CallRow; timers: T[] }> {
+  onlyIf: { activeAgent?: boolean; contactExists?: boolean } = {},
+): Promise<{ call: CallRow; timers: T[] } | null> {
   const call = sql`
-    select ${c.id}::text as id, ${c.organizationId}::text as organization_id, ${c.agentId}::text as agent_id,
+    select ${c.id}::text as id, a.organization_id, a.id as agent_id,
       ${c.to}::text as to_number, ${c.contactId}::text as contact_id, ${c.campaignId}::text as campaign_id,
       ${c.direction}::text as direction, ${sql.json(c.variables as never)}::jsonb as variables,
-      ${c.durationSeconds}::integer as simulated_duration_seconds, ${c.language}::text as language,
-      ${c.createdAt}::timestamptz as created_at`;
+      ${c.durationSeconds}::integer as simulated_duration_seconds,
+      coalesce(${c.language}::text, a.content_language) as language, ${c.createdAt}::timestamptz as created_at
+    from agents a
+    where a.id = ${c.agentId} and a.organization_id = ${c.organizationId}
+      ${onlyIf.activeAgent ? sql`and a.active` : sql``}
+      ${
+        onlyIf.contactExists
+          ? sql`and exists (select from contacts k where k.id = ${c.contactId} and k.organization_id = a.organization_id)`
+          : sql``
+      }`;
   const [row] = await sql<(CallRow & { timers: T[] })[]>`
     with created_call as (${insertSimulatedCallsFrom(sql, call)}),
       created_timer as (${timer.insert(sql, firstStepTimers(sql, timer.kind, sql`created_call`, timer.delayMs))})
     select created_call.*, (select json_agg(created_timer) from created_timer) as timers from created_call`;
-  const { timers, ...rest } = row!;
+  if (!row) return null;
+  const { timers, ...rest } = row;
   return { call: rest as CallRow, timers };
 }
 

@@ -1,4 +1,3 @@
-import { findAgent } from "../db/agents.ts";
 import {
   type CallView,
   callView,
@@ -14,7 +13,12 @@ import { campaignAdvanceTimers } from "../db/campaigns.ts";
 import { type Db, settledAll } from "../db/engine/connection.ts";
 import type { InsertedTimerRow } from "../db/timers.ts";
 import type { Deps } from "../deps.ts";
-import { drawDurationSeconds, pickLanguage, simulateOutcome } from "../simulation/content.ts";
+import {
+  drawDurationSeconds,
+  languageOfVariables,
+  pickLanguage,
+  simulateOutcome,
+} from "../simulation/content.ts";
 import { SIMULATED_SCHEDULE } from "../simulation/schedule.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
 import type { BatchContext, BatchTimerHandler, FiredTimer } from "../timers/types.ts";
@@ -48,14 +52,34 @@ export function ringDelayMs(deps: Pick<Deps, "env">): number {
  * the caller's transaction: outbound calls of test keys, and the calls of test campaigns.
  */
 export async function createSimulatedCall(tx: Db, deps: Deps, input: SimulatedCallInput): Promise<CallView> {
-  const agentLanguage =
-    input.agentLanguage ??
-    (await findAgent(tx, input.organizationId, input.agentId))?.content_language ??
-    "en";
+  const call = await insertSimulated(tx, deps, input, {});
+  if (!call) throw new Error(`no agent ${input.agentId} in organization ${input.organizationId}`);
+  return call;
+}
+
+/**
+ * A test key's `POST /v1/calls` in one statement, no transaction: the call is written only if the agent
+ * is the organization's and active, and the contact (when given) the organization's. Null when nothing
+ * was written: the caller then reads why.
+ */
+export function tryCreateSimulatedCall(
+  sql: Db,
+  deps: Deps,
+  input: Omit<SimulatedCallInput, "agentLanguage">,
+): Promise<CallView | null> {
+  return insertSimulated(sql, deps, input, { activeAgent: true, contactExists: input.contactId != null });
+}
+
+async function insertSimulated(
+  sql: Db,
+  deps: Deps,
+  input: SimulatedCallInput,
+  onlyIf: { activeAgent?: boolean; contactExists?: boolean },
+): Promise<CallView | null> {
   const variables = input.variables ?? {};
   const id = deps.ids.next("call");
-  const { call, timers } = await insertSimulatedCall<InsertedTimerRow>(
-    tx,
+  const written = await insertSimulatedCall<InsertedTimerRow>(
+    sql,
     {
       id,
       organizationId: input.organizationId,
@@ -66,17 +90,22 @@ export async function createSimulatedCall(tx: Db, deps: Deps, input: SimulatedCa
       direction: input.direction,
       variables,
       durationSeconds: drawDurationSeconds(id),
-      language: pickLanguage(variables, agentLanguage),
+      // The variables' language, else the agent's (known here, or read by the statement).
+      language:
+        languageOfVariables(variables) ??
+        (input.agentLanguage === undefined ? null : pickLanguage(variables, input.agentLanguage)),
       createdAt: deps.clock.now(),
     },
     {
       kind: TIMER_KINDS.simulationStep,
       delayMs: ringDelayMs(deps),
-      insert: (sql, rows) => deps.timers.insertFrom(sql, rows),
+      insert: (tx, rows) => deps.timers.insertFrom(tx, rows),
     },
+    onlyIf,
   );
-  deps.timers.scheduled(timers);
-  return callView(call);
+  if (!written) return null;
+  deps.timers.scheduled(written.timers);
+  return callView(written.call);
 }
 
 /**
