@@ -1,0 +1,278 @@
+/**
+ * The API as a user meets it: a real server process, load from autocannon in a second process, on a
+ * calls table grown to 100,000 rows, with 10,000 simulated calls in flight (each playing its steps and
+ * writing its events) and their webhooks being delivered to a local receiver.
+ *
+ *   npm run bench:mixed -- [--db postgres,embedded] [--autovacuum off,on] [--rows 100000]
+ *                          [--inflight 10000] [--seconds 10] [--connections 32]
+ *
+ * Measured, each for `--seconds` at `--connections`:
+ * - first page     GET /api/v1/calls?limit=20
+ * - deep page      the same after `starting_after` 5,000 deep (its ratio to the first page)
+ * - create         POST /api/v1/calls with a test key (simulated calls: they join those in flight)
+ * - pairs          mint a test session token, then redeem it from its own client address (the server
+ *                  trusts 127.0.0.1 as a proxy and reads X-Forwarded-For): pairs per second
+ * - agents         GET /api/v1/agents, against a bare Bun.serve answering the same JSON in a process of
+ *                  its own, in the same run (the ratio of the two)
+ *
+ * `--autovacuum on,off` runs PostgreSQL with the server setting each way (ALTER SYSTEM, then reload;
+ * ALTER SYSTEM RESET at the end gives the server its configured value back). The table grows before the server starts and
+ * is not analyzed by the benchmark: keeping statistics fresh is the service's own job. Figures only.
+ */
+import { rmSync } from "node:fs";
+import { join } from "node:path";
+import postgres from "postgres";
+import { composeDeps } from "../../src/compose.ts";
+import { openDatabase } from "../../src/db/engine/connection.ts";
+import { migrate } from "../../src/db/engine/migrate.ts";
+import { parseEnv } from "../../src/env.ts";
+import { silentLogger } from "../../src/log.ts";
+import { bunPgliteFiles } from "../../src/runtime/bunFiles.ts";
+import { createAgent } from "../../src/services/agents.ts";
+import { createSecretKey } from "../../src/services/keys.ts";
+import { createOrganization } from "../../src/services/organizations.ts";
+import {
+  freshPostgres,
+  type LoadResult,
+  load,
+  machine,
+  PG_ADMIN_URL,
+  ROOT,
+  startServer,
+  tempDataDir,
+} from "./lib.ts";
+
+function arg(name: string, fallback: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? process.argv[i + 1]! : fallback;
+}
+const DBS = arg("db", "postgres,embedded").split(",");
+const AUTOVACUUM = arg("autovacuum", "off,on").split(",");
+const ROWS = Number(arg("rows", "100000"));
+const INFLIGHT = Number(arg("inflight", "10000"));
+const SECONDS = Number(arg("seconds", "10"));
+const CONNECTIONS = Number(arg("connections", "32"));
+const DEPTH = 5000;
+const ADMIN_TOKEN = "bench-admin-token-0123456789abcdef0123456789";
+
+interface Seeded {
+  key: string;
+  agentId: string;
+  organizationId: string;
+}
+
+/** An organization, an agent and a test key with every scope; the calls table grown to ROWS completed calls. */
+async function seed(sql: postgres.Sql): Promise<Seeded> {
+  const c = composeDeps({ sql, env: parseEnv({}), log: silentLogger });
+  const org = await createOrganization(c, { name: "Bench", paidPlan: true, planMinutes: 1_000_000 });
+  const agent = await createAgent(c, org.id, { name: "Reception" });
+  const key = (await createSecretKey(c, org.id, { mode: "test", scopes: ["*"] })).key;
+  // Completed simulated calls, one per second backwards, ids in the same order as their times.
+  for (let done = 0; done < ROWS; done += 20_000) {
+    const n = Math.min(20_000, ROWS - done);
+    await sql`
+      insert into calls (id, organization_id, livemode, status, agent_id, to_number, direction, variables,
+        simulated_duration_seconds, started_at, ended_at, duration_seconds, summary, successful, outcome, created_at)
+      select 'call_00' || lpad((${ROWS} - (${done} + i))::text, 24, '0'), ${org.id}, false, 'completed', ${agent.id},
+        '+33612345678', 'outbound', '{}', 45, now() - ((${done} + i) || ' seconds')::interval,
+        now() - ((${done} + i) || ' seconds')::interval + interval '45 seconds', 45, 'A bench call.', true,
+        'answered_human', now() - ((${done} + i) || ' seconds')::interval - interval '5 seconds'
+      from generate_series(1, ${n}) i`;
+  }
+  return { key, agentId: agent.id, organizationId: org.id };
+}
+
+/** Counts what the receiver is sent; answers 200 at once. */
+function startReceiver() {
+  let received = 0;
+  const server = Bun.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    fetch: async (req) => {
+      await req.arrayBuffer();
+      received++;
+      return new Response("ok");
+    },
+  });
+  return {
+    url: `http://127.0.0.1:${server.port}/hooks`,
+    received: () => received,
+    stop: () => server.stop(true),
+  };
+}
+
+/** A process of its own answering `body` as JSON on every request: the floor for GET /v1/agents. */
+async function startBareServer(body: string) {
+  const script = join(ROOT, "node_modules", ".cache", "bench-bare.ts");
+  await Bun.write(
+    script,
+    `const body = ${JSON.stringify(body)};
+const s = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response(body, { headers: { "content-type": "application/json" } }) });
+console.log(s.port);`,
+  );
+  const proc = Bun.spawn([process.execPath, script], { stdout: "pipe" });
+  const reader = proc.stdout.getReader();
+  const { value } = await reader.read();
+  const port = Number(new TextDecoder().decode(value).trim());
+  return { url: `http://127.0.0.1:${port}/`, stop: () => proc.kill() };
+}
+
+async function pairs(url: string, s: Seeded): Promise<LoadResult> {
+  const proc = Bun.spawn(
+    [
+      "node",
+      join(ROOT, "tests", "bench", "pairs-load.mjs"),
+      JSON.stringify({ url, key: s.key, agentId: s.agentId, connections: CONNECTIONS, seconds: SECONDS }),
+    ],
+    { stdout: "pipe", stderr: "ignore", cwd: ROOT },
+  );
+  const out = await new Response(proc.stdout).text();
+  await proc.exited;
+  return JSON.parse(out) as LoadResult;
+}
+
+const fmt = (r: LoadResult, per = 1) =>
+  `${Math.round(r.requestsPerSecond / per)}/s p50 ${r.p50} ms p99 ${r.p99} ms${r.non2xx ? ` (${r.non2xx} non-2xx)` : ""}`;
+
+async function run(label: string, env: Record<string, string>, s: Seeded) {
+  const receiver = startReceiver();
+  const server = await startServer({
+    ...env,
+    ADMIN_TOKEN,
+    TRUST_PROXY: "127.0.0.1/32",
+    WEBHOOK_ALLOW_PRIVATE_URLS: "true",
+    SIMULATION_TIME_SCALE: "1",
+  });
+  const auth = { authorization: `Bearer ${s.key}` };
+  const json = { ...auth, "content-type": "application/json" };
+  try {
+    const hook = await fetch(`${server.url}/api/v1/webhook-endpoints`, {
+      method: "POST",
+      headers: json,
+      body: JSON.stringify({ url: receiver.url }),
+    });
+    if (hook.status !== 201) throw new Error(`webhook endpoint: ${hook.status} ${await hook.text()}`);
+    // The calls in flight: each rings, answers and completes over about a minute, writing its events.
+    const started = performance.now();
+    const body = JSON.stringify({ agentId: s.agentId, to: "+33612345678" });
+    let made = 0;
+    await Promise.all(
+      Array.from({ length: 64 }, async () => {
+        while (made < INFLIGHT) {
+          made++;
+          const res = await fetch(`${server.url}/api/v1/calls`, { method: "POST", headers: json, body });
+          if (res.status !== 201) throw new Error(`create: ${res.status} ${await res.text()}`);
+          await res.arrayBuffer();
+        }
+      }),
+    );
+    const inflightSeconds = (performance.now() - started) / 1000;
+    const deep = (await (
+      await fetch(
+        `${server.url}/api/v1/calls?limit=100&starting_after=call_00${String(ROWS - DEPTH).padStart(24, "0")}`,
+        {
+          headers: auth,
+        },
+      )
+    ).json()) as { data: { id: string }[] };
+    const deepCursor = deep.data[0]!.id;
+
+    const first = await load({
+      url: `${server.url}/api/v1/calls?limit=20`,
+      connections: CONNECTIONS,
+      seconds: SECONDS,
+      headers: auth,
+    });
+    const deepPage = await load({
+      url: `${server.url}/api/v1/calls?limit=20&starting_after=${deepCursor}`,
+      connections: CONNECTIONS,
+      seconds: SECONDS,
+      headers: auth,
+    });
+    const create = await load({
+      url: `${server.url}/api/v1/calls`,
+      connections: CONNECTIONS,
+      seconds: SECONDS,
+      method: "POST",
+      headers: json,
+      body,
+    });
+    const pairResult = await pairs(server.url, s);
+    const agentsBody = await (await fetch(`${server.url}/api/v1/agents`, { headers: auth })).text();
+    const bare = await startBareServer(agentsBody);
+    let agents: LoadResult;
+    let floor: LoadResult;
+    try {
+      agents = await load({
+        url: `${server.url}/api/v1/agents`,
+        connections: CONNECTIONS,
+        seconds: SECONDS,
+        headers: auth,
+      });
+      floor = await load({ url: bare.url, connections: CONNECTIONS, seconds: SECONDS });
+    } finally {
+      bare.stop();
+    }
+    console.log(
+      `\n${label}: ${ROWS.toLocaleString("en")} calls grown, ${INFLIGHT.toLocaleString("en")} in flight ` +
+        `(made in ${inflightSeconds.toFixed(1)} s), webhooks received so far ${receiver.received()}`,
+    );
+    console.log(`  first page   ${fmt(first)}`);
+    console.log(
+      `  deep page    ${fmt(deepPage)}  (deep/first p99 ×${(deepPage.p99 / Math.max(first.p99, 1)).toFixed(2)})`,
+    );
+    console.log(`  create       ${fmt(create)}`);
+    console.log(`  pairs        ${fmt(pairResult, 2)} (requests: p50/p99 per request)`);
+    console.log(
+      `  agents       ${fmt(agents)}  vs bare Bun.serve ${fmt(floor)}  (×${(agents.requestsPerSecond / floor.requestsPerSecond).toFixed(2)})`,
+    );
+  } finally {
+    await server.stop().catch((err: Error) => console.log(`  (server stop: ${err.message})`));
+    receiver.stop();
+  }
+}
+
+async function withAutovacuum<T>(value: string, fn: () => Promise<T>): Promise<T> {
+  const admin = postgres(PG_ADMIN_URL, { max: 1, onnotice: () => {} });
+  try {
+    await admin.unsafe(`alter system set autovacuum = ${value === "on" ? "on" : "off"}`);
+    await admin`select pg_reload_conf()`;
+    await Bun.sleep(200);
+    return await fn();
+  } finally {
+    await admin.unsafe("alter system reset autovacuum").catch(() => {});
+    await admin`select pg_reload_conf()`.catch(() => {});
+    await admin.end();
+  }
+}
+
+console.log(`bench:mixed — ${machine()}, ${CONNECTIONS} connections, ${SECONDS} s per measure`);
+for (const kind of DBS) {
+  if (kind === "postgres") {
+    for (const av of AUTOVACUUM) {
+      await withAutovacuum(av, async () => {
+        const pg = await freshPostgres();
+        try {
+          const db = await openDatabase({ url: pg.url, dataDir: "", log: silentLogger });
+          await migrate(db.sql);
+          const seeded = await seed(db.sql);
+          await db.close();
+          await run(`PostgreSQL, autovacuum ${av}`, { DATABASE_URL: pg.url }, seeded);
+        } finally {
+          await pg.drop();
+        }
+      });
+    }
+  } else {
+    const dir = tempDataDir();
+    try {
+      const db = await openDatabase({ dataDir: dir, log: silentLogger, pglite: bunPgliteFiles });
+      await migrate(db.sql);
+      const seeded = await seed(db.sql);
+      await db.close();
+      await run("embedded", { DATA_DIR: dir }, seeded);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+}
