@@ -1,5 +1,6 @@
 import type { Sql } from "postgres";
 import { KeyCache } from "./auth/keyCache.ts";
+import { OrganizationCache } from "./caches.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import { KeyUsageRecorder } from "./db/keyUsage.ts";
 import { ServerSecrets } from "./db/serverSecrets.ts";
@@ -39,6 +40,7 @@ export function composeDeps(input: {
     env,
     timers,
     keyCache: new KeyCache(),
+    agentLists: new OrganizationCache(),
     keyUsage: new KeyUsageRecorder(sql, clock, log),
     secrets: new ServerSecrets(sql),
     liveKit: createLiveKit(env),

@@ -1,4 +1,3 @@
-import type { Sql } from "postgres";
 import type { SecretKeyAuth } from "./access.ts";
 
 /**
@@ -8,7 +7,7 @@ import type { SecretKeyAuth } from "./access.ts";
  * Correctness rests on eviction, not on the time to live:
  * - a revocation or an organization change made in this process evicts at once (`evict`);
  * - with PostgreSQL, a trigger (sql/0006_key_changes.sql) notifies every process on `key_changes`,
- *   and each process listening (listenForKeyChanges) evicts too;
+ *   and each process listening (caches.ts `listenForChanges`) evicts too;
  * - a resolution that raced with a change is not stored (the generation moved while it ran).
  * The time to live only bounds how long a lost notification could leave an entry stale.
  */
@@ -60,23 +59,4 @@ export class KeyCache {
         this.#entries.delete(hash);
     }
   }
-}
-
-/**
- * Listens for changes made by other processes (PostgreSQL only: the embedded database is used by
- * one process, and its single connection cannot be given to LISTEN).
- */
-export async function listenForKeyChanges(sql: Sql, cache: KeyCache): Promise<void> {
-  await sql.listen(
-    "key_changes",
-    (payload) => {
-      try {
-        cache.evict(JSON.parse(payload) as KeyChange);
-      } catch {
-        cache.evict({}); // a payload that cannot be attributed drops every entry
-      }
-    },
-    // On (re)connection anything may have been missed: start from an empty cache.
-    () => cache.evict({}),
-  );
 }

@@ -66,6 +66,7 @@ export async function createAgent(deps: TxDeps, organizationId: string, input: A
     knowledge_base_ids: input.knowledgeBaseIds ?? [],
     created_at: deps.clock.now(),
   });
+  deps.agentLists.evict(organizationId);
   return agentDetailsView(row);
 }
 
@@ -91,6 +92,7 @@ export async function updateAgent(deps: TxDeps, id: string, input: Partial<Agent
   };
   const row = await updateAgentRow(deps.sql, id, patch);
   if (!row) throw notFound("agent");
+  deps.agentLists.evict(row.organization_id);
   return agentDetailsView(row);
 }
 
@@ -116,8 +118,12 @@ export async function listAgentsOf(
 
 /** `GET /v1/agents`: the agents a secret key may use. */
 export async function listAgentsForKey(deps: TxDeps, auth: SecretKeyAuth) {
-  const rows = await listAgentRows(deps.sql, auth.organizationId, auth.agentIds);
-  return { agents: rows.map(agentView) };
+  // Most requests of an integration read this list, few change it: kept per organization (caches.ts).
+  const rows = await deps.agentLists.through(auth.organizationId, () =>
+    listAgentRows(deps.sql, auth.organizationId),
+  );
+  const only = auth.agentIds;
+  return { agents: (only ? rows.filter((r) => only.includes(r.id)) : rows).map(agentView) };
 }
 
 /**

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import postgres from "postgres";
 import type { SecretKeyAuth } from "../../src/auth/access.ts";
-import { KeyCache, listenForKeyChanges } from "../../src/auth/keyCache.ts";
+import { KeyCache } from "../../src/auth/keyCache.ts";
+import { listenForChanges } from "../../src/caches.ts";
 import { resolveSecretKey } from "../../src/http/secretKey.ts";
 import { createSecretKey, revokeSecretKey } from "../../src/services/keys.ts";
 import { updateOrganization } from "../../src/services/organizations.ts";
@@ -98,7 +99,7 @@ describe("another process revokes a key", () => {
   test("the trigger's notification evicts the cached key in this process", async () => {
     const deps = depsFor(db.sql);
     const seed = await seedOrganization({ deps });
-    await listenForKeyChanges(db.sql, deps.keyCache);
+    await listenForChanges(db.sql, deps);
     expect(await resolveSecretKey(deps, `Bearer ${seed.liveKey}`)).not.toBeNull();
     // A plain SQL update from another connection: nothing in this process is told directly.
     await other`update secret_keys set revoked_at = now() where id = ${seed.live.id}`;
