@@ -74,6 +74,26 @@ describe("createRoom and dispatchAgent (the room of any live call)", () => {
   });
 });
 
+describe("signed requests", () => {
+  test("a token whose grant names no room is signed once and reused; room-scoped ones are signed per request", async () => {
+    const rooms = [newId("call"), newId("call")];
+    for (const room of rooms) {
+      await lk.createRoom(room);
+      await lk.dispatchAgent(room, "agent", {});
+    }
+    const claims = (method: string) => fake.requests.filter((r) => r.method === method).map((r) => r.claims);
+    const [first, second] = claims("CreateRoom");
+    expect(first).toEqual(second!); // the same token, down to its times
+    const dispatches = claims("CreateDispatch");
+    expect(dispatches.map((c) => c!.video!.room)).toEqual(rooms);
+    // A fresh client signs its own.
+    const other = new LiveKit({ url: fake.url, apiKey: fake.apiKey, apiSecret: fake.apiSecret });
+    await Bun.sleep(1100);
+    await other.createRoom(newId("call"));
+    expect(claims("CreateRoom")[2]!.exp).not.toBe(first!.exp);
+  });
+});
+
 describe("listParticipants", () => {
   test("identities, kinds, states and attributes of everyone in the room", async () => {
     const callId = newId("call");
