@@ -1,10 +1,10 @@
 import { toHex } from "../bytes.ts";
 import type { Logger } from "../log.ts";
-import { firstStepTimers, insertSimulatedCallsFrom, type TimerInsert } from "./calls.ts";
 import { Coalescer, logRefusedBatch, STATEMENT_COALESCING } from "./engine/coalesce.ts";
 import { type Db, refusedByDatabase } from "./engine/connection.ts";
 import { hitRow, type RateLimitRow, rateLimitHitsSql } from "./rateLimits.ts";
 import { claimSql } from "./sessionTokens.ts";
+import { firstStepTimers, insertSimulatedCallsFrom, type TimerInsert } from "./simulatedCalls.ts";
 
 /**
  * The redemption of a test session token, in one statement and so one round trip and one commit: the

@@ -1,16 +1,14 @@
+import { type CallView, callView, transcriptView } from "../db/calls.ts";
+import { campaignAdvanceTimers } from "../db/campaigns.ts";
+import { type Db, settledAll } from "../db/engine/connection.ts";
 import {
-  type CallView,
-  callView,
   completeCalls,
   insertSimulatedCall,
   nextStepTimers,
   readOngoingCalls,
   ringCalls,
   startCalls,
-  transcriptView,
-} from "../db/calls.ts";
-import { campaignAdvanceTimers } from "../db/campaigns.ts";
-import { type Db, settledAll } from "../db/engine/connection.ts";
+} from "../db/simulatedCalls.ts";
 import type { InsertedTimerRow } from "../db/timers.ts";
 import type { Deps } from "../deps.ts";
 import {

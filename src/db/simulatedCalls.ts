@@ -1,0 +1,181 @@
+import type { Fragment } from "postgres";
+import type { TranscriptSegment } from "../simulation/content.ts";
+import { CALL_COLUMNS, type CallRow, columnList, insertCallsFrom } from "./calls.ts";
+import type { Db } from "./engine/connection.ts";
+
+/**
+ * Statements of the calls table for simulated calls (test keys): created with the timer of their
+ * first step in one statement, and moved a batch of steps per statement, each step fenced by the
+ * status it expects.
+ */
+
+// ——— simulated calls, a batch of steps per statement ———
+
+/**
+ * `initiated` → `ringing` for the calls of `steps`, and in the same statement what `then` builds from
+ * the calls that moved (the relation `moved(id, due)`, `due` being their step's due time): the body
+ * of a `with` entry, such as the insert of their next timers. Returns the rows of that entry.
+ */
+export async function ringCalls<T>(
+  sql: Db,
+  steps: readonly { id: string; due: Date }[],
+  then: (moved: Fragment) => Fragment,
+): Promise<T[]> {
+  const [row] = await sql<{ rows: T[] }[]>`
+    with moved as (
+      update calls c set status = 'ringing'
+      from unnest(${steps.map((s) => s.id)}::text[], ${steps.map((s) => s.due.toISOString())}::timestamptz[])
+        as v(id, due)
+      where c.id = v.id and c.status = 'initiated'
+      returning c.id, v.due
+    ), next as (${then(sql`moved`)})
+    select coalesce((select json_agg(next) from next), '[]'::json) as rows`;
+  return row!.rows;
+}
+
+/** `ringing` → `ongoing` with `startedAt`; returns the calls that moved. */
+export async function startCalls(sql: Db, steps: readonly { id: string; at: Date }[]): Promise<CallRow[]> {
+  return sql<CallRow[]>`
+    update calls set status = 'ongoing', started_at = v.at
+    from unnest(${steps.map((s) => s.id)}::text[], ${steps.map((s) => s.at.toISOString())}::timestamptz[]) as v(vid, at)
+    where calls.id = v.vid and calls.status = 'ringing'
+    returning ${columnList(sql, CALL_COLUMNS, "calls")}`;
+}
+
+export async function readOngoingCalls(sql: Db, ids: readonly string[]): Promise<CallRow[]> {
+  return sql<CallRow[]>`
+    select ${columnList(sql, CALL_COLUMNS)} from calls where id = any(${ids as string[]}::text[]) and status = 'ongoing'`;
+}
+
+/** `ongoing` → `completed` with the simulated outcome; returns the calls that moved. */
+export async function completeCalls(
+  sql: Db,
+  done: readonly {
+    id: string;
+    endedAt: Date;
+    durationSeconds: number;
+    summary: string;
+    collectedData: Record<string, unknown>;
+    transcript: TranscriptSegment[];
+  }[],
+): Promise<CallRow[]> {
+  return sql<CallRow[]>`
+    update calls set
+      status = 'completed',
+      ended_at = v.ended_at,
+      duration_seconds = v.duration,
+      summary = v.summary,
+      collected_data = v.collected::jsonb,
+      transcript = v.transcript::jsonb,
+      successful = true,
+      outcome = 'answered_human'
+    from unnest(
+      ${done.map((d) => d.id)}::text[],
+      ${done.map((d) => d.endedAt.toISOString())}::timestamptz[],
+      ${done.map((d) => d.durationSeconds)}::integer[],
+      ${done.map((d) => d.summary)}::text[],
+      ${done.map((d) => JSON.stringify(d.collectedData))}::text[],
+      ${done.map((d) => JSON.stringify(d.transcript))}::text[]
+    ) as v(vid, ended_at, duration, summary, collected, transcript)
+    where calls.id = v.vid and calls.status = 'ongoing'
+    returning ${columnList(sql, CALL_COLUMNS, "calls")}`;
+}
+
+// ——— simulated calls created in one statement with their first timer ———
+
+/** A timer to insert, as `TimerScheduler.insertFrom` takes it: the body of a `with` entry from `rows`. */
+export type TimerInsert = (sql: Db, rows: Fragment) => Fragment;
+
+/**
+ * The body of a `with` entry inserting simulated calls (`livemode` false, `initiated`, no task) from
+ * `calls`, a select of `(id, organization_id, agent_id, to_number, contact_id, campaign_id, direction,
+ * variables, simulated_duration_seconds, language, created_at)`.
+ */
+export function insertSimulatedCallsFrom(sql: Db, calls: Fragment): Fragment {
+  return insertCallsFrom(
+    sql,
+    sql`
+      select c.id, c.organization_id, false as livemode, 'initiated' as status, c.agent_id, c.to_number,
+        c.contact_id, c.campaign_id, c.direction, c.variables, c.simulated_duration_seconds, c.language,
+        null as task_id, c.created_at
+      from (${calls}) c`,
+  );
+}
+
+/** The rows of the first step's timer of each call of `created` (a relation with `id`), due after `delayMs`. */
+export function firstStepTimers(sql: Db, kind: string, created: Fragment, delayMs: number): Fragment {
+  return sql`
+    select ${kind}::text as kind, now() + ${delayMs}::float8 * interval '1 millisecond' as due_at,
+      jsonb_build_object('callId', id, 'to', 'ringing') as payload
+    from ${created}`;
+}
+
+/** A simulated call to create, with the columns a statement of `insertSimulatedCallsFrom` takes. */
+export interface NewSimulatedCall {
+  id: string;
+  organizationId: string;
+  agentId: string;
+  to: string | null;
+  contactId: string | null;
+  campaignId: string | null;
+  direction: "outbound" | "web";
+  variables: Record<string, unknown>;
+  durationSeconds: number;
+  /** The call's language, or null for the agent's (read in the same statement). */
+  language: string | null;
+  createdAt: Date;
+}
+
+/**
+ * One simulated call and the timer of its first step, in one statement. The call is written only if
+ * its agent is the organization's (active too, with `onlyIf.activeAgent`) and, with
+ * `onlyIf.contactExists`, if its contact is the organization's: otherwise nothing is written and null
+ * is returned, so a caller can try first and find out why only when nothing was written. The timer
+ * goes through `timer.insert` (the scheduler's `insertFrom`). Returns the call and the timer rows (for
+ * the scheduler's `scheduled`).
+ */
+export async function insertSimulatedCall<T>(
+  sql: Db,
+  c: NewSimulatedCall,
+  timer: { kind: string; delayMs: number; insert: TimerInsert },
+  onlyIf: { activeAgent?: boolean; contactExists?: boolean } = {},
+): Promise<{ call: CallRow; timers: T[] } | null> {
+  const call = sql`
+    select ${c.id}::text as id, a.organization_id, a.id as agent_id,
+      ${c.to}::text as to_number, ${c.contactId}::text as contact_id, ${c.campaignId}::text as campaign_id,
+      ${c.direction}::text as direction, ${sql.json(c.variables as never)}::jsonb as variables,
+      ${c.durationSeconds}::integer as simulated_duration_seconds,
+      coalesce(${c.language}::text, a.content_language) as language, ${c.createdAt}::timestamptz as created_at
+    from agents a
+    where a.id = ${c.agentId} and a.organization_id = ${c.organizationId}
+      ${onlyIf.activeAgent ? sql`and a.active` : sql``}
+      ${
+        onlyIf.contactExists
+          ? sql`and exists (select from contacts k where k.id = ${c.contactId} and k.organization_id = a.organization_id)`
+          : sql``
+      }`;
+  const [row] = await sql<(CallRow & { timers: T[] })[]>`
+    with created_call as (${insertSimulatedCallsFrom(sql, call)}),
+      created_timer as (${timer.insert(sql, firstStepTimers(sql, timer.kind, sql`created_call`, timer.delayMs))})
+    select created_call.*, (select json_agg(created_timer) from created_timer) as timers from created_call`;
+  if (!row) return null;
+  const { timers, ...rest } = row;
+  return { call: rest as CallRow, timers };
+}
+
+/**
+ * The rows of the next step's timer of each call of `moved` (a relation with `id` and `due`, the due
+ * time of the step that moved it), due `delayMs` after that: `to` names the step.
+ */
+export function nextStepTimers(
+  sql: Db,
+  kind: string,
+  moved: Fragment,
+  delayMs: number,
+  to: string,
+): Fragment {
+  return sql`
+    select ${kind}::text as kind, due + ${delayMs}::float8 * interval '1 millisecond' as due_at,
+      jsonb_build_object('callId', id, 'to', ${to}::text) as payload
+    from ${moved}`;
+}
