@@ -18,6 +18,11 @@ export const adminRoutes: RouteRegistration[] = [
   },
 ];
 
+/** `create-organization` → `adminCreateOrganization`: the CLI command, so both names stay in step. */
+export function adminOperationId(command: string): string {
+  return `admin${command.replace(/(^|-)([a-z])/g, (_, _dash: string, c: string) => c.toUpperCase())}`;
+}
+
 function registerOperation(
   app: App,
   deps: Deps,
@@ -32,6 +37,7 @@ function registerOperation(
     method: op.method,
     path: `/api/admin/v1${op.path}`,
     tags: ["Admin"],
+    operationId: adminOperationId(op.name),
     summary: op.summary,
     description: `${op.description} ${ADMIN_NOTE}`,
     security: adminSecurity,

@@ -11,6 +11,7 @@ export function registerGetAgent(app: App, deps: Deps) {
     method: "get",
     path: "/api/v1/agents/{id}",
     tags: ["Agents"],
+    operationId: "getAgent",
     summary: "Retrieve an agent",
     description:
       "One agent of the organization, with what the voice agent needs at the start of a call: its `language`, " +

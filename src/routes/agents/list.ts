@@ -11,6 +11,7 @@ export function registerListAgents(app: App, deps: Deps) {
     method: "get",
     path: "/api/v1/agents",
     tags: ["Agents"],
+    operationId: "listAgents",
     summary: "List agents",
     description:
       "Lists the agents of the organization (those the key is restricted to, if any). This list keeps its own format " +

@@ -11,6 +11,7 @@ export function registerCreateBlockedNumber(app: App, deps: Deps) {
     method: "post",
     path: "/api/v1/blocked-numbers",
     tags: ["Blocked numbers"],
+    operationId: "createBlockedNumber",
     summary: "Block a number",
     description:
       "Adds a number to the organization's do-not-call list, in the key's mode: 201 with the new entry. A " +

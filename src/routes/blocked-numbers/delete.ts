@@ -11,6 +11,7 @@ export function registerDeleteBlockedNumber(app: App, deps: Deps) {
     method: "delete",
     path: "/api/v1/blocked-numbers/{id}",
     tags: ["Blocked numbers"],
+    operationId: "deleteBlockedNumber",
     summary: "Unblock a number",
     description:
       "Removes the entry: the number may be called again. An entry of the other mode is 404 `not_found`.",

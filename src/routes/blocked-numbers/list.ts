@@ -12,6 +12,7 @@ export function registerListBlockedNumbers(app: App, deps: Deps) {
     method: "get",
     path: "/api/v1/blocked-numbers",
     tags: ["Blocked numbers"],
+    operationId: "listBlockedNumbers",
     summary: "List blocked numbers",
     description:
       "The do-not-call list of the key's mode, newest first, with the cursor convention; `phone` finds one " +

@@ -11,6 +11,7 @@ export function registerCreateCall(app: App, deps: Deps) {
     method: "post",
     path: "/api/v1/calls",
     tags: ["Calls"],
+    operationId: "createCall",
     summary: "Create a call",
     description:
       "With a test key: a simulated call, answered 201 at once with `livemode` false; it then moves to `ringing` " +

@@ -11,6 +11,7 @@ export function registerGetCall(app: App, deps: Deps) {
     method: "get",
     path: "/api/v1/calls/{id}",
     tags: ["Calls"],
+    operationId: "getCall",
     summary: "Retrieve a call",
     description:
       "A call of the key's mode. A call of the other mode, or of another organization, is 404 `not_found`.",

@@ -28,6 +28,7 @@ export function registerListCalls(app: App, deps: Deps) {
     method: "get",
     path: "/api/v1/calls",
     tags: ["Calls"],
+    operationId: "listCalls",
     summary: "List calls",
     description:
       "Calls of the key's mode only, newest first, cursor pagination (`limit`, `starting_after`). A `livemode` " +

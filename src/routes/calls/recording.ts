@@ -11,6 +11,7 @@ export function registerGetRecording(app: App, deps: Deps) {
     method: "get",
     path: "/api/v1/calls/{id}/recording",
     tags: ["Calls"],
+    operationId: "getCallRecording",
     summary: "Retrieve the recording of a call",
     description:
       "Where the recording of a live call is, once its voice agent reported a `recordingUrl` (`POST " +

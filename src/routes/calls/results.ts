@@ -18,6 +18,7 @@ export function registerReportCallResults(app: App, deps: Deps) {
     method: "post",
     path: "/api/v1/calls/{id}/results",
     tags: ["Calls"],
+    operationId: "reportCallResults",
     summary: "Report the results of a live call",
     description:
       "For the voice agent dispatched to a live call (web or phone): what happened, reported once. Any of " +

@@ -11,6 +11,7 @@ export function registerGetTranscript(app: App, deps: Deps) {
     method: "get",
     path: "/api/v1/calls/{id}/transcript",
     tags: ["Calls"],
+    operationId: "getCallTranscript",
     summary: "Retrieve the transcript of a call",
     description:
       "404 `not_found` until the transcript exists (a simulated call has one once `completed`; a live call once " +

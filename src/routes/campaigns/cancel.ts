@@ -11,6 +11,7 @@ export function registerCancelCampaign(app: App, deps: Deps) {
     method: "post",
     path: "/api/v1/campaigns/{id}/cancel",
     tags: ["Campaigns"],
+    operationId: "cancelCampaign",
     summary: "Cancel a campaign",
     description:
       "Stops a running campaign: status `cancelled`, contacts not yet called are never called (counted in " +

@@ -11,6 +11,7 @@ export function registerCreateCampaign(app: App, deps: Deps) {
     method: "post",
     path: "/api/v1/campaigns",
     tags: ["Campaigns"],
+    operationId: "createCampaign",
     summary: "Create a campaign",
     description:
       "Calls `contacts` (numbers given here) or `contactIds` (contacts of the organization), exactly one of " +

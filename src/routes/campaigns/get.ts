@@ -11,6 +11,7 @@ export function registerGetCampaign(app: App, deps: Deps) {
     method: "get",
     path: "/api/v1/campaigns/{id}",
     tags: ["Campaigns"],
+    operationId: "getCampaign",
     summary: "Retrieve a campaign",
     description:
       "A campaign of the key's mode. A campaign of the other mode, or of another organization, is 404 `not_found`.",

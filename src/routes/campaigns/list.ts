@@ -12,6 +12,7 @@ export function registerListCampaigns(app: App, deps: Deps) {
     method: "get",
     path: "/api/v1/campaigns",
     tags: ["Campaigns"],
+    operationId: "listCampaigns",
     summary: "List campaigns",
     description:
       "Campaigns of the key's mode only, newest first, cursor pagination (`limit`, `starting_after`). A " +

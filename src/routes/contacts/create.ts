@@ -11,6 +11,7 @@ export function registerCreateContact(app: App, deps: Deps) {
     method: "post",
     path: "/api/v1/contacts",
     tags: ["Contacts"],
+    operationId: "createContact",
     summary: "Create a contact",
     description:
       "Creates a contact of the organization and emits `contact.created`. Contacts are real data in both modes: " +

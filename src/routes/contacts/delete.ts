@@ -11,6 +11,7 @@ export function registerDeleteContact(app: App, deps: Deps) {
     method: "delete",
     path: "/api/v1/contacts/{id}",
     tags: ["Contacts"],
+    operationId: "deleteContact",
     summary: "Delete a contact",
     description:
       "Deletes the contact for good and emits `contact.deleted` with data `{id, deleted: true}`. Its id then " +

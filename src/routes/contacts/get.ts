@@ -11,6 +11,7 @@ export function registerGetContact(app: App, deps: Deps) {
     method: "get",
     path: "/api/v1/contacts/{id}",
     tags: ["Contacts"],
+    operationId: "getContact",
     summary: "Retrieve a contact",
     ...secretKeyAuth(deps, "contacts:read"),
     request: { params: ContactIdParams },

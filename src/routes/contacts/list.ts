@@ -11,6 +11,7 @@ export function registerListContacts(app: App, deps: Deps) {
     method: "get",
     path: "/api/v1/contacts",
     tags: ["Contacts"],
+    operationId: "listContacts",
     summary: "List contacts",
     description:
       "Lists the contacts of the organization (the same in both modes), newest first, with the cursor convention.",

@@ -11,6 +11,7 @@ export function registerUpdateContact(app: App, deps: Deps) {
     method: "patch",
     path: "/api/v1/contacts/{id}",
     tags: ["Contacts"],
+    operationId: "updateContact",
     summary: "Update a contact",
     description:
       "Changes the fields sent; `null` clears `name` or `email` and empties `metadata` (which is replaced as a " +

@@ -1,11 +1,10 @@
 import type { Context } from "hono";
 import { SCOPES } from "../../auth/scopes.ts";
-import { ApiError, errorStatus } from "../../errors.ts";
+import { ApiError } from "../../errors.ts";
 import type { App } from "../../http/appEnv.ts";
-import { BODY_LIMIT, LARGE_BODY_LIMIT } from "../../http/body.ts";
 import { chooseEncoding, matchesEtag } from "../../http/contentNegotiation.ts";
-import { VERSION } from "../../version.ts";
 import { type DocsAsset, docsAssets } from "./assets.ts";
+import { buildDocument } from "./document.ts";
 
 /**
  * `/api/openapi.json` (OpenAPI 3.1, generated from the routes' own schemas) and `/api/docs`, the
@@ -34,13 +33,7 @@ export function registerDocs(app: App) {
   // The routes are fixed once the app is built: the document is generated on first use, then kept.
   let documentJson: string | undefined;
   app.get("/api/openapi.json", (c) => {
-    documentJson ??= JSON.stringify(
-      app.getOpenAPI31Document({
-        openapi: "3.1.0",
-        info: { title: "Voice agent service API", version: VERSION, description: API_DESCRIPTION },
-        servers: [{ url: "/", description: "This server" }],
-      }),
-    );
+    documentJson ??= JSON.stringify(buildDocument(app));
     c.header("Cache-Control", "no-cache");
     // Public: any tool may read it, from any origin.
     c.header("Access-Control-Allow-Origin", "*");
@@ -113,43 +106,3 @@ function serveAsset(c: Context, asset: DocsAsset): Response {
   }
   return c.body(asset.body);
 }
-
-const codesByStatus = new Map<number, string[]>();
-for (const [code, status] of Object.entries(errorStatus)) {
-  codesByStatus.set(status, [...(codesByStatus.get(status) ?? []), `\`${code}\``]);
-}
-const errorTable = [...codesByStatus]
-  .sort(([a], [b]) => a - b)
-  .map(([status, codes]) => `| ${status} | ${codes.join(", ")} |`)
-  .join("\n");
-
-const API_DESCRIPTION = `Web calls, single-use session tokens, test mode and cursor-paginated lists.
-
-## Authentication
-- **Secret keys** (\`inf_live_…\`, \`inf_test_…\`): \`Authorization: Bearer <key>\`, server side only. Each operation
-  names the scope it needs (see the \`secretKey\` scheme).
-- **Publishable keys** (\`inf_pub_…\`) and **session tokens** (\`inf_wcs_…\`) travel only in the body of
-  \`POST /api/v1/web-calls\`, never in a header or a URL.
-
-## Test mode
-A test key (\`inf_test_…\`) calls the same operations as a live key; it sees and creates only simulated objects
-(\`livemode: false\`), except contacts, which are real. Nothing that costs money or reaches a person happens.
-
-## Requests
-JSON only: a body needs \`Content-Type: application/json\` (415 \`unsupported_media_type\` otherwise), must be valid
-JSON (400 \`invalid_request\`) and at most ${BODY_LIMIT / 1024} KiB (${LARGE_BODY_LIMIT / 1024 / 1024} MiB for
-knowledge-base documents and call results; 413 \`payload_too_large\`). Every answer carries \`X-Request-Id\` (\`req_\` + ULID).
-
-## Lists
-Cursor lists take \`limit\` (1–100, default 20) and \`starting_after\` (the \`id\` of the last item received) and answer
-\`{"data": [...], "has_more": bool}\`, newest first. To read everything, repeat with the last id until \`has_more\`
-is false. A \`starting_after\` that does not belong to the list is 400 \`invalid_cursor\`.
-
-## Errors
-Every error has one shape: \`{"error": {"code", "message", "param"?, "requestId"}}\`, where \`requestId\` equals the
-\`X-Request-Id\` header. Decide on \`code\`, not on \`message\`. Every 429 carries \`Retry-After\` (seconds).
-
-| Status | Codes |
-|---|---|
-${errorTable}
-`;

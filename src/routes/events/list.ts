@@ -12,6 +12,7 @@ export function registerListEvents(app: App, deps: Deps) {
     method: "get",
     path: "/api/v1/events",
     tags: ["Events"],
+    operationId: "listEvents",
     summary: "List events",
     description:
       "Lists the events of the organization in the mode of the key (test keys see `livemode` false events only), " +

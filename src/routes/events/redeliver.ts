@@ -22,6 +22,7 @@ export function registerRedeliverEvent(app: App, deps: Deps) {
     method: "post",
     path: "/api/v1/events/{id}/redeliver",
     tags: ["Events"],
+    operationId: "redeliverEvent",
     summary: "Send an event again",
     description:
       "Sends an event of the key's mode again: a new delivery (with attempts of its own) to every enabled " +

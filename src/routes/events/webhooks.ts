@@ -110,10 +110,14 @@ export function registerWebhookDocs(app: App) {
       method: "post",
       path: type,
       tags: ["Events"],
+      // `callStartedEvent`, …: stable names for generators, unique beside the API's operations.
+      operationId: `${e.name[0]?.toLowerCase()}${e.name.slice(1)}`,
       summary: type,
       description:
         `${e.when} Sent to every enabled endpoint that subscribes to \`${type}\`: live endpoints receive the ` +
         "events of both modes, test endpoints only `livemode` false ones.",
+      // The receiver authenticates the sender by the signature headers, not by a credential of this API.
+      security: [],
       request: {
         headers: SignatureHeaders,
         body: { required: true, content: { "application/json": { schema: payload } } },

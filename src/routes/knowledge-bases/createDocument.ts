@@ -23,6 +23,7 @@ export function registerCreateDocument(app: App, deps: Deps) {
     method: "post",
     path: "/api/v1/knowledge-bases/{id}/documents",
     tags: ["Knowledge bases"],
+    operationId: "createKnowledgeBaseDocument",
     summary: "Add a document to a knowledge base",
     description:
       "Adds a plain-text document to a knowledge base of the organization and emits " +

@@ -11,6 +11,7 @@ export function registerDeleteDocument(app: App, deps: Deps) {
     method: "delete",
     path: "/api/v1/knowledge-bases/{id}/documents/{documentId}",
     tags: ["Knowledge bases"],
+    operationId: "deleteKnowledgeBaseDocument",
     summary: "Delete a document",
     description:
       "Deletes a document and its chunks: it is no longer listed, read, or found by searches. Documents are " +

@@ -11,6 +11,7 @@ export function registerGetDocument(app: App, deps: Deps) {
     method: "get",
     path: "/api/v1/knowledge-bases/{id}/documents/{documentId}",
     tags: ["Knowledge bases"],
+    operationId: "getKnowledgeBaseDocument",
     summary: "Retrieve a document",
     description:
       "One document of a knowledge base, with its `text` put back together from its chunks. Documents are " +

@@ -12,6 +12,7 @@ export function registerListDocuments(app: App, deps: Deps) {
     method: "get",
     path: "/api/v1/knowledge-bases/{id}/documents",
     tags: ["Knowledge bases"],
+    operationId: "listKnowledgeBaseDocuments",
     summary: "List the documents of a knowledge base",
     description:
       "The documents of a knowledge base of the organization, newest first, cursor pagination (`limit`, " +

@@ -11,6 +11,7 @@ export function registerSearchKnowledgeBase(app: App, deps: Deps) {
     method: "get",
     path: "/api/v1/knowledge-bases/{id}/search",
     tags: ["Knowledge bases"],
+    operationId: "searchKnowledgeBase",
     summary: "Search a knowledge base",
     description:
       "The chunks of the knowledge base's documents that best match `q`, best first, for a voice agent to " +

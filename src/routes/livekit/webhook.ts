@@ -33,6 +33,7 @@ export function registerLiveKitWebhook(app: App, deps: Deps) {
     method: "post",
     path: "/api/livekit/webhook",
     tags: ["Calls"],
+    operationId: "receiveLiveKitWebhook",
     summary: "Receive LiveKit webhooks",
     description:
       "For the media server only. Accepts `application/webhook+json` (what LiveKit sends) and " +

@@ -11,6 +11,7 @@ export function registerDeleteTask(app: App, deps: Deps) {
     method: "delete",
     path: "/api/v1/tasks/{id}",
     tags: ["Tasks"],
+    operationId: "deleteTask",
     summary: "Cancel a scheduled task",
     description:
       "Live keys only (a test key gets 403 `test_mode_not_supported`, before the id is looked at). Cancels the " +

@@ -18,6 +18,7 @@ export function registerListTasks(app: App, deps: Deps) {
     method: "get",
     path: "/api/v1/tasks",
     tags: ["Tasks"],
+    operationId: "listTasks",
     summary: "List scheduled tasks",
     description:
       "Live keys only (a test key gets 403 `test_mode_not_supported`). The tasks still to run, soonest first, " +

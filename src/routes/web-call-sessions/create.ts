@@ -12,6 +12,7 @@ export function registerCreateWebCallSession(app: App, deps: Deps) {
     method: "post",
     path: "/api/v1/web-call-sessions",
     tags: ["Web calls"],
+    operationId: "mintWebCallSession",
     summary: "Mint a session token",
     description:
       "Mints a single-use session token that starts one web call (`POST /api/v1/web-calls` with " +

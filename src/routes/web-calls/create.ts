@@ -77,6 +77,7 @@ export function registerStartWebCall(app: App, deps: Deps) {
     method: "post",
     path: "/api/v1/web-calls",
     tags: ["Web calls"],
+    operationId: "startWebCall",
     summary: "Start a web call",
     description:
       "Starts a browser web call, from a page. Two forms: `{publishableKey, captchaToken}`, accepted only " +
@@ -90,6 +91,8 @@ export function registerStartWebCall(app: App, deps: Deps) {
       "token (401) → paid plan (live only) → agent → plan minutes → start. A refusal leaves a session token " +
       "valid; a failure while starting (502) spends it. Without a configured media server, live calls are " +
       "503 `agent_unavailable`. Credentials in the query string are ignored.",
+    // Public: a web page calls it with a publishable key or a session token in the body, no header.
+    security: [],
     // No credential to check first: the gate (CORS, the rate limit) ran, then the body is read (64 KiB).
     middleware: [readBody] as const,
     request: {

@@ -11,6 +11,7 @@ export function registerCreateWebhookEndpoint(app: App, deps: Deps) {
     method: "post",
     path: "/api/v1/webhook-endpoints",
     tags: ["Webhook endpoints"],
+    operationId: "createWebhookEndpoint",
     summary: "Create a webhook endpoint",
     description:
       "Adds an endpoint in the mode of the key. A live endpoint receives every event of the organization, of " +

@@ -11,6 +11,7 @@ export function registerDeleteWebhookEndpoint(app: App, deps: Deps) {
     method: "delete",
     path: "/api/v1/webhook-endpoints/{id}",
     tags: ["Webhook endpoints"],
+    operationId: "deleteWebhookEndpoint",
     summary: "Delete a webhook endpoint",
     description:
       "Removes the endpoint: no event is sent to it any more (deliveries not yet sent are dropped). An endpoint " +

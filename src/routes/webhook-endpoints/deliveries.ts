@@ -11,6 +11,7 @@ export function registerListDeliveries(app: App, deps: Deps) {
     method: "get",
     path: "/api/v1/webhook-endpoints/{id}/deliveries",
     tags: ["Webhook endpoints"],
+    operationId: "listWebhookEndpointDeliveries",
     summary: "List an endpoint's deliveries",
     description:
       "The delivery log of one endpoint, newest first, with the cursor convention: each event sent to it (a " +

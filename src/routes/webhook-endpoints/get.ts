@@ -11,6 +11,7 @@ export function registerGetWebhookEndpoint(app: App, deps: Deps) {
     method: "get",
     path: "/api/v1/webhook-endpoints/{id}",
     tags: ["Webhook endpoints"],
+    operationId: "getWebhookEndpoint",
     summary: "Read a webhook endpoint",
     description: `Reads one endpoint of the key's mode (never its secret); one of the other mode is 404. ${UNRESTRICTED_NOTE}`,
     ...secretKeyAuth(deps, "webhooks:read", unrestrictedKey),

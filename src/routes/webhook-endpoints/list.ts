@@ -11,6 +11,7 @@ export function registerListWebhookEndpoints(app: App, deps: Deps) {
     method: "get",
     path: "/api/v1/webhook-endpoints",
     tags: ["Webhook endpoints"],
+    operationId: "listWebhookEndpoints",
     summary: "List webhook endpoints",
     description:
       "Lists the organization's webhook endpoints of the key's mode, newest first, with the cursor convention. " +

@@ -11,6 +11,7 @@ export function registerRotateWebhookSecret(app: App, deps: Deps) {
     method: "post",
     path: "/api/v1/webhook-endpoints/{id}/rotate-secret",
     tags: ["Webhook endpoints"],
+    operationId: "rotateWebhookEndpointSecret",
     summary: "Rotate an endpoint's signing secret",
     description:
       "Issues a new signing secret, shown in this answer only. For 24 hours the previous secret keeps signing " +

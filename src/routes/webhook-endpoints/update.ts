@@ -11,6 +11,7 @@ export function registerUpdateWebhookEndpoint(app: App, deps: Deps) {
     method: "patch",
     path: "/api/v1/webhook-endpoints/{id}",
     tags: ["Webhook endpoints"],
+    operationId: "updateWebhookEndpoint",
     summary: "Update a webhook endpoint",
     description:
       "Changes any of `url`, `events` (`null`: every type) and `enabled`; fields left out keep their value. A " +
