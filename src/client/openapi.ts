@@ -12,46 +12,7 @@ export interface paths {
          * List agents
          * @description Lists the agents of the organization (those the key is restricted to, if any). This list keeps its own format (`{agents: [...]}`) until it adopts the cursor convention.
          */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The agents, newest first. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            agents: components["schemas"]["Agent"][];
-                        };
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["listAgents"];
         put?: never;
         post?: never;
         delete?: never;
@@ -71,55 +32,7 @@ export interface paths {
          * Retrieve an agent
          * @description One agent of the organization, with what the voice agent needs at the start of a call: its `language`, `instructions`, `greeting` and `knowledgeBaseIds`. Agents have no mode: live and test keys read the same agent. An agent of another organization, or outside the key's agent restriction, is 404 `not_found`.
          */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The agent. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Agent"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["getAgent"];
         put?: never;
         post?: never;
         delete?: never;
@@ -139,66 +52,7 @@ export interface paths {
          * List calls
          * @description Calls of the key's mode only, newest first, cursor pagination (`limit`, `starting_after`). A `livemode` value that differs from the key's mode is 400 `invalid_query`.
          */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Number of items to return, 1 to 100. Default 20. */
-                    limit?: components["parameters"]["Limit"];
-                    /** @description The `id` of the last item of the previous page. It must belong to the list being read (same organization, mode and filters): otherwise 400 `invalid_cursor`. A malformed value is 400 `invalid_query`. */
-                    starting_after?: components["parameters"]["StartingAfter"];
-                    /** @description Must match the mode of the key: `false` for test keys, `true` for live keys; otherwise 400 `invalid_query`. */
-                    livemode?: components["parameters"]["Livemode"];
-                    /** @description Only calls in this status. */
-                    status?: "scheduled" | "initiated" | "ringing" | "ongoing" | "completed" | "failed" | "no_answer" | "busy" | "cancelled";
-                    /** @description Only calls of this agent. */
-                    agentId?: string;
-                    /** @description Only calls of this campaign. */
-                    campaignId?: string;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description A page of calls. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["CallList"];
-                    };
-                };
-                /** @description `invalid_query`, `invalid_cursor` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["listCalls"];
         put?: never;
         /**
          * Create a call
@@ -208,102 +62,7 @@ export interface paths {
          *
          *     A future `runAt` runs the same checks up to the call window, judged at `runAt`, and creates the call in status `scheduled` with a `taskId` (see `GET /v1/tasks`); when the task fires every check runs again, and a refusal ends the call `failed` with the refusal's code as `outcome`.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["CreateCallRequest"];
-                };
-            };
-            responses: {
-                /** @description The call. */
-                201: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Call"];
-                    };
-                };
-                /** @description `invalid_request` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope`, `agent_not_allowed`, `plan_required`, `plan_minutes_exhausted`, `number_blocked`, `country_not_allowed`, `outside_call_window` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `payload_too_large` */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `unsupported_media_type` */
-                415: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `concurrency_limit_reached`, `hourly_limit_reached` */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `agent_unavailable`, `carrier_unavailable` */
-                503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        post: operations["createCall"];
         delete?: never;
         options?: never;
         head?: never;
@@ -321,55 +80,7 @@ export interface paths {
          * Retrieve a call
          * @description A call of the key's mode. A call of the other mode, or of another organization, is 404 `not_found`.
          */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The call. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Call"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["getCall"];
         put?: never;
         post?: never;
         delete?: never;
@@ -389,55 +100,7 @@ export interface paths {
          * Retrieve the transcript of a call
          * @description 404 `not_found` until the transcript exists (a simulated call has one once `completed`; a live call once it has ended and its voice agent reported one with `POST /v1/calls/{id}/results`), and for a call of the other mode.
          */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The transcript. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Transcript"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["getCallTranscript"];
         put?: never;
         post?: never;
         delete?: never;
@@ -461,95 +124,7 @@ export interface paths {
          *
          *     Once the call has ended and its results exist, whichever comes last, `call.transcript_ready` (when there is a transcript) and `call.analysis_ready` are sent, each once, and `GET /v1/calls/{id}/transcript` answers. The body may be up to 1 MiB.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["CallResults"];
-                };
-            };
-            responses: {
-                /** @description The call, with its results. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Call"];
-                    };
-                };
-                /** @description `invalid_request` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope`, `test_mode_not_supported` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `results_already_reported`, `call_not_started` */
-                409: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `payload_too_large` */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `unsupported_media_type` */
-                415: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        post: operations["reportCallResults"];
         delete?: never;
         options?: never;
         head?: never;
@@ -567,55 +142,7 @@ export interface paths {
          * Retrieve the recording of a call
          * @description Where the recording of a live call is, once its voice agent reported a `recordingUrl` (`POST /v1/calls/{id}/results`); the call object's `recordingUrl` is the same URL. 404 `not_found` before that, for a simulated call (it has no recording), and for a call of the other mode.
          */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The recording. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Recording"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["getCallRecording"];
         put?: never;
         post?: never;
         delete?: never;
@@ -635,62 +162,7 @@ export interface paths {
          * List campaigns
          * @description Campaigns of the key's mode only, newest first, cursor pagination (`limit`, `starting_after`). A `livemode` value that differs from the key's mode is 400 `invalid_query`.
          */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Number of items to return, 1 to 100. Default 20. */
-                    limit?: components["parameters"]["Limit"];
-                    /** @description The `id` of the last item of the previous page. It must belong to the list being read (same organization, mode and filters): otherwise 400 `invalid_cursor`. A malformed value is 400 `invalid_query`. */
-                    starting_after?: components["parameters"]["StartingAfter"];
-                    /** @description Must match the mode of the key: `false` for test keys, `true` for live keys; otherwise 400 `invalid_query`. */
-                    livemode?: components["parameters"]["Livemode"];
-                    /** @description Only campaigns in this status. */
-                    status?: "running" | "completed" | "cancelled";
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description A page of campaigns. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["CampaignList"];
-                    };
-                };
-                /** @description `invalid_query`, `invalid_cursor` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["listCampaigns"];
         put?: never;
         /**
          * Create a campaign
@@ -702,93 +174,7 @@ export interface paths {
          *
          *     An unknown or foreign `agentId` or contact id is 404 `not_found` with `param` naming it.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["CreateCampaignRequest"];
-                };
-            };
-            responses: {
-                /** @description The campaign, running. */
-                201: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Campaign"];
-                    };
-                };
-                /** @description `invalid_request`, `test_campaign_too_large` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope`, `agent_not_allowed`, `plan_required`, `plan_minutes_exhausted` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `payload_too_large` */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `unsupported_media_type` */
-                415: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `agent_unavailable`, `carrier_unavailable` */
-                503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        post: operations["createCampaign"];
         delete?: never;
         options?: never;
         head?: never;
@@ -806,55 +192,7 @@ export interface paths {
          * Retrieve a campaign
          * @description A campaign of the key's mode. A campaign of the other mode, or of another organization, is 404 `not_found`.
          */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The campaign. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Campaign"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["getCampaign"];
         put?: never;
         post?: never;
         delete?: never;
@@ -876,55 +214,7 @@ export interface paths {
          * Cancel a campaign
          * @description Stops a running campaign: status `cancelled`, contacts not yet called are never called (counted in `progress.cancelled`), calls in progress finish and are counted in `completed`/`succeeded`. Emits `campaign.cancelled` once. A campaign already `completed` or `cancelled` is answered 200 as it is, unchanged, with no event. A campaign whose every call has already ended is answered `completed` (`campaign.completed`) rather than cancelled. A campaign of the other mode is 404 `not_found`. No body.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The campaign. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Campaign"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        post: operations["cancelCampaign"];
         delete?: never;
         options?: never;
         head?: never;
@@ -942,46 +232,7 @@ export interface paths {
          * List scheduled tasks
          * @description Live keys only (a test key gets 403 `test_mode_not_supported`). The tasks still to run, soonest first, in this list's own format `{tasks: [...]}` (not the cursor convention yet).
          */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Scheduled tasks. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            tasks: components["schemas"]["Task"][];
-                        };
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope`, `test_mode_not_supported` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["listTasks"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1004,55 +255,7 @@ export interface paths {
          * Cancel a scheduled task
          * @description Live keys only (a test key gets 403 `test_mode_not_supported`, before the id is looked at). Cancels the task and its call (status `cancelled`). A task that already ran is 404 `not_found`.
          */
-        delete: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Deleted. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["DeletedTask"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope`, `test_mode_not_supported` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        delete: operations["deleteTask"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1069,145 +272,13 @@ export interface paths {
          * List blocked numbers
          * @description The do-not-call list of the key's mode, newest first, with the cursor convention; `phone` finds one number's entry. A `livemode` value that differs from the key's mode is 400 `invalid_query`.
          */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Number of items to return, 1 to 100. Default 20. */
-                    limit?: components["parameters"]["Limit"];
-                    /** @description The `id` of the last item of the previous page. It must belong to the list being read (same organization, mode and filters): otherwise 400 `invalid_cursor`. A malformed value is 400 `invalid_query`. */
-                    starting_after?: components["parameters"]["StartingAfter"];
-                    /** @description Must match the mode of the key: `false` for test keys, `true` for live keys; otherwise 400 `invalid_query`. */
-                    livemode?: components["parameters"]["Livemode"];
-                    /** @description Only the entry of this number (E.164; encode `+` as `%2B`). */
-                    phone?: string;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description One page of blocked numbers. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["BlockedNumberList"];
-                    };
-                };
-                /** @description `invalid_query`, `invalid_cursor` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["listBlockedNumbers"];
         put?: never;
         /**
          * Block a number
          * @description Adds a number to the organization's do-not-call list, in the key's mode: 201 with the new entry. A number already listed in that mode answers 200 with the existing entry, unchanged (concurrent requests all get the one entry). Live entries apply to live phone calls, tasks and campaigns (403 `number_blocked`); test entries are consulted by nothing (test calls apply no calling rule).
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["BlockedNumberInput"];
-                };
-            };
-            responses: {
-                /** @description The number was already listed: its entry. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["BlockedNumber"];
-                    };
-                };
-                /** @description The new entry. */
-                201: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["BlockedNumber"];
-                    };
-                };
-                /** @description `invalid_request` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `payload_too_large` */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `unsupported_media_type` */
-                415: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        post: operations["createBlockedNumber"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1228,55 +299,7 @@ export interface paths {
          * Unblock a number
          * @description Removes the entry: the number may be called again. An entry of the other mode is 404 `not_found`.
          */
-        delete: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The entry was removed. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["DeletedBlockedNumber"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        delete: operations["deleteBlockedNumber"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1293,136 +316,13 @@ export interface paths {
          * List contacts
          * @description Lists the contacts of the organization (the same in both modes), newest first, with the cursor convention.
          */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Number of items to return, 1 to 100. Default 20. */
-                    limit?: components["parameters"]["Limit"];
-                    /** @description The `id` of the last item of the previous page. It must belong to the list being read (same organization, mode and filters): otherwise 400 `invalid_cursor`. A malformed value is 400 `invalid_query`. */
-                    starting_after?: components["parameters"]["StartingAfter"];
-                    /** @description Only contacts with exactly this phone number (E.164; encode `+` as `%2B`). */
-                    phone?: string;
-                    /** @description Only contacts with this email address (case-insensitive). */
-                    email?: string;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description One page of contacts. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ContactList"];
-                    };
-                };
-                /** @description `invalid_query`, `invalid_cursor` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["listContacts"];
         put?: never;
         /**
          * Create a contact
          * @description Creates a contact of the organization and emits `contact.created`. Contacts are real data in both modes: with a test key the contact really is created, and the event carries `livemode` false.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["ContactInput"];
-                };
-            };
-            responses: {
-                /** @description The contact. */
-                201: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Contact"];
-                    };
-                };
-                /** @description `invalid_request` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `payload_too_large` */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `unsupported_media_type` */
-                415: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        post: operations["createContact"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1437,196 +337,21 @@ export interface paths {
             cookie?: never;
         };
         /** Retrieve a contact */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The contact. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Contact"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["getContact"];
         put?: never;
         post?: never;
         /**
          * Delete a contact
          * @description Deletes the contact for good and emits `contact.deleted` with data `{id, deleted: true}`. Its id then answers 404 and is refused as a cursor (`invalid_cursor`).
          */
-        delete: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The contact was deleted. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["DeletedContact"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        delete: operations["deleteContact"];
         options?: never;
         head?: never;
         /**
          * Update a contact
          * @description Changes the fields sent; `null` clears `name` or `email` and empties `metadata` (which is replaced as a whole when sent). Emits `contact.updated` when something changed, with `livemode` of the key.
          */
-        patch: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["ContactPatch"];
-                };
-            };
-            responses: {
-                /** @description The contact. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Contact"];
-                    };
-                };
-                /** @description `invalid_request` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `payload_too_large` */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `unsupported_media_type` */
-                415: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        patch: operations["updateContact"];
         trace?: never;
     };
     "/api/v1/knowledge-bases/{id}/documents": {
@@ -1640,154 +365,13 @@ export interface paths {
          * List the documents of a knowledge base
          * @description The documents of a knowledge base of the organization, newest first, cursor pagination (`limit`, `starting_after`), without their text. Documents are live objects: with a test key the list is empty (test uploads store nothing).
          */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Number of items to return, 1 to 100. Default 20. */
-                    limit?: components["parameters"]["Limit"];
-                    /** @description The `id` of the last item of the previous page. It must belong to the list being read (same organization, mode and filters): otherwise 400 `invalid_cursor`. A malformed value is 400 `invalid_query`. */
-                    starting_after?: components["parameters"]["StartingAfter"];
-                };
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description A page of documents. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["DocumentList"];
-                    };
-                };
-                /** @description `invalid_query`, `invalid_cursor` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["listKnowledgeBaseDocuments"];
         put?: never;
         /**
          * Add a document to a knowledge base
          * @description Adds a plain-text document to a knowledge base of the organization and emits `knowledge.document_ready` with `{documentId, knowledgeBaseId, chunkCount, livemode}`. The text is split into chunks of at most 1,000 characters along paragraphs, sentences (Chinese and Japanese ones too, after 。！？) and words. With a test key the request is validated the same way, nothing is stored, the answer carries `simulated: true` and a fictitious `documentId` (the document does not exist afterwards) and the event has `livemode` false. No paid plan is needed. The body may be up to 1 MiB.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["DocumentInput"];
-                };
-            };
-            responses: {
-                /** @description The document is ready (live), or would be (test key). */
-                201: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["DocumentReady"];
-                    };
-                };
-                /** @description `invalid_request` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `payload_too_large` */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `unsupported_media_type` */
-                415: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        post: operations["createKnowledgeBaseDocument"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1805,112 +389,14 @@ export interface paths {
          * Retrieve a document
          * @description One document of a knowledge base, with its `text` put back together from its chunks. Documents are live objects: with a test key, and for a document of another knowledge base or organization, 404 `not_found`.
          */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                    documentId: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The document. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["DocumentWithText"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["getKnowledgeBaseDocument"];
         put?: never;
         post?: never;
         /**
          * Delete a document
          * @description Deletes a document and its chunks: it is no longer listed, read, or found by searches. Documents are live objects: with a test key, and for a document of another knowledge base or organization, 404 `not_found`.
          */
-        delete: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                    documentId: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Deleted. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["DeletedDocument"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        delete: operations["deleteKnowledgeBaseDocument"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1927,83 +413,7 @@ export interface paths {
          * Search a knowledge base
          * @description The chunks of the knowledge base's documents that best match `q`, best first, for a voice agent to answer from: PostgreSQL full-text search, with the text search configuration of the knowledge base's `language` (`fr` → `french`, `en` → `english`, none or any other → `simple`) both for the chunks and for `q`. A chunk matches when it holds any of the query's words (stemmed, stop words dropped, for French and English); the more it holds, the higher its `score`. A ranked query, not a list: no cursor. With a test key `results` is always empty (test documents are never stored).
          */
-        get: {
-            parameters: {
-                query: {
-                    /** @description What to look for, in words (1–500 characters): a chunk matches when it holds any of them, and ranks higher the more of them it holds. */
-                    q: string;
-                    /** @description How many results at most, 1 to 20. Default 5. */
-                    limit?: number;
-                };
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The best chunks. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        /**
-                         * @example {
-                         *       "livemode": true,
-                         *       "results": [
-                         *         {
-                         *           "documentId": "doc_01JD8Y3M6W9Q2T4V5X7Z8A9B0C",
-                         *           "title": "Opening hours",
-                         *           "chunkIndex": 1,
-                         *           "text": "On Saturdays we open from 10:00 to 13:00. We are closed on Sundays.",
-                         *           "score": 0.0759
-                         *         }
-                         *       ]
-                         *     }
-                         */
-                        "application/json": components["schemas"]["SearchResults"];
-                    };
-                };
-                /** @description `invalid_query` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["searchKnowledgeBase"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2023,62 +433,7 @@ export interface paths {
          * List events
          * @description Lists the events of the organization in the mode of the key (test keys see `livemode` false events only), newest first, with the cursor convention. A `livemode` value other than the key's mode is 400 `invalid_query`. A key restricted to some agents lists only the events whose object belongs to one of its agents (calls, their transcripts and analyses, campaigns); the organization-wide events (`contact.*`, `knowledge.document_ready`) need an unrestricted key.
          */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Number of items to return, 1 to 100. Default 20. */
-                    limit?: components["parameters"]["Limit"];
-                    /** @description The `id` of the last item of the previous page. It must belong to the list being read (same organization, mode and filters): otherwise 400 `invalid_cursor`. A malformed value is 400 `invalid_query`. */
-                    starting_after?: components["parameters"]["StartingAfter"];
-                    /** @description Must match the mode of the key: `false` for test keys, `true` for live keys; otherwise 400 `invalid_query`. */
-                    livemode?: components["parameters"]["Livemode"];
-                    /** @description Only events of this type. */
-                    type?: "call.started" | "call.ended" | "call.transcript_ready" | "call.analysis_ready" | "campaign.started" | "campaign.completed" | "campaign.cancelled" | "contact.created" | "contact.updated" | "contact.deleted" | "knowledge.document_ready";
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description One page of events. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["EventList"];
-                    };
-                };
-                /** @description `invalid_query`, `invalid_cursor` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["listEvents"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2100,55 +455,7 @@ export interface paths {
          * Send an event again
          * @description Sends an event of the key's mode again: a new delivery (with attempts of its own) to every enabled endpoint that receives the event and subscribes to its type today, as when it happened (a test event reaches live endpoints too). The same `webhook-id`: receivers that already processed it can tell. An empty `deliveries` when no endpoint receives it. An event of the other mode is 404. Needs a key that is not restricted to some agents (403 `agent_not_allowed` otherwise): endpoints receive the events of every agent.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The deliveries created. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Redelivery"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope`, `agent_not_allowed` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        post: operations["redeliverEvent"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2166,58 +473,7 @@ export interface paths {
          * List webhook endpoints
          * @description Lists the organization's webhook endpoints of the key's mode, newest first, with the cursor convention. Secrets are never listed. Needs a key that is not restricted to some agents (403 `agent_not_allowed` otherwise): endpoints receive the events of every agent.
          */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Number of items to return, 1 to 100. Default 20. */
-                    limit?: components["parameters"]["Limit"];
-                    /** @description The `id` of the last item of the previous page. It must belong to the list being read (same organization, mode and filters): otherwise 400 `invalid_cursor`. A malformed value is 400 `invalid_query`. */
-                    starting_after?: components["parameters"]["StartingAfter"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description One page of webhook endpoints. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["WebhookEndpointList"];
-                    };
-                };
-                /** @description `invalid_query`, `invalid_cursor` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope`, `agent_not_allowed` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["listWebhookEndpoints"];
         put?: never;
         /**
          * Create a webhook endpoint
@@ -2225,75 +481,7 @@ export interface paths {
          *
          *     Delivery: each event of a subscribed type is POSTed as JSON `{id, type, livemode, createdAt, data}` (the payloads are under `webhooks` in this document) with the Standard Webhooks headers `webhook-id` (the event id), `webhook-timestamp` (Unix seconds) and `webhook-signature` (`v1,` then the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` under the base64-decoded part of the secret after `whsec_`; for 24 hours after a rotation, two such signatures separated by a space). At least once: an answer other than 2xx (redirects are not followed) or none within 15 s, the address lookup included, is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h after the failure, then given up. Use `webhook-id` to ignore a repeat.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["WebhookEndpointInput"];
-                };
-            };
-            responses: {
-                /** @description The endpoint, with its secret. */
-                201: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["CreatedWebhookEndpoint"];
-                    };
-                };
-                /** @description `invalid_request`, `too_many_endpoints` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope`, `agent_not_allowed` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `payload_too_large` */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `unsupported_media_type` */
-                415: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        post: operations["createWebhookEndpoint"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2311,196 +499,21 @@ export interface paths {
          * Read a webhook endpoint
          * @description Reads one endpoint of the key's mode (never its secret); one of the other mode is 404. Needs a key that is not restricted to some agents (403 `agent_not_allowed` otherwise): endpoints receive the events of every agent.
          */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The endpoint. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["WebhookEndpoint"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope`, `agent_not_allowed` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["getWebhookEndpoint"];
         put?: never;
         post?: never;
         /**
          * Delete a webhook endpoint
          * @description Removes the endpoint: no event is sent to it any more (deliveries not yet sent are dropped). An endpoint of the other mode is 404. Needs a key that is not restricted to some agents (403 `agent_not_allowed` otherwise): endpoints receive the events of every agent.
          */
-        delete: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The endpoint was deleted. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["DeletedWebhookEndpoint"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope`, `agent_not_allowed` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        delete: operations["deleteWebhookEndpoint"];
         options?: never;
         head?: never;
         /**
          * Update a webhook endpoint
          * @description Changes any of `url`, `events` (`null`: every type) and `enabled`; fields left out keep their value. A disabled endpoint receives nothing, not even the events that happen while it is disabled, and its deliveries not yet sent are dropped. An endpoint of the other mode is 404. Needs a key that is not restricted to some agents (403 `agent_not_allowed` otherwise): endpoints receive the events of every agent.
          */
-        patch: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["WebhookEndpointPatch"];
-                };
-            };
-            responses: {
-                /** @description The endpoint as changed. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["WebhookEndpoint"];
-                    };
-                };
-                /** @description `invalid_request` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope`, `agent_not_allowed` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `payload_too_large` */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `unsupported_media_type` */
-                415: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        patch: operations["updateWebhookEndpoint"];
         trace?: never;
     };
     "/api/v1/webhook-endpoints/{id}/rotate-secret": {
@@ -2516,55 +529,7 @@ export interface paths {
          * Rotate an endpoint's signing secret
          * @description Issues a new signing secret, shown in this answer only. For 24 hours the previous secret keeps signing beside it: `webhook-signature` carries both signatures, space-separated (`v1,<new> v1,<previous>`), so a receiver can switch to the new secret without losing a delivery. Rotating again within those hours retires the older secret at once. An endpoint of the other mode is 404. Needs a key that is not restricted to some agents (403 `agent_not_allowed` otherwise): endpoints receive the events of every agent.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The endpoint with its new secret. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RotatedWebhookEndpoint"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope`, `agent_not_allowed` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        post: operations["rotateWebhookEndpointSecret"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2582,69 +547,7 @@ export interface paths {
          * List an endpoint's deliveries
          * @description The delivery log of one endpoint, newest first, with the cursor convention: each event sent to it (a redelivery is a delivery of its own) with its attempts so far, its status and how its last attempt went. Deliveries are kept as long as events (the server's retention, 30 days by default). An endpoint of the other mode is 404. Needs a key that is not restricted to some agents (403 `agent_not_allowed` otherwise): endpoints receive the events of every agent.
          */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Number of items to return, 1 to 100. Default 20. */
-                    limit?: components["parameters"]["Limit"];
-                    /** @description The `id` of the last item of the previous page. It must belong to the list being read (same organization, mode and filters): otherwise 400 `invalid_cursor`. A malformed value is 400 `invalid_query`. */
-                    starting_after?: components["parameters"]["StartingAfter"];
-                };
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description One page of deliveries. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["WebhookDeliveryList"];
-                    };
-                };
-                /** @description `invalid_query`, `invalid_cursor` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope`, `agent_not_allowed` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["listWebhookEndpointDeliveries"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2666,98 +569,7 @@ export interface paths {
          * Mint a session token
          * @description Mints a single-use session token that starts one web call (`POST /api/v1/web-calls` with `{sessionToken}`), so no key is placed in the page. The token is valid five minutes. Needs the scope `webcalls:write`; a key restricted to certain agents can mint only for them. A live key needs an active paid plan; a test key needs none and mints a token with `livemode` false, whose call is simulated. Plan minutes are checked when the token is used, not here.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: {
-                    /** @description Makes the request safe to retry for 24 hours, per organization and mode: the same key returns the first answer (same token, same `expiresAt`) with `Idempotent-Replayed: true`, even if the token has since been used or has expired. The same key with a different body is 409 `idempotency_key_reused`. Only successful answers are kept. */
-                    "idempotency-key"?: string;
-                };
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["WebCallSessionCreate"];
-                };
-            };
-            responses: {
-                /** @description The token, shown only in this answer (and in replays with the same Idempotency-Key). */
-                201: {
-                    headers: {
-                        /** @description Present when the answer replays an earlier request. */
-                        "Idempotent-Replayed"?: "true";
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["WebCallSession"];
-                    };
-                };
-                /** @description `invalid_request` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `missing_scope`, `agent_not_allowed`, `plan_required` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `idempotency_key_reused` */
-                409: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `payload_too_large` */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `unsupported_media_type` */
-                415: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        post: operations["mintWebCallSession"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2779,102 +591,7 @@ export interface paths {
          *
          *     Order of checks, publishable form: rate limit → key (401) → origin (403) → bot check (400) → paid plan (403) → agent (503) → plan minutes (403) → key cap (429) → start. Session form: rate limit → token (401) → paid plan (live only) → agent → plan minutes → start. A refusal leaves a session token valid; a failure while starting (502) spends it. Without a configured media server, live calls are 503 `agent_unavailable`. Credentials in the query string are ignored.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["WebCallStart"];
-                };
-            };
-            responses: {
-                /** @description The call started: a room to join (live) or a simulated call (test session token). */
-                201: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["LiveWebCall"] | components["schemas"]["SimulatedWebCall"];
-                    };
-                };
-                /** @description `invalid_request`, `invalid_captcha` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key`, `invalid_session_token` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `origin_not_allowed`, `plan_required`, `plan_minutes_exhausted` */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `payload_too_large` */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `unsupported_media_type` */
-                415: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `rate_limited`, `minute_cap_reached` */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `call_start_failed` */
-                502: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `agent_unavailable` */
-                503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        post: operations["startWebCall"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2894,70 +611,7 @@ export interface paths {
          * Receive LiveKit webhooks
          * @description For the media server only. Accepts `application/webhook+json` (what LiveKit sends) and `application/json`. A missing or bad signature is 401 `invalid_signature` and changes nothing; so is every request while LIVEKIT_URL, LIVEKIT_API_KEY and LIVEKIT_API_SECRET are not all set. Times are the event's own `createdAt`. Web calls: `participant_joined` → `ongoing` (`call.started`). Phone calls start when the callee answers, not by this webhook; `participant_left` of the callee (`sip_<call id>`) ends one, and the server then deletes its room. `room_finished` ends either: `completed` with its duration (`call.ended`; `endedAt` is never before `startedAt`), or `no_answer` for a web call nobody joined; unused reserved minutes are returned. Without these webhooks a call runs until its `maxSeconds` and keeps every reserved minute. Replays change nothing. Answers 200 `{received: true}`.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/webhook+json": components["schemas"]["LiveKitWebhookEvent"];
-                    "application/json": components["schemas"]["LiveKitWebhookEvent"];
-                };
-            };
-            responses: {
-                /** @description Received (whether or not it changed anything). */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /** @enum {boolean} */
-                            received: true;
-                        };
-                    };
-                };
-                /** @description `invalid_request` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_signature` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `payload_too_large` */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `unsupported_media_type` */
-                415: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        post: operations["receiveLiveKitWebhook"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2975,132 +629,13 @@ export interface paths {
          * List organizations
          * @description Lists every organization, newest first, in the cursor convention (`limit`, `starting_after`). Operators only: enabled when `ADMIN_TOKEN` is set (otherwise 404 `not_found`), authenticated with `Authorization: Bearer <ADMIN_TOKEN>`.
          */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Number of items to return, 1 to 100. Default 20. */
-                    limit?: components["parameters"]["Limit"];
-                    /** @description The `id` of the last item of the previous page. It must belong to the list being read (same organization, mode and filters): otherwise 400 `invalid_cursor`. A malformed value is 400 `invalid_query`. */
-                    starting_after?: components["parameters"]["StartingAfter"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description One page of organizations. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["OrganizationList"];
-                    };
-                };
-                /** @description `invalid_request`, `invalid_query`, `invalid_cursor` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["adminListOrganizations"];
         put?: never;
         /**
          * Create an organization
          * @description Creates an organization, optionally with a paid plan, a monthly allowance of live minutes and the carrier settings of its live phone calls (SIP trunk, caller number, allowed countries, call window, limits). Operators only: enabled when `ADMIN_TOKEN` is set (otherwise 404 `not_found`), authenticated with `Authorization: Bearer <ADMIN_TOKEN>`.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["CreateOrganizationRequest"];
-                };
-            };
-            responses: {
-                /** @description The organization. */
-                201: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Organization"];
-                    };
-                };
-                /** @description `invalid_request` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `payload_too_large` */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `unsupported_media_type` */
-                415: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        post: operations["adminCreateOrganization"];
         delete?: never;
         options?: never;
         head?: never;
@@ -3118,55 +653,7 @@ export interface paths {
          * Read an organization
          * @description Reads an organization with its use of the plan this calendar month (UTC): `usage.planMinutesUsed` counts the minutes of ended calls and the reservations of calls still running. Operators only: enabled when `ADMIN_TOKEN` is set (otherwise 404 `not_found`), authenticated with `Authorization: Bearer <ADMIN_TOKEN>`.
          */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The organization and this month's usage. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["OrganizationDetails"];
-                    };
-                };
-                /** @description `invalid_request` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["adminGetOrganization"];
         put?: never;
         post?: never;
         delete?: never;
@@ -3176,77 +663,7 @@ export interface paths {
          * Update an organization
          * @description Changes any of `name`, `paidPlan`, `planMinutes` and the carrier settings; fields left out keep their value, `null` clears a setting. Changing `planMinutes` changes the monthly allowance, not the minutes already used. Operators only: enabled when `ADMIN_TOKEN` is set (otherwise 404 `not_found`), authenticated with `Authorization: Bearer <ADMIN_TOKEN>`.
          */
-        patch: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["UpdateOrganizationRequest"];
-                };
-            };
-            responses: {
-                /** @description The organization. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Organization"];
-                    };
-                };
-                /** @description `invalid_request` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `payload_too_large` */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `unsupported_media_type` */
-                415: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        patch: operations["adminUpdateOrganization"];
         trace?: never;
     };
     "/api/admin/v1/organizations/{id}/agents": {
@@ -3260,136 +677,13 @@ export interface paths {
          * List the agents of an organization
          * @description Lists the agents of an organization, newest first, in the cursor convention. Operators only: enabled when `ADMIN_TOKEN` is set (otherwise 404 `not_found`), authenticated with `Authorization: Bearer <ADMIN_TOKEN>`.
          */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Number of items to return, 1 to 100. Default 20. */
-                    limit?: components["parameters"]["Limit"];
-                    /** @description The `id` of the last item of the previous page. It must belong to the list being read (same organization, mode and filters): otherwise 400 `invalid_cursor`. A malformed value is 400 `invalid_query`. */
-                    starting_after?: components["parameters"]["StartingAfter"];
-                };
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description One page of agents. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["AgentDetailsList"];
-                    };
-                };
-                /** @description `invalid_request`, `invalid_query`, `invalid_cursor` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["adminListAgents"];
         put?: never;
         /**
          * Create an agent
          * @description Creates an agent in the organization. `livekitAgentName` is the agent name dispatched on the media server (default: the agent id). `language` (BCP 47, default `en`), `instructions`, `greeting` and `knowledgeBaseIds` are what the voice agent reads with `GET /api/v1/agents/{id}`; a knowledge base that is not the organization's is 404 `not_found` with `param` `knowledgeBaseIds`. Operators only: enabled when `ADMIN_TOKEN` is set (otherwise 404 `not_found`), authenticated with `Authorization: Bearer <ADMIN_TOKEN>`.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["CreateAgentRequest"];
-                };
-            };
-            responses: {
-                /** @description The agent. */
-                201: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["AgentDetails"];
-                    };
-                };
-                /** @description `invalid_request` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `payload_too_large` */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `unsupported_media_type` */
-                415: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        post: operations["adminCreateAgent"];
         delete?: never;
         options?: never;
         head?: never;
@@ -3413,77 +707,7 @@ export interface paths {
          * Update an agent
          * @description Changes any of `name`, `active`, `livekitAgentName`, `language`, `instructions`, `greeting` (`null` clears those three), `knowledgeBaseIds` (the whole list); fields left out keep their value. An inactive agent takes no new web call (503 `agent_unavailable`). A knowledge base that is not the organization's is 404 `not_found` with `param` `knowledgeBaseIds`. Operators only: enabled when `ADMIN_TOKEN` is set (otherwise 404 `not_found`), authenticated with `Authorization: Bearer <ADMIN_TOKEN>`.
          */
-        patch: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["UpdateAgentRequest"];
-                };
-            };
-            responses: {
-                /** @description The agent. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["AgentDetails"];
-                    };
-                };
-                /** @description `invalid_request` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `payload_too_large` */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `unsupported_media_type` */
-                415: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        patch: operations["adminUpdateAgent"];
         trace?: never;
     };
     "/api/admin/v1/organizations/{id}/secret-keys": {
@@ -3497,136 +721,13 @@ export interface paths {
          * List the secret keys of an organization
          * @description Lists the organization's secret keys, revoked ones included, newest first, in the cursor convention. Never the key itself (only its hash is stored): `start` shows its first characters. `lastUsedAt` is at most a minute behind. Operators only: enabled when `ADMIN_TOKEN` is set (otherwise 404 `not_found`), authenticated with `Authorization: Bearer <ADMIN_TOKEN>`.
          */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Number of items to return, 1 to 100. Default 20. */
-                    limit?: components["parameters"]["Limit"];
-                    /** @description The `id` of the last item of the previous page. It must belong to the list being read (same organization, mode and filters): otherwise 400 `invalid_cursor`. A malformed value is 400 `invalid_query`. */
-                    starting_after?: components["parameters"]["StartingAfter"];
-                };
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description One page of secret keys. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["SecretKeyList"];
-                    };
-                };
-                /** @description `invalid_request`, `invalid_query`, `invalid_cursor` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["adminListSecretKeys"];
         put?: never;
         /**
          * Create a secret key
          * @description Creates a live (`inf_live_…`) or test (`inf_test_…`) secret key with the given scopes, optionally restricted to some agents of the organization (404 `not_found` with `param` for another organization's agent). The key is in this answer only; it is stored as a SHA-256 hash. Operators only: enabled when `ADMIN_TOKEN` is set (otherwise 404 `not_found`), authenticated with `Authorization: Bearer <ADMIN_TOKEN>`.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["CreateSecretKeyRequest"];
-                };
-            };
-            responses: {
-                /** @description The key, with its secret value shown this once. */
-                201: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["CreatedSecretKey"];
-                    };
-                };
-                /** @description `invalid_request` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `payload_too_large` */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `unsupported_media_type` */
-                415: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        post: operations["adminCreateSecretKey"];
         delete?: never;
         options?: never;
         head?: never;
@@ -3644,136 +745,13 @@ export interface paths {
          * List the publishable keys of an organization
          * @description Lists the organization's publishable keys, revoked ones included, newest first, in the cursor convention. Never the key itself: `start` shows its first characters. `lastUsedAt` is the latest web call attempt with the key; `minutesUsedThisMonth` the minutes counted on its cap this calendar month. Operators only: enabled when `ADMIN_TOKEN` is set (otherwise 404 `not_found`), authenticated with `Authorization: Bearer <ADMIN_TOKEN>`.
          */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Number of items to return, 1 to 100. Default 20. */
-                    limit?: components["parameters"]["Limit"];
-                    /** @description The `id` of the last item of the previous page. It must belong to the list being read (same organization, mode and filters): otherwise 400 `invalid_cursor`. A malformed value is 400 `invalid_query`. */
-                    starting_after?: components["parameters"]["StartingAfter"];
-                };
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description One page of publishable keys. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["PublishableKeyList"];
-                    };
-                };
-                /** @description `invalid_request`, `invalid_query`, `invalid_cursor` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["adminListPublishableKeys"];
         put?: never;
         /**
          * Create a publishable key
          * @description Creates a publishable key (`inf_pub_…`) bound to one agent of the organization, usable only from the listed HTTPS origins (no wildcard, no path) and within its monthly minute cap. The key is in this answer only; it is stored as a SHA-256 hash. Operators only: enabled when `ADMIN_TOKEN` is set (otherwise 404 `not_found`), authenticated with `Authorization: Bearer <ADMIN_TOKEN>`.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["CreatePublishableKeyRequest"];
-                };
-            };
-            responses: {
-                /** @description The key, with its value shown this once. */
-                201: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["CreatedPublishableKey"];
-                    };
-                };
-                /** @description `invalid_request` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `payload_too_large` */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `unsupported_media_type` */
-                415: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        post: operations["adminCreatePublishableKey"];
         delete?: never;
         options?: never;
         head?: never;
@@ -3793,55 +771,7 @@ export interface paths {
          * Revoke a secret key
          * @description Revokes a secret key: from now on it is refused with 401 `invalid_key`. Revoking again changes nothing and answers the same. Operators only: enabled when `ADMIN_TOKEN` is set (otherwise 404 `not_found`), authenticated with `Authorization: Bearer <ADMIN_TOKEN>`.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The revoked key (without its secret value). */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RevokedSecretKey"];
-                    };
-                };
-                /** @description `invalid_request` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        post: operations["adminRevokeSecretKey"];
         delete?: never;
         options?: never;
         head?: never;
@@ -3861,55 +791,7 @@ export interface paths {
          * Revoke a publishable key
          * @description Revokes a publishable key: from now on web calls with it are refused with 401 `invalid_key`. Revoking again changes nothing and answers the same. Operators only: enabled when `ADMIN_TOKEN` is set (otherwise 404 `not_found`), authenticated with `Authorization: Bearer <ADMIN_TOKEN>`.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The revoked key (without its value). */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RevokedPublishableKey"];
-                    };
-                };
-                /** @description `invalid_request` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        post: operations["adminRevokePublishableKey"];
         delete?: never;
         options?: never;
         head?: never;
@@ -3927,58 +809,7 @@ export interface paths {
          * How a publishable key is used and abused
          * @description Per day (UTC, oldest first): web call attempts with the key, calls started, refusals by error code (`origin_not_allowed`, `invalid_captcha`, `rate_limited`, `plan_required`, `agent_unavailable`, `plan_minutes_exhausted`, `minute_cap_reached` …) and minutes; over the period, the bot check's scores in 11 buckets and the 10 most refused origins. Counted from the attempts themselves as they are refused or started; a rate-limited attempt counts when its body carries the valid key. Operators only: enabled when `ADMIN_TOKEN` is set (otherwise 404 `not_found`), authenticated with `Authorization: Bearer <ADMIN_TOKEN>`.
          */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description How many days (UTC) to report, ending today. 1 to 90, default 30. */
-                    days?: number;
-                };
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The key's attempts. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["PublishableKeyStats"];
-                    };
-                };
-                /** @description `invalid_request`, `invalid_query` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["adminPublishableKeyStats"];
         put?: never;
         post?: never;
         delete?: never;
@@ -4000,77 +831,7 @@ export interface paths {
          * Create a knowledge base
          * @description Creates an empty knowledge base in the organization; documents are added with `POST /api/v1/knowledge-bases/{id}/documents`. Its `language` (BCP 47, optional) decides how its documents are indexed and searched: French or English words are stemmed, others matched as written. Operators only: enabled when `ADMIN_TOKEN` is set (otherwise 404 `not_found`), authenticated with `Authorization: Bearer <ADMIN_TOKEN>`.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["CreateKnowledgeBaseRequest"];
-                };
-            };
-            responses: {
-                /** @description The knowledge base. */
-                201: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["KnowledgeBase"];
-                    };
-                };
-                /** @description `invalid_request` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `payload_too_large` */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `unsupported_media_type` */
-                415: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        post: operations["adminCreateKnowledgeBase"];
         delete?: never;
         options?: never;
         head?: never;
@@ -4094,77 +855,7 @@ export interface paths {
          * Update a knowledge base
          * @description Changes any of `name`, `language` (`null`: none); fields left out keep their value. A new language indexes the knowledge base's documents again before this answers, so searches use it at once. Operators only: enabled when `ADMIN_TOKEN` is set (otherwise 404 `not_found`), authenticated with `Authorization: Bearer <ADMIN_TOKEN>`.
          */
-        patch: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["UpdateKnowledgeBaseRequest"];
-                };
-            };
-            responses: {
-                /** @description The knowledge base. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["KnowledgeBase"];
-                    };
-                };
-                /** @description `invalid_request` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `payload_too_large` */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `unsupported_media_type` */
-                415: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        patch: operations["adminUpdateKnowledgeBase"];
         trace?: never;
     };
     "/api/admin/v1/failed-timers": {
@@ -4178,58 +869,7 @@ export interface paths {
          * List work that gave up
          * @description Lists the durable timers whose work failed until its retries ran out (kept as `failed` with the number of attempts and the last error), newest first, in the cursor convention. `object` names what the work was about. Retry one with `POST /failed-timers/{id}/retry` once the cause is fixed. Operators only: enabled when `ADMIN_TOKEN` is set (otherwise 404 `not_found`), authenticated with `Authorization: Bearer <ADMIN_TOKEN>`.
          */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Number of items to return, 1 to 100. Default 20. */
-                    limit?: components["parameters"]["Limit"];
-                    /** @description The `id` of the last item of the previous page. It must belong to the list being read (same organization, mode and filters): otherwise 400 `invalid_cursor`. A malformed value is 400 `invalid_query`. */
-                    starting_after?: components["parameters"]["StartingAfter"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description One page of failed timers. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["FailedTimerList"];
-                    };
-                };
-                /** @description `invalid_request`, `invalid_query`, `invalid_cursor` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["adminListFailedTimers"];
         put?: never;
         post?: never;
         delete?: never;
@@ -4251,55 +891,7 @@ export interface paths {
          * Retry work that gave up
          * @description Puts a failed timer back to work: pending, due now, its attempts counted from zero. The work is fenced on the state it moves, so what was done meanwhile by other means is not done twice. A timer that is not failed (unknown, already retried) is 404; a periodic kind of which one timer is already pending is 400 `invalid_request`. Operators only: enabled when `ADMIN_TOKEN` is set (otherwise 404 `not_found`), authenticated with `Authorization: Bearer <ADMIN_TOKEN>`.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The timer, pending again. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["FailedTimer"];
-                    };
-                };
-                /** @description `invalid_request` */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `invalid_key` */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description `not_found` */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        post: operations["adminRetryFailedTimer"];
         delete?: never;
         options?: never;
         head?: never;
@@ -4321,35 +913,7 @@ export interface webhooks {
          * call.started
          * @description A call became `ongoing` (simulated calls: 5 s after creation, scaled by the simulation speed). Sent to every enabled endpoint that subscribes to `call.started`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header: {
-                    /** @description The event's id, the same on every attempt and redelivery: ignore a repeat. */
-                    "webhook-id": string;
-                    /** @description Unix seconds of this attempt. */
-                    "webhook-timestamp": string;
-                    /** @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` under the base64-decoded part of the endpoint's secret after `whsec_` (Standard Webhooks). For 24 hours after a secret rotation, two such signatures separated by a space (new secret first): accept either. */
-                    "webhook-signature": string;
-                };
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["CallStartedEvent"];
-                };
-            };
-            responses: {
-                /** @description Any 2xx answer within 15 seconds acknowledges the event. Anything else (redirects included) is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h later. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-            };
-        };
+        post: operations["callStartedEvent"];
         delete?: never;
         options?: never;
         head?: never;
@@ -4369,35 +933,7 @@ export interface webhooks {
          * call.ended
          * @description A call ended (`completed`, `failed`, `no_answer`, `busy` or `cancelled`). Sent to every enabled endpoint that subscribes to `call.ended`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header: {
-                    /** @description The event's id, the same on every attempt and redelivery: ignore a repeat. */
-                    "webhook-id": string;
-                    /** @description Unix seconds of this attempt. */
-                    "webhook-timestamp": string;
-                    /** @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` under the base64-decoded part of the endpoint's secret after `whsec_` (Standard Webhooks). For 24 hours after a secret rotation, two such signatures separated by a space (new secret first): accept either. */
-                    "webhook-signature": string;
-                };
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["CallEndedEvent"];
-                };
-            };
-            responses: {
-                /** @description Any 2xx answer within 15 seconds acknowledges the event. Anything else (redirects included) is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h later. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-            };
-        };
+        post: operations["callEndedEvent"];
         delete?: never;
         options?: never;
         head?: never;
@@ -4417,35 +953,7 @@ export interface webhooks {
          * call.transcript_ready
          * @description A call's transcript can be read (`GET /api/v1/calls/{id}/transcript`), after the call ended. Sent to every enabled endpoint that subscribes to `call.transcript_ready`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header: {
-                    /** @description The event's id, the same on every attempt and redelivery: ignore a repeat. */
-                    "webhook-id": string;
-                    /** @description Unix seconds of this attempt. */
-                    "webhook-timestamp": string;
-                    /** @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` under the base64-decoded part of the endpoint's secret after `whsec_` (Standard Webhooks). For 24 hours after a secret rotation, two such signatures separated by a space (new secret first): accept either. */
-                    "webhook-signature": string;
-                };
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["CallTranscriptReadyEvent"];
-                };
-            };
-            responses: {
-                /** @description Any 2xx answer within 15 seconds acknowledges the event. Anything else (redirects included) is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h later. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-            };
-        };
+        post: operations["callTranscriptReadyEvent"];
         delete?: never;
         options?: never;
         head?: never;
@@ -4465,35 +973,7 @@ export interface webhooks {
          * call.analysis_ready
          * @description A call's summary, collected data and outcome are set, after the call ended. Sent to every enabled endpoint that subscribes to `call.analysis_ready`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header: {
-                    /** @description The event's id, the same on every attempt and redelivery: ignore a repeat. */
-                    "webhook-id": string;
-                    /** @description Unix seconds of this attempt. */
-                    "webhook-timestamp": string;
-                    /** @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` under the base64-decoded part of the endpoint's secret after `whsec_` (Standard Webhooks). For 24 hours after a secret rotation, two such signatures separated by a space (new secret first): accept either. */
-                    "webhook-signature": string;
-                };
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["CallAnalysisReadyEvent"];
-                };
-            };
-            responses: {
-                /** @description Any 2xx answer within 15 seconds acknowledges the event. Anything else (redirects included) is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h later. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-            };
-        };
+        post: operations["callAnalysisReadyEvent"];
         delete?: never;
         options?: never;
         head?: never;
@@ -4513,35 +993,7 @@ export interface webhooks {
          * campaign.started
          * @description A campaign was created. Sent to every enabled endpoint that subscribes to `campaign.started`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header: {
-                    /** @description The event's id, the same on every attempt and redelivery: ignore a repeat. */
-                    "webhook-id": string;
-                    /** @description Unix seconds of this attempt. */
-                    "webhook-timestamp": string;
-                    /** @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` under the base64-decoded part of the endpoint's secret after `whsec_` (Standard Webhooks). For 24 hours after a secret rotation, two such signatures separated by a space (new secret first): accept either. */
-                    "webhook-signature": string;
-                };
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["CampaignStartedEvent"];
-                };
-            };
-            responses: {
-                /** @description Any 2xx answer within 15 seconds acknowledges the event. Anything else (redirects included) is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h later. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-            };
-        };
+        post: operations["campaignStartedEvent"];
         delete?: never;
         options?: never;
         head?: never;
@@ -4561,35 +1013,7 @@ export interface webhooks {
          * campaign.completed
          * @description Every contact of a campaign was called (or counted failed). Sent to every enabled endpoint that subscribes to `campaign.completed`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header: {
-                    /** @description The event's id, the same on every attempt and redelivery: ignore a repeat. */
-                    "webhook-id": string;
-                    /** @description Unix seconds of this attempt. */
-                    "webhook-timestamp": string;
-                    /** @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` under the base64-decoded part of the endpoint's secret after `whsec_` (Standard Webhooks). For 24 hours after a secret rotation, two such signatures separated by a space (new secret first): accept either. */
-                    "webhook-signature": string;
-                };
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["CampaignCompletedEvent"];
-                };
-            };
-            responses: {
-                /** @description Any 2xx answer within 15 seconds acknowledges the event. Anything else (redirects included) is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h later. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-            };
-        };
+        post: operations["campaignCompletedEvent"];
         delete?: never;
         options?: never;
         head?: never;
@@ -4609,35 +1033,7 @@ export interface webhooks {
          * campaign.cancelled
          * @description A campaign was cancelled before its end. Sent to every enabled endpoint that subscribes to `campaign.cancelled`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header: {
-                    /** @description The event's id, the same on every attempt and redelivery: ignore a repeat. */
-                    "webhook-id": string;
-                    /** @description Unix seconds of this attempt. */
-                    "webhook-timestamp": string;
-                    /** @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` under the base64-decoded part of the endpoint's secret after `whsec_` (Standard Webhooks). For 24 hours after a secret rotation, two such signatures separated by a space (new secret first): accept either. */
-                    "webhook-signature": string;
-                };
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["CampaignCancelledEvent"];
-                };
-            };
-            responses: {
-                /** @description Any 2xx answer within 15 seconds acknowledges the event. Anything else (redirects included) is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h later. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-            };
-        };
+        post: operations["campaignCancelledEvent"];
         delete?: never;
         options?: never;
         head?: never;
@@ -4657,35 +1053,7 @@ export interface webhooks {
          * contact.created
          * @description A contact was created. With a test key too (`livemode` false): contacts are real in both modes. Sent to every enabled endpoint that subscribes to `contact.created`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header: {
-                    /** @description The event's id, the same on every attempt and redelivery: ignore a repeat. */
-                    "webhook-id": string;
-                    /** @description Unix seconds of this attempt. */
-                    "webhook-timestamp": string;
-                    /** @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` under the base64-decoded part of the endpoint's secret after `whsec_` (Standard Webhooks). For 24 hours after a secret rotation, two such signatures separated by a space (new secret first): accept either. */
-                    "webhook-signature": string;
-                };
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["ContactCreatedEvent"];
-                };
-            };
-            responses: {
-                /** @description Any 2xx answer within 15 seconds acknowledges the event. Anything else (redirects included) is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h later. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-            };
-        };
+        post: operations["contactCreatedEvent"];
         delete?: never;
         options?: never;
         head?: never;
@@ -4705,35 +1073,7 @@ export interface webhooks {
          * contact.updated
          * @description A contact was changed. With a test key too (`livemode` false). Sent to every enabled endpoint that subscribes to `contact.updated`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header: {
-                    /** @description The event's id, the same on every attempt and redelivery: ignore a repeat. */
-                    "webhook-id": string;
-                    /** @description Unix seconds of this attempt. */
-                    "webhook-timestamp": string;
-                    /** @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` under the base64-decoded part of the endpoint's secret after `whsec_` (Standard Webhooks). For 24 hours after a secret rotation, two such signatures separated by a space (new secret first): accept either. */
-                    "webhook-signature": string;
-                };
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["ContactUpdatedEvent"];
-                };
-            };
-            responses: {
-                /** @description Any 2xx answer within 15 seconds acknowledges the event. Anything else (redirects included) is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h later. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-            };
-        };
+        post: operations["contactUpdatedEvent"];
         delete?: never;
         options?: never;
         head?: never;
@@ -4753,35 +1093,7 @@ export interface webhooks {
          * contact.deleted
          * @description A contact was deleted. With a test key too (`livemode` false). Sent to every enabled endpoint that subscribes to `contact.deleted`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header: {
-                    /** @description The event's id, the same on every attempt and redelivery: ignore a repeat. */
-                    "webhook-id": string;
-                    /** @description Unix seconds of this attempt. */
-                    "webhook-timestamp": string;
-                    /** @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` under the base64-decoded part of the endpoint's secret after `whsec_` (Standard Webhooks). For 24 hours after a secret rotation, two such signatures separated by a space (new secret first): accept either. */
-                    "webhook-signature": string;
-                };
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["ContactDeletedEvent"];
-                };
-            };
-            responses: {
-                /** @description Any 2xx answer within 15 seconds acknowledges the event. Anything else (redirects included) is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h later. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-            };
-        };
+        post: operations["contactDeletedEvent"];
         delete?: never;
         options?: never;
         head?: never;
@@ -4801,35 +1113,7 @@ export interface webhooks {
          * knowledge.document_ready
          * @description A knowledge-base document was chunked and indexed (test mode: fictitious, nothing stored). Sent to every enabled endpoint that subscribes to `knowledge.document_ready`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header: {
-                    /** @description The event's id, the same on every attempt and redelivery: ignore a repeat. */
-                    "webhook-id": string;
-                    /** @description Unix seconds of this attempt. */
-                    "webhook-timestamp": string;
-                    /** @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` under the base64-decoded part of the endpoint's secret after `whsec_` (Standard Webhooks). For 24 hours after a secret rotation, two such signatures separated by a space (new secret first): accept either. */
-                    "webhook-signature": string;
-                };
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["DocumentReadyEvent"];
-                };
-            };
-            responses: {
-                /** @description Any 2xx answer within 15 seconds acknowledges the event. Anything else (redirects included) is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h later. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-            };
-        };
+        post: operations["documentReadyEvent"];
         delete?: never;
         options?: never;
         head?: never;
@@ -6448,8 +2732,4084 @@ export interface components {
         Livemode: components["schemas"]["Livemode"];
     };
     requestBodies: never;
-    headers: never;
+    headers: {
+        /** @description This request's id, `req_` + ULID; an error body repeats it as `error.requestId`. Quote it when reporting a problem. */
+        "X-Request-Id": string;
+        /** @description Seconds to wait before trying again. */
+        "Retry-After": number;
+    };
     pathItems: never;
 }
 export type $defs = Record<string, never>;
-export type operations = Record<string, never>;
+export interface operations {
+    listAgents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The agents, newest first. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        agents: components["schemas"]["Agent"][];
+                    };
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getAgent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The agent. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Agent"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listCalls: {
+        parameters: {
+            query?: {
+                /** @description Number of items to return, 1 to 100. Default 20. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `id` of the last item of the previous page. It must belong to the list being read (same organization, mode and filters): otherwise 400 `invalid_cursor`. A malformed value is 400 `invalid_query`. */
+                starting_after?: components["parameters"]["StartingAfter"];
+                /** @description Must match the mode of the key: `false` for test keys, `true` for live keys; otherwise 400 `invalid_query`. */
+                livemode?: components["parameters"]["Livemode"];
+                /** @description Only calls in this status. */
+                status?: "scheduled" | "initiated" | "ringing" | "ongoing" | "completed" | "failed" | "no_answer" | "busy" | "cancelled";
+                /** @description Only calls of this agent. */
+                agentId?: string;
+                /** @description Only calls of this campaign. */
+                campaignId?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of calls. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CallList"];
+                };
+            };
+            /** @description `invalid_query`, `invalid_cursor` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createCall: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateCallRequest"];
+            };
+        };
+        responses: {
+            /** @description The call. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Call"];
+                };
+            };
+            /** @description `invalid_request` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope`, `agent_not_allowed`, `plan_required`, `plan_minutes_exhausted`, `number_blocked`, `country_not_allowed`, `outside_call_window` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `payload_too_large` */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unsupported_media_type` */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `concurrency_limit_reached`, `hourly_limit_reached` */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `agent_unavailable`, `carrier_unavailable` */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getCall: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The call. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Call"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getCallTranscript: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The transcript. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Transcript"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    reportCallResults: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CallResults"];
+            };
+        };
+        responses: {
+            /** @description The call, with its results. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Call"];
+                };
+            };
+            /** @description `invalid_request` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope`, `test_mode_not_supported` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `results_already_reported`, `call_not_started` */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `payload_too_large` */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unsupported_media_type` */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getCallRecording: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The recording. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Recording"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listCampaigns: {
+        parameters: {
+            query?: {
+                /** @description Number of items to return, 1 to 100. Default 20. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `id` of the last item of the previous page. It must belong to the list being read (same organization, mode and filters): otherwise 400 `invalid_cursor`. A malformed value is 400 `invalid_query`. */
+                starting_after?: components["parameters"]["StartingAfter"];
+                /** @description Must match the mode of the key: `false` for test keys, `true` for live keys; otherwise 400 `invalid_query`. */
+                livemode?: components["parameters"]["Livemode"];
+                /** @description Only campaigns in this status. */
+                status?: "running" | "completed" | "cancelled";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of campaigns. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CampaignList"];
+                };
+            };
+            /** @description `invalid_query`, `invalid_cursor` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createCampaign: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateCampaignRequest"];
+            };
+        };
+        responses: {
+            /** @description The campaign, running. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Campaign"];
+                };
+            };
+            /** @description `invalid_request`, `test_campaign_too_large` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope`, `agent_not_allowed`, `plan_required`, `plan_minutes_exhausted` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `payload_too_large` */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unsupported_media_type` */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `agent_unavailable`, `carrier_unavailable` */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getCampaign: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The campaign. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Campaign"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    cancelCampaign: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The campaign. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Campaign"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listTasks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Scheduled tasks. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        tasks: components["schemas"]["Task"][];
+                    };
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope`, `test_mode_not_supported` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteTask: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeletedTask"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope`, `test_mode_not_supported` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listBlockedNumbers: {
+        parameters: {
+            query?: {
+                /** @description Number of items to return, 1 to 100. Default 20. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `id` of the last item of the previous page. It must belong to the list being read (same organization, mode and filters): otherwise 400 `invalid_cursor`. A malformed value is 400 `invalid_query`. */
+                starting_after?: components["parameters"]["StartingAfter"];
+                /** @description Must match the mode of the key: `false` for test keys, `true` for live keys; otherwise 400 `invalid_query`. */
+                livemode?: components["parameters"]["Livemode"];
+                /** @description Only the entry of this number (E.164; encode `+` as `%2B`). */
+                phone?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of blocked numbers. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BlockedNumberList"];
+                };
+            };
+            /** @description `invalid_query`, `invalid_cursor` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createBlockedNumber: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BlockedNumberInput"];
+            };
+        };
+        responses: {
+            /** @description The number was already listed: its entry. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BlockedNumber"];
+                };
+            };
+            /** @description The new entry. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BlockedNumber"];
+                };
+            };
+            /** @description `invalid_request` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `payload_too_large` */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unsupported_media_type` */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteBlockedNumber: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The entry was removed. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeletedBlockedNumber"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listContacts: {
+        parameters: {
+            query?: {
+                /** @description Number of items to return, 1 to 100. Default 20. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `id` of the last item of the previous page. It must belong to the list being read (same organization, mode and filters): otherwise 400 `invalid_cursor`. A malformed value is 400 `invalid_query`. */
+                starting_after?: components["parameters"]["StartingAfter"];
+                /** @description Only contacts with exactly this phone number (E.164; encode `+` as `%2B`). */
+                phone?: string;
+                /** @description Only contacts with this email address (case-insensitive). */
+                email?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of contacts. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ContactList"];
+                };
+            };
+            /** @description `invalid_query`, `invalid_cursor` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createContact: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ContactInput"];
+            };
+        };
+        responses: {
+            /** @description The contact. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Contact"];
+                };
+            };
+            /** @description `invalid_request` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `payload_too_large` */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unsupported_media_type` */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getContact: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The contact. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Contact"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteContact: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The contact was deleted. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeletedContact"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    updateContact: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ContactPatch"];
+            };
+        };
+        responses: {
+            /** @description The contact. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Contact"];
+                };
+            };
+            /** @description `invalid_request` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `payload_too_large` */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unsupported_media_type` */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listKnowledgeBaseDocuments: {
+        parameters: {
+            query?: {
+                /** @description Number of items to return, 1 to 100. Default 20. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `id` of the last item of the previous page. It must belong to the list being read (same organization, mode and filters): otherwise 400 `invalid_cursor`. A malformed value is 400 `invalid_query`. */
+                starting_after?: components["parameters"]["StartingAfter"];
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of documents. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DocumentList"];
+                };
+            };
+            /** @description `invalid_query`, `invalid_cursor` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createKnowledgeBaseDocument: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DocumentInput"];
+            };
+        };
+        responses: {
+            /** @description The document is ready (live), or would be (test key). */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DocumentReady"];
+                };
+            };
+            /** @description `invalid_request` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `payload_too_large` */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unsupported_media_type` */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getKnowledgeBaseDocument: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                documentId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The document. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DocumentWithText"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteKnowledgeBaseDocument: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                documentId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeletedDocument"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    searchKnowledgeBase: {
+        parameters: {
+            query: {
+                /** @description What to look for, in words (1–500 characters): a chunk matches when it holds any of them, and ranks higher the more of them it holds. */
+                q: string;
+                /** @description How many results at most, 1 to 20. Default 5. */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The best chunks. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "livemode": true,
+                     *       "results": [
+                     *         {
+                     *           "documentId": "doc_01JD8Y3M6W9Q2T4V5X7Z8A9B0C",
+                     *           "title": "Opening hours",
+                     *           "chunkIndex": 1,
+                     *           "text": "On Saturdays we open from 10:00 to 13:00. We are closed on Sundays.",
+                     *           "score": 0.0759
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SearchResults"];
+                };
+            };
+            /** @description `invalid_query` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listEvents: {
+        parameters: {
+            query?: {
+                /** @description Number of items to return, 1 to 100. Default 20. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `id` of the last item of the previous page. It must belong to the list being read (same organization, mode and filters): otherwise 400 `invalid_cursor`. A malformed value is 400 `invalid_query`. */
+                starting_after?: components["parameters"]["StartingAfter"];
+                /** @description Must match the mode of the key: `false` for test keys, `true` for live keys; otherwise 400 `invalid_query`. */
+                livemode?: components["parameters"]["Livemode"];
+                /** @description Only events of this type. */
+                type?: "call.started" | "call.ended" | "call.transcript_ready" | "call.analysis_ready" | "campaign.started" | "campaign.completed" | "campaign.cancelled" | "contact.created" | "contact.updated" | "contact.deleted" | "knowledge.document_ready";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of events. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventList"];
+                };
+            };
+            /** @description `invalid_query`, `invalid_cursor` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    redeliverEvent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deliveries created. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Redelivery"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope`, `agent_not_allowed` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listWebhookEndpoints: {
+        parameters: {
+            query?: {
+                /** @description Number of items to return, 1 to 100. Default 20. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `id` of the last item of the previous page. It must belong to the list being read (same organization, mode and filters): otherwise 400 `invalid_cursor`. A malformed value is 400 `invalid_query`. */
+                starting_after?: components["parameters"]["StartingAfter"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of webhook endpoints. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpointList"];
+                };
+            };
+            /** @description `invalid_query`, `invalid_cursor` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope`, `agent_not_allowed` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookEndpointInput"];
+            };
+        };
+        responses: {
+            /** @description The endpoint, with its secret. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreatedWebhookEndpoint"];
+                };
+            };
+            /** @description `invalid_request`, `too_many_endpoints` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope`, `agent_not_allowed` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `payload_too_large` */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unsupported_media_type` */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpoint"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope`, `agent_not_allowed` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint was deleted. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeletedWebhookEndpoint"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope`, `agent_not_allowed` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    updateWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookEndpointPatch"];
+            };
+        };
+        responses: {
+            /** @description The endpoint as changed. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpoint"];
+                };
+            };
+            /** @description `invalid_request` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope`, `agent_not_allowed` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `payload_too_large` */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unsupported_media_type` */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    rotateWebhookEndpointSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint with its new secret. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RotatedWebhookEndpoint"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope`, `agent_not_allowed` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listWebhookEndpointDeliveries: {
+        parameters: {
+            query?: {
+                /** @description Number of items to return, 1 to 100. Default 20. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `id` of the last item of the previous page. It must belong to the list being read (same organization, mode and filters): otherwise 400 `invalid_cursor`. A malformed value is 400 `invalid_query`. */
+                starting_after?: components["parameters"]["StartingAfter"];
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of deliveries. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeliveryList"];
+                };
+            };
+            /** @description `invalid_query`, `invalid_cursor` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope`, `agent_not_allowed` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    mintWebCallSession: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry for 24 hours, per organization and mode: the same key returns the first answer (same token, same `expiresAt`) with `Idempotent-Replayed: true`, even if the token has since been used or has expired. The same key with a different body is 409 `idempotency_key_reused`. Only successful answers are kept. */
+                "idempotency-key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebCallSessionCreate"];
+            };
+        };
+        responses: {
+            /** @description The token, shown only in this answer (and in replays with the same Idempotency-Key). */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description Present when the answer replays an earlier request. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebCallSession"];
+                };
+            };
+            /** @description `invalid_request` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `missing_scope`, `agent_not_allowed`, `plan_required` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `idempotency_key_reused` */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `payload_too_large` */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unsupported_media_type` */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    startWebCall: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebCallStart"];
+            };
+        };
+        responses: {
+            /** @description The call started: a room to join (live) or a simulated call (test session token). */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LiveWebCall"] | components["schemas"]["SimulatedWebCall"];
+                };
+            };
+            /** @description `invalid_request`, `invalid_captcha` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key`, `invalid_session_token` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `origin_not_allowed`, `plan_required`, `plan_minutes_exhausted` */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `payload_too_large` */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unsupported_media_type` */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `rate_limited`, `minute_cap_reached` */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `call_start_failed` */
+            502: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `agent_unavailable` */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    receiveLiveKitWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/webhook+json": components["schemas"]["LiveKitWebhookEvent"];
+                "application/json": components["schemas"]["LiveKitWebhookEvent"];
+            };
+        };
+        responses: {
+            /** @description Received (whether or not it changed anything). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        received: true;
+                    };
+                };
+            };
+            /** @description `invalid_request` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_signature` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `payload_too_large` */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unsupported_media_type` */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    adminListOrganizations: {
+        parameters: {
+            query?: {
+                /** @description Number of items to return, 1 to 100. Default 20. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `id` of the last item of the previous page. It must belong to the list being read (same organization, mode and filters): otherwise 400 `invalid_cursor`. A malformed value is 400 `invalid_query`. */
+                starting_after?: components["parameters"]["StartingAfter"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of organizations. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OrganizationList"];
+                };
+            };
+            /** @description `invalid_request`, `invalid_query`, `invalid_cursor` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    adminCreateOrganization: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateOrganizationRequest"];
+            };
+        };
+        responses: {
+            /** @description The organization. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Organization"];
+                };
+            };
+            /** @description `invalid_request` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `payload_too_large` */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unsupported_media_type` */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    adminGetOrganization: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The organization and this month's usage. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OrganizationDetails"];
+                };
+            };
+            /** @description `invalid_request` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    adminUpdateOrganization: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateOrganizationRequest"];
+            };
+        };
+        responses: {
+            /** @description The organization. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Organization"];
+                };
+            };
+            /** @description `invalid_request` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `payload_too_large` */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unsupported_media_type` */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    adminListAgents: {
+        parameters: {
+            query?: {
+                /** @description Number of items to return, 1 to 100. Default 20. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `id` of the last item of the previous page. It must belong to the list being read (same organization, mode and filters): otherwise 400 `invalid_cursor`. A malformed value is 400 `invalid_query`. */
+                starting_after?: components["parameters"]["StartingAfter"];
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of agents. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentDetailsList"];
+                };
+            };
+            /** @description `invalid_request`, `invalid_query`, `invalid_cursor` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    adminCreateAgent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateAgentRequest"];
+            };
+        };
+        responses: {
+            /** @description The agent. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentDetails"];
+                };
+            };
+            /** @description `invalid_request` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `payload_too_large` */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unsupported_media_type` */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    adminUpdateAgent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateAgentRequest"];
+            };
+        };
+        responses: {
+            /** @description The agent. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentDetails"];
+                };
+            };
+            /** @description `invalid_request` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `payload_too_large` */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unsupported_media_type` */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    adminListSecretKeys: {
+        parameters: {
+            query?: {
+                /** @description Number of items to return, 1 to 100. Default 20. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `id` of the last item of the previous page. It must belong to the list being read (same organization, mode and filters): otherwise 400 `invalid_cursor`. A malformed value is 400 `invalid_query`. */
+                starting_after?: components["parameters"]["StartingAfter"];
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of secret keys. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SecretKeyList"];
+                };
+            };
+            /** @description `invalid_request`, `invalid_query`, `invalid_cursor` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    adminCreateSecretKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateSecretKeyRequest"];
+            };
+        };
+        responses: {
+            /** @description The key, with its secret value shown this once. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreatedSecretKey"];
+                };
+            };
+            /** @description `invalid_request` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `payload_too_large` */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unsupported_media_type` */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    adminListPublishableKeys: {
+        parameters: {
+            query?: {
+                /** @description Number of items to return, 1 to 100. Default 20. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `id` of the last item of the previous page. It must belong to the list being read (same organization, mode and filters): otherwise 400 `invalid_cursor`. A malformed value is 400 `invalid_query`. */
+                starting_after?: components["parameters"]["StartingAfter"];
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of publishable keys. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublishableKeyList"];
+                };
+            };
+            /** @description `invalid_request`, `invalid_query`, `invalid_cursor` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    adminCreatePublishableKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreatePublishableKeyRequest"];
+            };
+        };
+        responses: {
+            /** @description The key, with its value shown this once. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreatedPublishableKey"];
+                };
+            };
+            /** @description `invalid_request` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `payload_too_large` */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unsupported_media_type` */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    adminRevokeSecretKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The revoked key (without its secret value). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RevokedSecretKey"];
+                };
+            };
+            /** @description `invalid_request` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    adminRevokePublishableKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The revoked key (without its value). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RevokedPublishableKey"];
+                };
+            };
+            /** @description `invalid_request` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    adminPublishableKeyStats: {
+        parameters: {
+            query?: {
+                /** @description How many days (UTC) to report, ending today. 1 to 90, default 30. */
+                days?: number;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key's attempts. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublishableKeyStats"];
+                };
+            };
+            /** @description `invalid_request`, `invalid_query` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    adminCreateKnowledgeBase: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateKnowledgeBaseRequest"];
+            };
+        };
+        responses: {
+            /** @description The knowledge base. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KnowledgeBase"];
+                };
+            };
+            /** @description `invalid_request` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `payload_too_large` */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unsupported_media_type` */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    adminUpdateKnowledgeBase: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateKnowledgeBaseRequest"];
+            };
+        };
+        responses: {
+            /** @description The knowledge base. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KnowledgeBase"];
+                };
+            };
+            /** @description `invalid_request` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `payload_too_large` */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unsupported_media_type` */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    adminListFailedTimers: {
+        parameters: {
+            query?: {
+                /** @description Number of items to return, 1 to 100. Default 20. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `id` of the last item of the previous page. It must belong to the list being read (same organization, mode and filters): otherwise 400 `invalid_cursor`. A malformed value is 400 `invalid_query`. */
+                starting_after?: components["parameters"]["StartingAfter"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of failed timers. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FailedTimerList"];
+                };
+            };
+            /** @description `invalid_request`, `invalid_query`, `invalid_cursor` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    adminRetryFailedTimer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The timer, pending again. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FailedTimer"];
+                };
+            };
+            /** @description `invalid_request` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `invalid_key` */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    callStartedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every attempt and redelivery: ignore a repeat. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` under the base64-decoded part of the endpoint's secret after `whsec_` (Standard Webhooks). For 24 hours after a secret rotation, two such signatures separated by a space (new secret first): accept either. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CallStartedEvent"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx answer within 15 seconds acknowledges the event. Anything else (redirects included) is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h later. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    callEndedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every attempt and redelivery: ignore a repeat. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` under the base64-decoded part of the endpoint's secret after `whsec_` (Standard Webhooks). For 24 hours after a secret rotation, two such signatures separated by a space (new secret first): accept either. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CallEndedEvent"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx answer within 15 seconds acknowledges the event. Anything else (redirects included) is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h later. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    callTranscriptReadyEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every attempt and redelivery: ignore a repeat. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` under the base64-decoded part of the endpoint's secret after `whsec_` (Standard Webhooks). For 24 hours after a secret rotation, two such signatures separated by a space (new secret first): accept either. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CallTranscriptReadyEvent"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx answer within 15 seconds acknowledges the event. Anything else (redirects included) is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h later. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    callAnalysisReadyEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every attempt and redelivery: ignore a repeat. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` under the base64-decoded part of the endpoint's secret after `whsec_` (Standard Webhooks). For 24 hours after a secret rotation, two such signatures separated by a space (new secret first): accept either. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CallAnalysisReadyEvent"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx answer within 15 seconds acknowledges the event. Anything else (redirects included) is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h later. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    campaignStartedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every attempt and redelivery: ignore a repeat. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` under the base64-decoded part of the endpoint's secret after `whsec_` (Standard Webhooks). For 24 hours after a secret rotation, two such signatures separated by a space (new secret first): accept either. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CampaignStartedEvent"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx answer within 15 seconds acknowledges the event. Anything else (redirects included) is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h later. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    campaignCompletedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every attempt and redelivery: ignore a repeat. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` under the base64-decoded part of the endpoint's secret after `whsec_` (Standard Webhooks). For 24 hours after a secret rotation, two such signatures separated by a space (new secret first): accept either. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CampaignCompletedEvent"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx answer within 15 seconds acknowledges the event. Anything else (redirects included) is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h later. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    campaignCancelledEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every attempt and redelivery: ignore a repeat. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` under the base64-decoded part of the endpoint's secret after `whsec_` (Standard Webhooks). For 24 hours after a secret rotation, two such signatures separated by a space (new secret first): accept either. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CampaignCancelledEvent"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx answer within 15 seconds acknowledges the event. Anything else (redirects included) is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h later. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    contactCreatedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every attempt and redelivery: ignore a repeat. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` under the base64-decoded part of the endpoint's secret after `whsec_` (Standard Webhooks). For 24 hours after a secret rotation, two such signatures separated by a space (new secret first): accept either. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ContactCreatedEvent"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx answer within 15 seconds acknowledges the event. Anything else (redirects included) is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h later. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    contactUpdatedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every attempt and redelivery: ignore a repeat. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` under the base64-decoded part of the endpoint's secret after `whsec_` (Standard Webhooks). For 24 hours after a secret rotation, two such signatures separated by a space (new secret first): accept either. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ContactUpdatedEvent"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx answer within 15 seconds acknowledges the event. Anything else (redirects included) is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h later. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    contactDeletedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every attempt and redelivery: ignore a repeat. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` under the base64-decoded part of the endpoint's secret after `whsec_` (Standard Webhooks). For 24 hours after a secret rotation, two such signatures separated by a space (new secret first): accept either. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ContactDeletedEvent"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx answer within 15 seconds acknowledges the event. Anything else (redirects included) is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h later. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    documentReadyEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every attempt and redelivery: ignore a repeat. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` under the base64-decoded part of the endpoint's secret after `whsec_` (Standard Webhooks). For 24 hours after a secret rotation, two such signatures separated by a space (new secret first): accept either. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DocumentReadyEvent"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx answer within 15 seconds acknowledges the event. Anything else (redirects included) is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h later. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+}
