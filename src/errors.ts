@@ -43,6 +43,8 @@ export const errorStatus = {
 
 export type ErrorCode = keyof typeof errorStatus;
 
+export const ERROR_CODES = Object.keys(errorStatus) as [ErrorCode, ...ErrorCode[]];
+
 export class ApiError extends HTTPException {
   readonly code: ErrorCode;
   readonly param: string | undefined;
@@ -63,7 +65,11 @@ export class ApiError extends HTTPException {
 export const ErrorBodySchema = z
   .object({
     error: z.object({
-      code: z.string().openapi({ example: "invalid_query" }),
+      code: z.enum(ERROR_CODES).openapi({
+        description:
+          "What went wrong, for programs: decide on it, not on `message`. An operation lists the codes it answers.",
+        example: "invalid_query",
+      }),
       message: z.string().openapi({ example: "limit must be between 1 and 100" }),
       param: z.string().optional().openapi({ example: "limit" }),
       requestId: z.string().openapi({ example: "req_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
@@ -183,7 +189,41 @@ const exampleMessages: Partial<Record<ErrorCode, [message: string, param?: strin
 
 const EXAMPLE_REQUEST_ID = "req_01JD8Y3M6W9Q2T4V5X7Z8A9B0C";
 
-/** Error responses for OpenAPI, keyed by status, all sharing the one envelope, with an example per code. */
+/**
+ * The schema of one error response: the one envelope (`Error`), its `code` narrowed to the codes this
+ * operation answers with this status, so generated clients know them. The narrowing names every field
+ * of the envelope again: validators that treat an object's unlisted fields as errors (Redocly's checks
+ * of the examples) judge each part of an `allOf` on its own.
+ */
+function errorSchemaOf(codes: ErrorCode[]) {
+  const text = { type: "string" as const };
+  return {
+    allOf: [
+      { $ref: "#/components/schemas/Error" },
+      {
+        type: "object" as const,
+        properties: {
+          error: {
+            type: "object" as const,
+            properties: {
+              code: { type: "string" as const, enum: codes },
+              message: text,
+              param: text,
+              requestId: text,
+            },
+            required: ["code", "message", "requestId"],
+          },
+        },
+        required: ["error"],
+      },
+    ],
+  };
+}
+
+/**
+ * Error responses for OpenAPI, keyed by status, all sharing the one envelope, with an example per code
+ * and `error.code` an enum of exactly these codes.
+ */
 export function errorResponses(...codes: ErrorCode[]) {
   const byStatus = new Map<number, ErrorCode[]>();
   for (const code of codes) {
@@ -196,7 +236,7 @@ export function errorResponses(...codes: ErrorCode[]) {
       description: string;
       content: {
         "application/json": {
-          schema: typeof ErrorBodySchema;
+          schema: ReturnType<typeof errorSchemaOf>;
           examples: Record<string, { summary: string; value: ErrorBody }>;
         };
       };
@@ -210,7 +250,7 @@ export function errorResponses(...codes: ErrorCode[]) {
     }
     out[status] = {
       description: list.map((c) => `\`${c}\``).join(", "),
-      content: { "application/json": { schema: ErrorBodySchema, examples } },
+      content: { "application/json": { schema: errorSchemaOf(list), examples } },
     };
   }
   return out;

@@ -2,6 +2,9 @@ import { z } from "@hono/zod-openapi";
 
 /** Value shapes shared by several resources: one definition each. */
 
+/** A time in an answer: ISO 8601 UTC with milliseconds, the one format of every timestamp. */
+export const Timestamp = z.string().openapi({ format: "date-time", example: "2026-11-21T09:30:00.000Z" });
+
 /** E.164: a plus sign, a country code not starting with 0, 7 to 15 digits in all, nothing else. */
 export const E164 = /^\+[1-9][0-9]{6,14}$/;
 

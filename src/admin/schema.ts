@@ -2,7 +2,7 @@ import { z } from "@hono/zod-openapi";
 import { SCOPES } from "../auth/scopes.ts";
 import { type IdPrefix, isId } from "../ids.ts";
 import { listEnvelope, listQuery, queryValue } from "../lists/cursor.ts";
-import { E164, LanguageTagSchema } from "../schemas.ts";
+import { E164, LanguageTagSchema, Timestamp } from "../schemas.ts";
 import { ALL_DAYS, canonicalTimeZone, secondsOfDay } from "../services/callWindow.ts";
 import { isKnownCountry } from "../services/phoneNumbers.ts";
 
@@ -329,7 +329,6 @@ export const KnowledgeBasePatch = z
 
 /** Responses: what the services return, documented. */
 
-const Timestamp = z.string().openapi({ example: "2026-11-21T09:30:00.000Z" });
 const orgId = z.string().openapi({ example: "org_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" });
 const agentId = z.string().openapi({ example: "agt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" });
 const keyId = z.string().openapi({ example: "key_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" });
@@ -559,7 +558,7 @@ export const KeyStatsSchema = z
     days: z
       .array(
         z.object({
-          date: z.string().openapi({ example: "2026-11-21" }),
+          date: z.string().openapi({ format: "date", example: "2026-11-21" }),
           attempts: z.number().int().openapi({ description: "Web call attempts with the key.", example: 40 }),
           started: z.number().int().openapi({ description: "Attempts that started a call.", example: 12 }),
           refused: z.record(z.string(), z.number().int()).openapi({

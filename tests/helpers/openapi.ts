@@ -40,8 +40,21 @@ export interface OpenApiParameter {
   example?: unknown;
 }
 
+/** A schema, as far as the tests read one. */
+export interface SchemaObject {
+  $ref?: string;
+  type?: string | string[];
+  allOf?: SchemaObject[];
+  oneOf?: SchemaObject[];
+  properties?: Record<string, SchemaObject>;
+  required?: string[];
+  enum?: unknown[];
+  format?: string;
+  default?: unknown;
+}
+
 export interface MediaType {
-  schema?: { $ref?: string };
+  schema?: SchemaObject;
   example?: unknown;
   examples?: Record<string, { summary?: string; value?: unknown }>;
 }

@@ -99,6 +99,32 @@ function headerProblems(doc: Json): string[] {
   return problems;
 }
 
+/** Every `properties` map anywhere in the document (components, inline schemas, webhooks), with where it is. */
+function propertyMaps(node: unknown, where = "#", out: [string, Record<string, Json>][] = []) {
+  if (Array.isArray(node)) {
+    for (const [i, n] of node.entries()) propertyMaps(n, `${where}/${i}`, out);
+  } else if (node && typeof node === "object") {
+    const props = (node as Json).properties;
+    if (props && typeof props === "object") out.push([where, props as Record<string, Json>]);
+    for (const [k, v] of Object.entries(node)) propertyMaps(v, `${where}/${k}`, out);
+  }
+  return out;
+}
+
+/** `createdAt`, `updatedAt`, `expiresAt`, `runAt`, …: a string named for a moment is a date-time. */
+function timestampProblems(doc: Json): string[] {
+  const problems: string[] = [];
+  for (const [where, props] of propertyMaps(doc)) {
+    for (const [name, schema] of Object.entries(props)) {
+      if (!/At$/.test(name)) continue;
+      const types = [schema.type].flat();
+      if (types.includes("string") && schema.format !== "date-time")
+        problems.push(`${where}/${name}: no date-time format`);
+    }
+  }
+  return problems;
+}
+
 describe("every operation of the document", () => {
   test("has a unique camelCase operationId", () => {
     expect(operationIdProblems(served)).toEqual([]);
@@ -135,6 +161,51 @@ describe("every operation of the document", () => {
   });
 });
 
+test("every timestamp has format date-time", () => {
+  expect(timestampProblems(served)).toEqual([]);
+  const names = propertyMaps(served).flatMap(([, props]) => Object.keys(props).filter((n) => /At$/.test(n)));
+  expect(new Set(names)).toEqual(
+    new Set([
+      "createdAt",
+      "updatedAt",
+      "startedAt",
+      "endedAt",
+      "completedAt",
+      "expiresAt",
+      "runAt",
+      "revokedAt",
+      "lastUsedAt",
+      "failedAt",
+      "previousSecretExpiresAt",
+    ]),
+  );
+});
+
+test("the answer of a web-call start is one of two shapes, told apart by livemode", () => {
+  const schemas = (served.components as Json).schemas as Record<string, Json>;
+  const start = operationsOf(served).find((o) => o.op.operationId === "startWebCall")!.op;
+  const created = (start.responses as Record<string, Json>)["201"]!.content as Record<
+    string,
+    { schema: Json }
+  >;
+  expect(created["application/json"]!.schema).toEqual({ $ref: "#/components/schemas/WebCallStart" });
+  const shapes = (schemas.WebCallStart!.oneOf as { $ref: string }[]).map((r) =>
+    r.$ref.replace("#/components/schemas/", ""),
+  );
+  expect(shapes).toEqual(["LiveWebCall", "SimulatedWebCall"]);
+  const livemodes = shapes.map((name) => {
+    const shape = schemas[name] as { properties: Record<string, Json>; required: string[] };
+    expect(shape.required).toContain("livemode");
+    return shape.properties.livemode!.enum;
+  });
+  expect(livemodes).toEqual([[true], [false]]);
+  const live = schemas.LiveWebCall as { required: string[] };
+  const simulated = schemas.SimulatedWebCall as { required: string[]; properties: Json };
+  expect(live.required).toContain("room");
+  expect(simulated.required).toContain("simulated");
+  expect(simulated.properties).not.toHaveProperty("room");
+});
+
 test("the document has a license", () => {
   const license = (served.info as Json).license as Json | undefined;
   expect(license?.name).toBeString();
@@ -152,6 +223,9 @@ test("each check finds a fault in a damaged copy of the document", () => {
   const responses = first.responses as Record<string, Json>;
   delete (responses["201"]!.headers as Json)["X-Request-Id"];
   delete (responses["429"]!.headers as Json)["Retry-After"];
+  const contact = (doc.components as { schemas: Record<string, { properties: Record<string, Json> }> })
+    .schemas.Contact!;
+  delete contact.properties.updatedAt!.format;
   expect(operationIdProblems(doc)).toEqual([
     "paths POST /api/v1/calls: no operationId",
     "paths GET /api/v1/calls/{id}: operationId getCall also names paths GET /api/v1/calls",
@@ -163,6 +237,7 @@ test("each check finds a fault in a damaged copy of the document", () => {
     "paths GET /api/v1/contacts: 2 tags, not one",
     "paths GET /api/v1/contacts: tag Nowhere is not declared at the top level",
   ]);
+  expect(timestampProblems(doc)).toEqual(["#/components/schemas/Contact/updatedAt: no date-time format"]);
   expect(headerProblems(doc)).toEqual([
     "paths POST /api/v1/calls 201: no X-Request-Id header",
     "paths POST /api/v1/calls 429: no Retry-After header",

@@ -116,13 +116,18 @@ describe("/api/openapi.json", () => {
 describe.each(ops.map((o) => [o.label, o] as const))("%s", (_label, { op, path }) => {
   const errorStatuses = Object.keys(op.responses).filter((s) => Number(s) >= 400);
 
-  test("lists its error responses in the one envelope, with an example per code", () => {
+  test("lists its error responses in the one envelope, code an enum of its codes, with an example per code", () => {
     expect(errorStatuses.length).toBeGreaterThan(0);
     for (const status of errorStatuses) {
       const media = op.responses[status]?.content?.["application/json"];
-      expect(media?.schema?.$ref).toBe("#/components/schemas/Error");
+      const [envelope, narrowed] = media?.schema?.allOf ?? [];
+      expect(envelope?.$ref).toBe("#/components/schemas/Error");
       const codes = documentedCodes(op.responses[status]);
       expect(codes.length).toBeGreaterThan(0);
+      // The enum and the examples both come from the route's errorResponses(...): the same codes.
+      expect([...(narrowed?.properties?.error?.properties?.code?.enum ?? [])].sort()).toEqual(
+        [...codes].sort(),
+      );
       for (const code of codes) {
         // Each example sits under the status its code is answered with.
         expect(`${code} → ${errorStatus[code as ErrorCode]}`).toBe(`${code} → ${status}`);

@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { Timestamp } from "../../schemas.ts";
 
 /** The agent object: what a voice agent reads at the start of a call, and what lists show. */
 export const AgentSchema = z
@@ -26,7 +27,7 @@ export const AgentSchema = z
       description: "The agent name dispatched on the media server; `null`: the agent id is dispatched.",
       example: null,
     }),
-    createdAt: z.string().openapi({ example: "2026-11-21T09:30:00.000Z" }),
+    createdAt: Timestamp,
   })
   .openapi("Agent");
 

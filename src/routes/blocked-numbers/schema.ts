@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { listEnvelope, listQuery, livemodeParam, phoneFilter } from "../../lists/cursor.ts";
-import { PhoneSchema } from "../../schemas.ts";
+import { PhoneSchema, Timestamp } from "../../schemas.ts";
 
 const BN_ID = "bn_01JD8Y3M6W9Q2T4V5X7Z8A9B0C";
 
@@ -28,7 +28,7 @@ export const BlockedNumberSchema = z
     }),
     phone: z.string().openapi({ example: "+33612345678" }),
     reason: z.string().nullable().openapi({ example: "Asked not to be called" }),
-    createdAt: z.string().openapi({ example: "2026-11-21T09:30:00.000Z" }),
+    createdAt: Timestamp,
   })
   .openapi("BlockedNumber", { description: "A number of the organization's do-not-call list." });
 

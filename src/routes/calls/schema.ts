@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { E164, FlatObjectSchema } from "../../schemas.ts";
+import { E164, FlatObjectSchema, Timestamp } from "../../schemas.ts";
 import { CALL_STATUSES } from "../../services/calls.ts";
 
 /** `variables` of a call: a flat object. */
@@ -33,7 +33,7 @@ export const CreateCallInput = z
   .openapi("CreateCallRequest");
 
 const timestamp = (description: string) =>
-  z.string().nullable().openapi({ description, example: "2026-11-21T09:30:05.000Z" });
+  Timestamp.nullable().openapi({ description, example: "2026-11-21T09:30:05.000Z" });
 
 export const CallSchema = z
   .object({
@@ -55,7 +55,7 @@ export const CallSchema = z
     contactId: z.string().nullable(),
     campaignId: z.string().nullable(),
     direction: z.enum(["outbound", "web"]),
-    createdAt: z.string().openapi({ example: "2026-11-21T09:30:00.000Z" }),
+    createdAt: Timestamp,
     startedAt: timestamp("Set when the call becomes `ongoing`."),
     endedAt: timestamp("Set when the call ends."),
     durationSeconds: z

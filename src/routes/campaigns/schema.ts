@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { enumFilter, listEnvelope, listQuery, livemodeParam } from "../../lists/cursor.ts";
-import { FlatObjectSchema, PhoneSchema } from "../../schemas.ts";
+import { FlatObjectSchema, PhoneSchema, Timestamp } from "../../schemas.ts";
 import { CAMPAIGN_STATUSES } from "../../services/campaigns.ts";
 
 const count = (description: string) => z.number().int().openapi({ description });
@@ -46,9 +46,9 @@ export const CampaignSchema = z
         description:
           "total = pending + inProgress + completed + cancelled. Only `pending` and `inProgress` ever go down.",
       }),
-    createdAt: z.string().openapi({ example: "2026-11-21T09:30:00.000Z" }),
-    startedAt: z.string().nullable().openapi({ description: "When the first calls were started." }),
-    completedAt: z.string().nullable().openapi({
+    createdAt: Timestamp,
+    startedAt: Timestamp.nullable().openapi({ description: "When the first calls were started." }),
+    completedAt: Timestamp.nullable().openapi({
       description: "When the campaign became `completed`; null while running and for cancelled campaigns.",
     }),
   })

@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { listEnvelope, listQuery, phoneFilter, textFilter } from "../../lists/cursor.ts";
-import { FlatObjectSchema, PhoneSchema as SharedPhone } from "../../schemas.ts";
+import { FlatObjectSchema, PhoneSchema as SharedPhone, Timestamp } from "../../schemas.ts";
 
 const PhoneSchema = SharedPhone.openapi({
   example: "+33612345678",
@@ -60,8 +60,8 @@ export const ContactSchema = z
     name: z.string().nullable().openapi({ example: "Jeanne Martin" }),
     email: z.string().nullable().openapi({ example: "jeanne@example.com" }),
     metadata: FlatMetadataSchema,
-    createdAt: z.string().openapi({ example: "2026-11-21T09:30:00.000Z" }),
-    updatedAt: z.string().openapi({ example: "2026-11-21T09:30:00.000Z" }),
+    createdAt: Timestamp,
+    updatedAt: Timestamp,
   })
   .openapi("Contact", {
     description: "A contact of the organization. Contacts are real in both modes, test keys included.",

@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { SCOPES } from "../../auth/scopes.ts";
-import { ApiError } from "../../errors.ts";
+import { ApiError, ErrorBodySchema } from "../../errors.ts";
 import type { App } from "../../http/appEnv.ts";
 import { chooseEncoding, matchesEtag } from "../../http/contentNegotiation.ts";
 import { type DocsAsset, docsAssets } from "./assets.ts";
@@ -29,6 +29,9 @@ export function registerDocs(app: App) {
       `all. Scopes: ${SCOPES.map((s) => `\`${s}\``).join(", ")}. A missing, malformed, unknown or revoked key is ` +
       "401 `invalid_key`; a key without the scope is 403 `missing_scope`.",
   });
+
+  // The one error envelope; each error response narrows its `code` (errorResponses in errors.ts).
+  app.openAPIRegistry.register("Error", ErrorBodySchema);
 
   // The routes are fixed once the app is built: the document is generated on first use, then kept.
   let documentJson: string | undefined;

@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { enumFilter, listEnvelope, listQuery, livemodeParam } from "../../lists/cursor.ts";
+import { Timestamp } from "../../schemas.ts";
 import { EVENT_TYPES } from "../../services/events.ts";
 
 export const EventTypeSchema = z.enum(EVENT_TYPES).openapi("EventType");
@@ -12,7 +13,7 @@ export const EventSchema = z
       description:
         "false for events caused by test keys or simulated activity (contact writes with a test key too).",
     }),
-    createdAt: z.string().openapi({ example: "2026-11-21T09:30:00.000Z" }),
+    createdAt: Timestamp,
     data: z.record(z.string(), z.unknown()).openapi({
       description:
         "The object: the call, transcript, campaign or contact (`{id, deleted: true}` for `contact.deleted`), " +

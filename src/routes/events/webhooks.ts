@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import type { App } from "../../http/appEnv.ts";
+import { Timestamp } from "../../schemas.ts";
 import type { EventType } from "../../services/events.ts";
 import { CallSchema, TranscriptSchema } from "../calls/schema.ts";
 import { CampaignSchema } from "../campaigns/schema.ts";
@@ -102,7 +103,7 @@ export function registerWebhookDocs(app: App) {
           description:
             "false for test-key and simulated activity. A live endpoint receives both: filter on it.",
         }),
-        createdAt: z.string().openapi({ example: "2026-11-21T09:30:00.000Z" }),
+        createdAt: Timestamp,
         data: e.data,
       })
       .openapi(e.name);

@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { queryValue } from "../../lists/cursor.ts";
+import { Timestamp } from "../../schemas.ts";
 
 /** Request and response schemas of knowledge-base documents. */
 
@@ -37,7 +38,7 @@ const documentFields = {
   knowledgeBaseId: z.string().openapi({ example: "kb_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
   title: z.string().openapi({ example: "Opening hours" }),
   chunkCount: z.number().int().openapi({ example: 2 }),
-  createdAt: z.string().openapi({ example: "2026-11-21T09:30:00.000Z" }),
+  createdAt: Timestamp,
 };
 
 export const DocumentSchema = z.object(documentFields).openapi("Document");

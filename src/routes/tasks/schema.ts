@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { Timestamp } from "../../schemas.ts";
 
 export const TaskSchema = z
   .object({
@@ -7,8 +8,8 @@ export const TaskSchema = z
     callId: z.string(),
     agentId: z.string(),
     to: z.string().openapi({ example: "+33612345678" }),
-    runAt: z.string().openapi({ example: "2026-11-22T09:30:00.000Z" }),
+    runAt: Timestamp.openapi({ example: "2026-11-22T09:30:00.000Z" }),
     status: z.enum(["scheduled", "completed", "cancelled"]),
-    createdAt: z.string(),
+    createdAt: Timestamp,
   })
   .openapi("Task");

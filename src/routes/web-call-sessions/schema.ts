@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { FlatObjectSchema } from "../../schemas.ts";
+import { FlatObjectSchema, Timestamp } from "../../schemas.ts";
 import { IDEMPOTENCY_KEY_PATTERN } from "../../services/sessionTokens.ts";
 
 /** Request and response schemas of session tokens. */
@@ -26,7 +26,7 @@ export const SessionTokenSchema = z
       description: "Single-use session token (`inf_wcs_…`). Returned once; only its hash is stored.",
       example: "inf_wcs_9fJ2kLmN0pQrStUvWxYz0123456789AbCdEfGhIjK",
     }),
-    expiresAt: z.string().openapi({
+    expiresAt: Timestamp.openapi({
       description: "Five minutes after issue (ISO 8601 UTC with milliseconds).",
       example: "2026-11-21T09:35:00.000Z",
     }),

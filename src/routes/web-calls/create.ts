@@ -28,7 +28,7 @@ const StartWebCallBody = z
     }),
   })
   .strict()
-  .openapi("WebCallStart", {
+  .openapi("WebCallStartRequest", {
     description:
       "Either `{publishableKey, captchaToken}` (from a website in the key's list) or `{sessionToken}`.",
   });
@@ -71,6 +71,17 @@ const SimulatedWebCallSchema = z
       "A test session token: nothing is connected; the call plays as a simulated call, readable with a test key.",
   });
 
+/** The answer: one of two shapes, told apart by `livemode` (a live room, or a simulated call). */
+const WebCallStartSchema = z.union([LiveWebCallSchema, SimulatedWebCallSchema]).openapi(
+  "WebCallStart",
+  {
+    description:
+      "`livemode` true: a live call, with the `room` to join. `livemode` false: a simulated call (test session " +
+      "token), `simulated` true and no room.",
+  },
+  { unionPreferredType: "oneOf" },
+);
+
 export function registerStartWebCall(app: App, deps: Deps) {
   const clientAddress = clientAddressResolver(deps.env.TRUST_PROXY);
   const route = createRoute({
@@ -101,7 +112,7 @@ export function registerStartWebCall(app: App, deps: Deps) {
     responses: {
       201: {
         description: "The call started: a room to join (live) or a simulated call (test session token).",
-        content: { "application/json": { schema: z.union([LiveWebCallSchema, SimulatedWebCallSchema]) } },
+        content: { "application/json": { schema: WebCallStartSchema } },
       },
       ...errorResponses(
         "invalid_request",

@@ -1,10 +1,10 @@
 import { z } from "@hono/zod-openapi";
 import { listEnvelope, listQuery } from "../../lists/cursor.ts";
+import { Timestamp } from "../../schemas.ts";
 import { EVENT_TYPES } from "../../services/events.ts";
 import { WEBHOOK_URL_MAX } from "../../services/webhookUrls.ts";
 
 const ENDPOINT_ID_EXAMPLE = "we_01JD8Y3M6W9Q2T4V5X7Z8A9B0C";
-const Timestamp = z.string().openapi({ example: "2026-11-21T09:30:00.000Z" });
 
 export const WebhookEndpointSchema = z
   .object({
