@@ -1130,7 +1130,10 @@ export interface components {
             type: "call.started";
             /** @description false for test-key and simulated activity. A live endpoint receives both: filter on it. */
             livemode: boolean;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
             data: components["schemas"]["Call"];
         };
@@ -1154,14 +1157,19 @@ export interface components {
             campaignId: string | null;
             /** @enum {string} */
             direction: "outbound" | "web";
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
             /**
+             * Format: date-time
              * @description Set when the call becomes `ongoing`.
              * @example 2026-11-21T09:30:05.000Z
              */
             startedAt: string | null;
             /**
+             * Format: date-time
              * @description Set when the call ends.
              * @example 2026-11-21T09:30:05.000Z
              */
@@ -1201,7 +1209,10 @@ export interface components {
             type: "call.ended";
             /** @description false for test-key and simulated activity. A live endpoint receives both: filter on it. */
             livemode: boolean;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
             data: components["schemas"]["Call"];
         };
@@ -1212,7 +1223,10 @@ export interface components {
             type: "call.transcript_ready";
             /** @description false for test-key and simulated activity. A live endpoint receives both: filter on it. */
             livemode: boolean;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
             data: components["schemas"]["Transcript"];
         };
@@ -1240,7 +1254,10 @@ export interface components {
             type: "call.analysis_ready";
             /** @description false for test-key and simulated activity. A live endpoint receives both: filter on it. */
             livemode: boolean;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
             data: components["schemas"]["Call"];
         };
@@ -1251,7 +1268,10 @@ export interface components {
             type: "campaign.started";
             /** @description false for test-key and simulated activity. A live endpoint receives both: filter on it. */
             livemode: boolean;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
             data: components["schemas"]["Campaign"];
         };
@@ -1300,11 +1320,22 @@ export interface components {
                 /** @description Contacts never called because the campaign was cancelled. */
                 cancelled: number;
             };
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
-            /** @description When the first calls were started. */
+            /**
+             * Format: date-time
+             * @description When the first calls were started.
+             * @example 2026-11-21T09:30:00.000Z
+             */
             startedAt: string | null;
-            /** @description When the campaign became `completed`; null while running and for cancelled campaigns. */
+            /**
+             * Format: date-time
+             * @description When the campaign became `completed`; null while running and for cancelled campaigns.
+             * @example 2026-11-21T09:30:00.000Z
+             */
             completedAt: string | null;
         };
         CampaignCompletedEvent: {
@@ -1314,7 +1345,10 @@ export interface components {
             type: "campaign.completed";
             /** @description false for test-key and simulated activity. A live endpoint receives both: filter on it. */
             livemode: boolean;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
             data: components["schemas"]["Campaign"];
         };
@@ -1325,7 +1359,10 @@ export interface components {
             type: "campaign.cancelled";
             /** @description false for test-key and simulated activity. A live endpoint receives both: filter on it. */
             livemode: boolean;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
             data: components["schemas"]["Campaign"];
         };
@@ -1336,7 +1373,10 @@ export interface components {
             type: "contact.created";
             /** @description false for test-key and simulated activity. A live endpoint receives both: filter on it. */
             livemode: boolean;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
             data: components["schemas"]["Contact"];
         };
@@ -1360,9 +1400,15 @@ export interface components {
             metadata: {
                 [key: string]: unknown;
             };
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             updatedAt: string;
         };
         ContactUpdatedEvent: {
@@ -1372,7 +1418,10 @@ export interface components {
             type: "contact.updated";
             /** @description false for test-key and simulated activity. A live endpoint receives both: filter on it. */
             livemode: boolean;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
             data: components["schemas"]["Contact"];
         };
@@ -1383,7 +1432,10 @@ export interface components {
             type: "contact.deleted";
             /** @description false for test-key and simulated activity. A live endpoint receives both: filter on it. */
             livemode: boolean;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
             data: components["schemas"]["DeletedContact"];
         };
@@ -1400,7 +1452,10 @@ export interface components {
             type: "knowledge.document_ready";
             /** @description false for test-key and simulated activity. A live endpoint receives both: filter on it. */
             livemode: boolean;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
             data: components["schemas"]["DocumentReady"];
         };
@@ -1415,6 +1470,22 @@ export interface components {
              */
             chunkCount: number;
             livemode: boolean;
+        };
+        Error: {
+            error: {
+                /**
+                 * @description What went wrong, for programs: decide on it, not on `message`. An operation lists the codes it answers.
+                 * @example invalid_query
+                 * @enum {string}
+                 */
+                code: "invalid_request" | "invalid_query" | "invalid_cursor" | "invalid_captcha" | "test_campaign_too_large" | "too_many_endpoints" | "invalid_key" | "invalid_session_token" | "invalid_signature" | "origin_not_allowed" | "plan_required" | "plan_minutes_exhausted" | "missing_scope" | "agent_not_allowed" | "test_mode_not_supported" | "number_blocked" | "country_not_allowed" | "outside_call_window" | "not_found" | "method_not_allowed" | "idempotency_key_reused" | "results_already_reported" | "call_not_started" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "minute_cap_reached" | "concurrency_limit_reached" | "hourly_limit_reached" | "internal_error" | "call_start_failed" | "agent_unavailable" | "carrier_unavailable";
+                /** @example limit must be between 1 and 100 */
+                message: string;
+                /** @example limit */
+                param?: string;
+                /** @example req_01JD8Y3M6W9Q2T4V5X7Z8A9B0C */
+                requestId: string;
+            };
         };
         /**
          * @description Number of items to return, 1 to 100. Default 20.
@@ -1462,20 +1533,11 @@ export interface components {
              * @example null
              */
             livekitAgentName: string | null;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
-        };
-        Error: {
-            error: {
-                /** @example invalid_query */
-                code: string;
-                /** @example limit must be between 1 and 100 */
-                message: string;
-                /** @example limit */
-                param?: string;
-                /** @example req_01JD8Y3M6W9Q2T4V5X7Z8A9B0C */
-                requestId: string;
-            };
         };
         CreateCallRequest: {
             /** @example agt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C */
@@ -1627,10 +1689,17 @@ export interface components {
             agentId: string;
             /** @example +33612345678 */
             to: string;
-            /** @example 2026-11-22T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-22T09:30:00.000Z
+             */
             runAt: string;
             /** @enum {string} */
             status: "scheduled" | "completed" | "cancelled";
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
         };
         DeletedTask: {
@@ -1648,7 +1717,10 @@ export interface components {
             phone: string;
             /** @example Asked not to be called */
             reason: string | null;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
         };
         BlockedNumberInput: {
@@ -1759,7 +1831,10 @@ export interface components {
             title: string;
             /** @example 2 */
             chunkCount: number;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
         };
         DocumentWithText: {
@@ -1771,7 +1846,10 @@ export interface components {
             title: string;
             /** @example 2 */
             chunkCount: number;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
             /**
              * @description The document's text, put back together from its chunks: runs of whitespace are single spaces, paragraphs are separated by a blank line.
@@ -1823,7 +1901,10 @@ export interface components {
             type: components["schemas"]["EventType"];
             /** @description false for events caused by test keys or simulated activity (contact writes with a test key too). */
             livemode: boolean;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
             /** @description The object: the call, transcript, campaign or contact (`{id, deleted: true}` for `contact.deleted`), or `{documentId, knowledgeBaseId, chunkCount, livemode}` for `knowledge.document_ready`. */
             data: {
@@ -1871,7 +1952,10 @@ export interface components {
              * @example answered 500
              */
             error: string | null;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
         };
         /** @description A webhook endpoint of the organization, seen and managed only by keys of its mode. */
@@ -1894,7 +1978,10 @@ export interface components {
             events: ("call.started" | "call.ended" | "call.transcript_ready" | "call.analysis_ready" | "campaign.started" | "campaign.completed" | "campaign.cancelled" | "contact.created" | "contact.updated" | "contact.deleted" | "knowledge.document_ready")[];
             /** @description A disabled endpoint receives nothing (and still counts toward the limit of 20). */
             enabled: boolean;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
         };
         WebhookEndpointInput: {
@@ -1940,6 +2027,7 @@ export interface components {
              */
             secret: string;
             /**
+             * Format: date-time
              * @description Until then the previous secret signs too: `webhook-signature` carries both signatures, space-separated.
              * @example 2026-11-21T09:30:00.000Z
              */
@@ -1959,6 +2047,7 @@ export interface components {
              */
             token: string;
             /**
+             * Format: date-time
              * @description Five minutes after issue (ISO 8601 UTC with milliseconds).
              * @example 2026-11-21T09:35:00.000Z
              */
@@ -1981,6 +2070,8 @@ export interface components {
                 [key: string]: unknown;
             };
         };
+        /** @description `livemode` true: a live call, with the `room` to join. `livemode` false: a simulated call (test session token), `simulated` true and no room. */
+        WebCallStart: components["schemas"]["LiveWebCall"] | components["schemas"]["SimulatedWebCall"];
         LiveWebCall: {
             /** @example call_01JD8Y3M6W9Q2T4V5X7Z8A9B0C */
             callId: string;
@@ -2013,7 +2104,7 @@ export interface components {
             maxSeconds: number;
         };
         /** @description Either `{publishableKey, captchaToken}` (from a website in the key's list) or `{sessionToken}`. */
-        WebCallStart: {
+        WebCallStartRequest: {
             /**
              * @description Publishable key (`inf_pub_…`). Sent with `captchaToken`; not with `sessionToken`.
              * @example inf_pub_9fJ2kLmN0pQrStUvWxYz0123456789AbCdEfGhIjK
@@ -2088,7 +2179,10 @@ export interface components {
             maxConcurrentCalls: number;
             /** @example 100 */
             maxCallsPerHour: number;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
         };
         CreateOrganizationRequest: {
@@ -2266,7 +2360,10 @@ export interface components {
              *     ]
              */
             knowledgeBaseIds: string[];
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
         };
         CreateAgentRequest: {
@@ -2365,7 +2462,10 @@ export interface components {
              * @example inf_test_Ab3x…
              */
             start: string;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
             /**
              * @description The secret key. Shown only in this answer: only its hash is stored.
@@ -2414,7 +2514,10 @@ export interface components {
              * @example inf_test_Ab3x…
              */
             start: string;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
             /**
              * @description The publishable key. Shown only in this answer: only its hash is stored.
@@ -2470,12 +2573,19 @@ export interface components {
              * @example inf_test_Ab3x…
              */
             start: string;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
             revoked: boolean;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             revokedAt: string | null;
             /**
+             * Format: date-time
              * @description When the key was last used (at most a minute behind); `null` if never.
              * @example 2026-11-21T09:30:00.000Z
              */
@@ -2509,12 +2619,19 @@ export interface components {
              * @example inf_test_Ab3x…
              */
             start: string;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
             revoked: boolean;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             revokedAt: string | null;
             /**
+             * Format: date-time
              * @description When the key was last used (at most a minute behind); `null` if never.
              * @example 2026-11-21T09:30:00.000Z
              */
@@ -2549,11 +2666,17 @@ export interface components {
              * @example inf_test_Ab3x…
              */
             start: string;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
             /** @enum {boolean} */
             revoked: true;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             revokedAt: string;
         };
         RevokedPublishableKey: {
@@ -2576,17 +2699,26 @@ export interface components {
              * @example inf_test_Ab3x…
              */
             start: string;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
             /** @enum {boolean} */
             revoked: true;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             revokedAt: string;
         };
         PublishableKeyStats: {
             /** @description One entry per day, oldest first, days without attempts included. */
             days: {
-                /** @example 2026-11-21 */
+                /**
+                 * Format: date
+                 * @example 2026-11-21
+                 */
                 date: string;
                 /**
                  * @description Web call attempts with the key.
@@ -2655,7 +2787,10 @@ export interface components {
             name: string;
             /** @example fr */
             language: string | null;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
         };
         CreateKnowledgeBaseRequest: {
@@ -2713,9 +2848,13 @@ export interface components {
             attempts: number;
             /** @example connect ECONNREFUSED 10.0.0.5:7880 */
             lastError: string | null;
-            /** @example 2026-11-21T09:30:00.000Z */
+            /**
+             * Format: date-time
+             * @example 2026-11-21T09:30:00.000Z
+             */
             createdAt: string;
             /**
+             * Format: date-time
              * @description When its last attempt failed.
              * @example 2026-11-21T09:30:00.000Z
              */
@@ -2770,7 +2909,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope` */
@@ -2780,7 +2927,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -2813,7 +2968,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope` */
@@ -2823,7 +2986,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -2833,7 +3004,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -2877,7 +3056,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_query" | "invalid_cursor";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -2887,7 +3074,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope` */
@@ -2897,7 +3092,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -2932,7 +3135,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_request";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -2942,7 +3153,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope`, `agent_not_allowed`, `plan_required`, `plan_minutes_exhausted`, `number_blocked`, `country_not_allowed`, `outside_call_window` */
@@ -2952,7 +3171,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope" | "agent_not_allowed" | "plan_required" | "plan_minutes_exhausted" | "number_blocked" | "country_not_allowed" | "outside_call_window";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -2962,7 +3189,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `payload_too_large` */
@@ -2972,7 +3207,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "payload_too_large";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `unsupported_media_type` */
@@ -2982,7 +3225,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "unsupported_media_type";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `concurrency_limit_reached`, `hourly_limit_reached` */
@@ -2993,7 +3244,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "concurrency_limit_reached" | "hourly_limit_reached";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `agent_unavailable`, `carrier_unavailable` */
@@ -3003,7 +3262,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "agent_unavailable" | "carrier_unavailable";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -3036,7 +3303,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope` */
@@ -3046,7 +3321,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -3056,7 +3339,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -3089,7 +3380,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope` */
@@ -3099,7 +3398,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -3109,7 +3416,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -3146,7 +3461,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_request";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -3156,7 +3479,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope`, `test_mode_not_supported` */
@@ -3166,7 +3497,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope" | "test_mode_not_supported";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -3176,7 +3515,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `results_already_reported`, `call_not_started` */
@@ -3186,7 +3533,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "results_already_reported" | "call_not_started";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `payload_too_large` */
@@ -3196,7 +3551,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "payload_too_large";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `unsupported_media_type` */
@@ -3206,7 +3569,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "unsupported_media_type";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -3239,7 +3610,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope` */
@@ -3249,7 +3628,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -3259,7 +3646,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -3299,7 +3694,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_query" | "invalid_cursor";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -3309,7 +3712,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope` */
@@ -3319,7 +3730,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -3354,7 +3773,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_request" | "test_campaign_too_large";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -3364,7 +3791,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope`, `agent_not_allowed`, `plan_required`, `plan_minutes_exhausted` */
@@ -3374,7 +3809,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope" | "agent_not_allowed" | "plan_required" | "plan_minutes_exhausted";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -3384,7 +3827,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `payload_too_large` */
@@ -3394,7 +3845,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "payload_too_large";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `unsupported_media_type` */
@@ -3404,7 +3863,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "unsupported_media_type";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `agent_unavailable`, `carrier_unavailable` */
@@ -3414,7 +3881,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "agent_unavailable" | "carrier_unavailable";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -3447,7 +3922,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope` */
@@ -3457,7 +3940,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -3467,7 +3958,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -3500,7 +3999,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope` */
@@ -3510,7 +4017,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -3520,7 +4035,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -3553,7 +4076,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope`, `test_mode_not_supported` */
@@ -3563,7 +4094,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope" | "test_mode_not_supported";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -3596,7 +4135,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope`, `test_mode_not_supported` */
@@ -3606,7 +4153,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope" | "test_mode_not_supported";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -3616,7 +4171,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -3656,7 +4219,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_query" | "invalid_cursor";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -3666,7 +4237,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope` */
@@ -3676,7 +4255,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -3721,7 +4308,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_request";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -3731,7 +4326,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope` */
@@ -3741,7 +4344,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `payload_too_large` */
@@ -3751,7 +4362,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "payload_too_large";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `unsupported_media_type` */
@@ -3761,7 +4380,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "unsupported_media_type";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -3794,7 +4421,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope` */
@@ -3804,7 +4439,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -3814,7 +4457,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -3854,7 +4505,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_query" | "invalid_cursor";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -3864,7 +4523,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope` */
@@ -3874,7 +4541,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -3909,7 +4584,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_request";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -3919,7 +4602,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope` */
@@ -3929,7 +4620,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `payload_too_large` */
@@ -3939,7 +4638,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "payload_too_large";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `unsupported_media_type` */
@@ -3949,7 +4656,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "unsupported_media_type";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -3982,7 +4697,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope` */
@@ -3992,7 +4715,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -4002,7 +4733,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -4035,7 +4774,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope` */
@@ -4045,7 +4792,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -4055,7 +4810,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -4092,7 +4855,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_request";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -4102,7 +4873,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope` */
@@ -4112,7 +4891,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -4122,7 +4909,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `payload_too_large` */
@@ -4132,7 +4927,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "payload_too_large";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `unsupported_media_type` */
@@ -4142,7 +4945,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "unsupported_media_type";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -4180,7 +4991,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_query" | "invalid_cursor";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -4190,7 +5009,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope` */
@@ -4200,7 +5027,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -4210,7 +5045,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -4247,7 +5090,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_request";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -4257,7 +5108,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope` */
@@ -4267,7 +5126,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -4277,7 +5144,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `payload_too_large` */
@@ -4287,7 +5162,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "payload_too_large";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `unsupported_media_type` */
@@ -4297,7 +5180,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "unsupported_media_type";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -4331,7 +5222,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope` */
@@ -4341,7 +5240,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -4351,7 +5258,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -4385,7 +5300,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope` */
@@ -4395,7 +5318,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -4405,7 +5336,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -4457,7 +5396,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_query";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -4467,7 +5414,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope` */
@@ -4477,7 +5432,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -4487,7 +5450,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -4527,7 +5498,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_query" | "invalid_cursor";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -4537,7 +5516,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope` */
@@ -4547,7 +5534,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -4580,7 +5575,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope`, `agent_not_allowed` */
@@ -4590,7 +5593,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope" | "agent_not_allowed";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -4600,7 +5611,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -4636,7 +5655,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_query" | "invalid_cursor";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -4646,7 +5673,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope`, `agent_not_allowed` */
@@ -4656,7 +5691,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope" | "agent_not_allowed";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -4691,7 +5734,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_request" | "too_many_endpoints";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -4701,7 +5752,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope`, `agent_not_allowed` */
@@ -4711,7 +5770,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope" | "agent_not_allowed";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `payload_too_large` */
@@ -4721,7 +5788,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "payload_too_large";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `unsupported_media_type` */
@@ -4731,7 +5806,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "unsupported_media_type";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -4764,7 +5847,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope`, `agent_not_allowed` */
@@ -4774,7 +5865,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope" | "agent_not_allowed";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -4784,7 +5883,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -4817,7 +5924,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope`, `agent_not_allowed` */
@@ -4827,7 +5942,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope" | "agent_not_allowed";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -4837,7 +5960,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -4874,7 +6005,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_request";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -4884,7 +6023,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope`, `agent_not_allowed` */
@@ -4894,7 +6041,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope" | "agent_not_allowed";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -4904,7 +6059,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `payload_too_large` */
@@ -4914,7 +6077,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "payload_too_large";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `unsupported_media_type` */
@@ -4924,7 +6095,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "unsupported_media_type";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -4957,7 +6136,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope`, `agent_not_allowed` */
@@ -4967,7 +6154,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope" | "agent_not_allowed";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -4977,7 +6172,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -5015,7 +6218,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_query" | "invalid_cursor";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -5025,7 +6236,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope`, `agent_not_allowed` */
@@ -5035,7 +6254,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope" | "agent_not_allowed";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -5045,7 +6272,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -5085,7 +6320,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_request";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -5095,7 +6338,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `missing_scope`, `agent_not_allowed`, `plan_required` */
@@ -5105,7 +6356,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "missing_scope" | "agent_not_allowed" | "plan_required";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -5115,7 +6374,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `idempotency_key_reused` */
@@ -5125,7 +6392,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "idempotency_key_reused";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `payload_too_large` */
@@ -5135,7 +6410,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "payload_too_large";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `unsupported_media_type` */
@@ -5145,7 +6428,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "unsupported_media_type";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -5159,7 +6450,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["WebCallStart"];
+                "application/json": components["schemas"]["WebCallStartRequest"];
             };
         };
         responses: {
@@ -5170,7 +6461,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["LiveWebCall"] | components["schemas"]["SimulatedWebCall"];
+                    "application/json": components["schemas"]["WebCallStart"];
                 };
             };
             /** @description `invalid_request`, `invalid_captcha` */
@@ -5180,7 +6471,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_request" | "invalid_captcha";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key`, `invalid_session_token` */
@@ -5190,7 +6489,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key" | "invalid_session_token";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `origin_not_allowed`, `plan_required`, `plan_minutes_exhausted` */
@@ -5200,7 +6507,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "origin_not_allowed" | "plan_required" | "plan_minutes_exhausted";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `payload_too_large` */
@@ -5210,7 +6525,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "payload_too_large";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `unsupported_media_type` */
@@ -5220,7 +6543,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "unsupported_media_type";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `rate_limited`, `minute_cap_reached` */
@@ -5231,7 +6562,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "rate_limited" | "minute_cap_reached";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `call_start_failed` */
@@ -5241,7 +6580,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "call_start_failed";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `agent_unavailable` */
@@ -5251,7 +6598,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "agent_unavailable";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -5290,7 +6645,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_request";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_signature` */
@@ -5300,7 +6663,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_signature";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `payload_too_large` */
@@ -5310,7 +6681,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "payload_too_large";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `unsupported_media_type` */
@@ -5320,7 +6699,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "unsupported_media_type";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -5356,7 +6743,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_request" | "invalid_query" | "invalid_cursor";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -5366,7 +6761,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -5376,7 +6779,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -5411,7 +6822,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_request";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -5421,7 +6840,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -5431,7 +6858,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `payload_too_large` */
@@ -5441,7 +6876,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "payload_too_large";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `unsupported_media_type` */
@@ -5451,7 +6894,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "unsupported_media_type";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -5484,7 +6935,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_request";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -5494,7 +6953,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -5504,7 +6971,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -5541,7 +7016,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_request";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -5551,7 +7034,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -5561,7 +7052,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `payload_too_large` */
@@ -5571,7 +7070,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "payload_too_large";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `unsupported_media_type` */
@@ -5581,7 +7088,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "unsupported_media_type";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -5619,7 +7134,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_request" | "invalid_query" | "invalid_cursor";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -5629,7 +7152,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -5639,7 +7170,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -5676,7 +7215,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_request";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -5686,7 +7233,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -5696,7 +7251,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `payload_too_large` */
@@ -5706,7 +7269,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "payload_too_large";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `unsupported_media_type` */
@@ -5716,7 +7287,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "unsupported_media_type";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -5753,7 +7332,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_request";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -5763,7 +7350,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -5773,7 +7368,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `payload_too_large` */
@@ -5783,7 +7386,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "payload_too_large";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `unsupported_media_type` */
@@ -5793,7 +7404,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "unsupported_media_type";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -5831,7 +7450,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_request" | "invalid_query" | "invalid_cursor";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -5841,7 +7468,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -5851,7 +7486,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -5888,7 +7531,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_request";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -5898,7 +7549,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -5908,7 +7567,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `payload_too_large` */
@@ -5918,7 +7585,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "payload_too_large";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `unsupported_media_type` */
@@ -5928,7 +7603,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "unsupported_media_type";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -5966,7 +7649,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_request" | "invalid_query" | "invalid_cursor";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -5976,7 +7667,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -5986,7 +7685,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -6023,7 +7730,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_request";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -6033,7 +7748,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -6043,7 +7766,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `payload_too_large` */
@@ -6053,7 +7784,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "payload_too_large";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `unsupported_media_type` */
@@ -6063,7 +7802,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "unsupported_media_type";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -6096,7 +7843,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_request";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -6106,7 +7861,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -6116,7 +7879,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -6149,7 +7920,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_request";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -6159,7 +7938,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -6169,7 +7956,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -6205,7 +8000,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_request" | "invalid_query";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -6215,7 +8018,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -6225,7 +8036,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -6262,7 +8081,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_request";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -6272,7 +8099,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -6282,7 +8117,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `payload_too_large` */
@@ -6292,7 +8135,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "payload_too_large";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `unsupported_media_type` */
@@ -6302,7 +8153,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "unsupported_media_type";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -6339,7 +8198,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_request";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -6349,7 +8216,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -6359,7 +8234,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `payload_too_large` */
@@ -6369,7 +8252,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "payload_too_large";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `unsupported_media_type` */
@@ -6379,7 +8270,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "unsupported_media_type";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -6415,7 +8314,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_request" | "invalid_query" | "invalid_cursor";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -6425,7 +8332,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -6435,7 +8350,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
@@ -6468,7 +8391,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_request";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `invalid_key` */
@@ -6478,7 +8409,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "invalid_key";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
             /** @description `not_found` */
@@ -6488,7 +8427,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Error"] & {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_found";
+                            message: string;
+                            param?: string;
+                            requestId: string;
+                        };
+                    };
                 };
             };
         };
