@@ -54,7 +54,7 @@ export class VoiceService {
 export { type ApiErrorBody, VoiceServiceError, WebhookVerificationError } from "./errors.ts";
 export type { components, paths, webhooks } from "./openapi.ts";
 export { type Page, Pager } from "./pagination.ts";
-export type { ClientOptions } from "./transport.ts";
+export type { ClientOptions, FetchLike } from "./transport.ts";
 export type {
   Agent,
   BlockedNumber,

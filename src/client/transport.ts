@@ -1,12 +1,15 @@
 import { VoiceServiceError } from "./errors.ts";
 
+/** What the client needs of `fetch` (the global one of every runtime fits). */
+export type FetchLike = (url: string, init: RequestInit) => Promise<Response>;
+
 export interface ClientOptions {
   /** A secret key (`inf_live_…`, `inf_test_…`); server side only. Not needed for `webCalls.start`. */
   apiKey?: string;
   /** Where the service is, e.g. `https://voice.example.com` (the paths start with `/api/`). */
   baseUrl: string;
   /** A `fetch` of your own (a proxy, a test double); the global `fetch` otherwise. */
-  fetch?: typeof fetch;
+  fetch?: FetchLike;
   /** How many times a request safe to repeat is retried after a 429 or 503. Default 2; 0 turns retries off. */
   maxRetries?: number;
   /** First backoff when the answer has no `Retry-After`, doubled on each attempt. Default 500 ms. */
@@ -30,7 +33,7 @@ const RETRYABLE_STATUSES = new Set([429, 503]);
 /** Sends requests: authentication, JSON, the error envelope as VoiceServiceError, retries. */
 export class Transport {
   private readonly baseUrl: string;
-  private readonly fetchFn: typeof fetch;
+  private readonly fetchFn: FetchLike;
   private readonly maxRetries: number;
   private readonly retryDelayMs: number;
   private readonly maxRetryDelayMs: number;
