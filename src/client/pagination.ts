@@ -12,10 +12,16 @@ export interface Page<T> {
  * - `for await (const page of pager.pages())` reads page by page.
  */
 export class Pager<T extends { id: string }> implements AsyncIterable<T> {
+  private readonly fetchPage: (startingAfter: string | undefined) => Promise<Page<T>>;
+  private readonly startingAfter: string | undefined;
+
   constructor(
-    private readonly fetchPage: (startingAfter: string | undefined) => Promise<Page<T>>,
-    private readonly startingAfter: string | undefined,
-  ) {}
+    fetchPage: (startingAfter: string | undefined) => Promise<Page<T>>,
+    startingAfter: string | undefined,
+  ) {
+    this.fetchPage = fetchPage;
+    this.startingAfter = startingAfter;
+  }
 
   page(): Promise<Page<T>> {
     return this.fetchPage(this.startingAfter);

@@ -8,7 +8,13 @@ import type { ListItem, ListQuery, Method, Path, Query, RequestBody, ResponseBod
  * other writes are not, except the minting of session tokens, which carries an Idempotency-Key.
  */
 abstract class Resource {
-  constructor(protected readonly transport: Transport) {}
+  // A field assigned in the constructor, not a parameter property: Node's type stripping runs only
+  // syntax that erases, so the client's sources run there as they are.
+  protected readonly transport: Transport;
+
+  constructor(transport: Transport) {
+    this.transport = transport;
+  }
 
   protected call<P extends Path, M extends Method>(
     method: M,

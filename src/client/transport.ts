@@ -37,9 +37,11 @@ export class Transport {
   private readonly maxRetries: number;
   private readonly retryDelayMs: number;
   private readonly maxRetryDelayMs: number;
+  private readonly apiKey: string | undefined;
 
-  constructor(private readonly options: ClientOptions) {
+  constructor(options: ClientOptions) {
     if (!options.baseUrl) throw new TypeError("VoiceService: baseUrl is required");
+    this.apiKey = options.apiKey;
     this.baseUrl = options.baseUrl.replace(/\/+$/, "");
     // Bound: a browser's fetch called as a method of another object throws "Illegal invocation".
     this.fetchFn = options.fetch ?? globalThis.fetch.bind(globalThis);
@@ -51,7 +53,7 @@ export class Transport {
   async request<T>(method: string, path: string, opts: RequestOptions = {}): Promise<T> {
     const url = this.baseUrl + path + queryString(opts.query);
     const headers: Record<string, string> = { accept: "application/json", ...opts.headers };
-    if (this.options.apiKey) headers.authorization = `Bearer ${this.options.apiKey}`;
+    if (this.apiKey) headers.authorization = `Bearer ${this.apiKey}`;
     let body: string | undefined;
     if (opts.body !== undefined) {
       headers["content-type"] = "application/json";
