@@ -1,3 +1,5 @@
+import type { ErrorCode } from "./types.ts";
+
 /** The error envelope every refusal of the API answers with (CONTRACT.md §2). */
 export interface ApiErrorBody {
   error: { code: string; message: string; param?: string; requestId: string };
@@ -12,7 +14,7 @@ export interface ApiErrorBody {
 export class VoiceServiceError extends Error {
   override readonly name = "VoiceServiceError";
   readonly status: number;
-  readonly code: string;
+  readonly code: ErrorCode;
   /** The request field or parameter at fault, when one is. */
   readonly param: string | undefined;
   /** The `X-Request-Id` of the answer: quote it when asking about a request. */
@@ -22,7 +24,7 @@ export class VoiceServiceError extends Error {
 
   constructor(init: {
     status: number;
-    code: string;
+    code: ErrorCode;
     message: string;
     param?: string | undefined;
     requestId?: string | undefined;

@@ -61,6 +61,7 @@ export type {
   Call,
   Campaign,
   Contact,
+  ErrorCode,
   Event,
   KnowledgeDocument,
   Recording,

@@ -1,4 +1,4 @@
-import type { paths, webhooks } from "./openapi.ts";
+import type { components, paths, webhooks } from "./openapi.ts";
 
 /**
  * The client's types, read from the generated `paths`: what each operation takes and answers is the
@@ -52,3 +52,13 @@ type ListOf<T> = T extends (infer Item)[] ? Item : never;
 export type WebhookEvent = {
   [K in keyof webhooks]: JsonContent<NonNullable<webhooks[K]["post"]>["requestBody"]>;
 }[keyof webhooks];
+
+/**
+ * The error codes the document declares (`Error.error.code`), for completion and narrowing. A server
+ * newer than this client may answer a code not listed yet, so any string is accepted too.
+ */
+export type ErrorCode =
+  | (components["schemas"] extends { Error: { error: { code: infer C extends string } } } ? C : never)
+  | "connection_error"
+  | "unexpected_response"
+  | (string & {});
