@@ -150,12 +150,23 @@ export function describeIssues(issues: readonly z.core.$ZodIssue[]): { message: 
     return { message: `Unknown parameter "${key}".`, param: prefix ? `${prefix}.${key}` : key };
   }
   const path = first.path.map(String).join(".");
-  return { message: path ? `${path}: ${first.message}` : first.message, ...(path ? { param: path } : {}) };
+  if (!path) return { message: first.message };
+  return { message: withField(path, first.message), param: path };
+}
+
+/**
+ * The message names the field once: `to must be a phone number` as written, `phone` + `must be …` as
+ * `phone must be …`, and zod's own sentences (`Invalid input: …`) after the field and a colon.
+ */
+function withField(path: string, message: string): string {
+  const field = path.slice(path.lastIndexOf(".") + 1);
+  if (message.startsWith(`${path} `) || message.startsWith(`${field} `)) return message;
+  return /^[a-z]/.test(message) ? `${path} ${message}` : `${path}: ${message}`;
 }
 
 /** A typical message per code, for the examples of the OpenAPI document. */
 const exampleMessages: Partial<Record<ErrorCode, [message: string, param?: string]>> = {
-  invalid_request: ["agentId: Invalid input: expected string, received number", "agentId"],
+  invalid_request: ["to must be a phone number in E.164 format, such as +33612345678", "to"],
   invalid_query: ["limit must be an integer between 1 and 100", "limit"],
   invalid_cursor: ["starting_after does not belong to this list.", "starting_after"],
   invalid_captcha: ["The bot check failed; reload the page and try again."],

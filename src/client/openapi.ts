@@ -1640,20 +1640,17 @@ export interface components {
              */
             contactIds?: string[];
             /**
-             * @description Most calls in progress at once.
-             * @default 5
+             * @description Most calls in progress at once. Default: `5`.
              * @example 5
              */
             concurrency?: number;
             /**
-             * @description Calls placed at most per contact: a call that is not answered is retried until this number. Simulated calls are always answered, so a test campaign never retries.
-             * @default 2
+             * @description Calls placed at most per contact: a call that is not answered is retried until this number. Simulated calls are always answered, so a test campaign never retries. Default: `2`.
              * @example 2
              */
             maxAttempts?: number;
             /**
-             * @description Live campaigns: seconds after a call that ended `busy`, `no_answer` or `failed` before its contact is called again (while attempts remain).
-             * @default 300
+             * @description Live campaigns: seconds after a call that ended `busy`, `no_answer` or `failed` before its contact is called again (while attempts remain). Default: `300`.
              * @example 300
              */
             retryDelaySeconds?: number;
@@ -2188,32 +2185,25 @@ export interface components {
         CreateOrganizationRequest: {
             /** @example Acme */
             name: string;
-            /**
-             * @description Whether the organization has an active paid plan.
-             * @default false
-             */
+            /** @description Whether the organization has an active paid plan. Default: `false`. */
             paidPlan?: boolean;
             /**
-             * @description Monthly allowance of live minutes.
-             * @default 0
+             * @description Monthly allowance of live minutes. Default: `0`.
              * @example 1000
              */
             planMinutes?: number;
             /**
-             * @description The LiveKit outbound SIP trunk of the organization's live phone calls (`ST_…`). `null`: the environment's `LIVEKIT_SIP_TRUNK_ID`. Without either, live phone calls answer 503 `carrier_unavailable`.
-             * @default null
+             * @description The LiveKit outbound SIP trunk of the organization's live phone calls (`ST_…`). `null`: the environment's `LIVEKIT_SIP_TRUNK_ID`. Without either, live phone calls answer 503 `carrier_unavailable`. Default: `null`.
              * @example ST_a1b2c3d4e5f6
              */
             sipTrunkId?: string | null;
             /**
-             * @description The number callees see (E.164). `null`: the environment's `LIVEKIT_SIP_FROM_NUMBER`, else the trunk's own.
-             * @default null
+             * @description The number callees see (E.164). `null`: the environment's `LIVEKIT_SIP_FROM_NUMBER`, else the trunk's own. Default: `null`.
              * @example +33180000000
              */
             callerNumber?: string | null;
             /**
-             * @description ISO 3166-1 alpha-2 codes of the countries live phone calls may reach; the country of a number is found from its numbering plan. `null`: every country. Refused numbers: 403 `country_not_allowed`.
-             * @default null
+             * @description ISO 3166-1 alpha-2 codes of the countries live phone calls may reach; the country of a number is found from its numbering plan. `null`: every country. Refused numbers: 403 `country_not_allowed`. Default: `null`.
              * @example [
              *       "FR",
              *       "BE"
@@ -2222,14 +2212,12 @@ export interface components {
             allowedCountries?: string[] | null;
             callWindow?: components["schemas"]["CallWindow"];
             /**
-             * @description Most live phone calls `initiated`, `ringing` or `ongoing` at once (1–1,000).
-             * @default 10
+             * @description Most live phone calls `initiated`, `ringing` or `ongoing` at once (1–1,000). Default: `10`.
              * @example 10
              */
             maxConcurrentCalls?: number;
             /**
-             * @description Most live phone calls placed in any 60 minutes (1–100,000).
-             * @default 100
+             * @description Most live phone calls placed in any 60 minutes (1–100,000). Default: `100`.
              * @example 100
              */
             maxCallsPerHour?: number;
@@ -2259,15 +2247,6 @@ export interface components {
             timeZone: string;
             /**
              * @description ISO weekdays, Monday = 1 … Sunday = 7. Default: all seven.
-             * @default [
-             *       1,
-             *       2,
-             *       3,
-             *       4,
-             *       5,
-             *       6,
-             *       7
-             *     ]
              * @example [
              *       1,
              *       2,
@@ -2369,7 +2348,7 @@ export interface components {
         CreateAgentRequest: {
             /** @example Reception */
             name: string;
-            /** @default true */
+            /** @description Default: `true`. */
             active?: boolean;
             /**
              * @description Agent name dispatched on the media server; `null` means the agent id.

@@ -209,6 +209,20 @@ describe("/api/docs", () => {
     expect(again.status).toBe(304);
   });
 
+  test("with a trailing slash, redirects to the page (relative, so a proxy's prefix is kept)", async () => {
+    const res = await ctx.request("/api/docs/", { redirect: "manual" });
+    expect(res.status).toBe(301);
+    expect(res.headers.get("location")).toBe("../docs");
+    expect(new URL(res.headers.get("location")!, "http://localhost/prefix/api/docs/").pathname).toBe(
+      "/prefix/api/docs",
+    );
+    const page = await ctx.request(
+      new URL(res.headers.get("location")!, "http://localhost/api/docs/").pathname,
+    );
+    expect(page.status).toBe(200);
+    expect(page.headers.get("content-type")).toStartWith("text/html");
+  });
+
   test("an unknown asset is a JSON 404 not_found", async () => {
     const res = await ctx.request("/api/docs/assets/swagger-ui-bundle.000000000000.js");
     await expectApiError(res, 404, "not_found");

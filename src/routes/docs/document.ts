@@ -89,6 +89,7 @@ export function buildDocument(app: App): OpenApiDocument {
     tags: TAGS,
   });
   doc.components = { ...doc.components, headers: HEADERS };
+  defaultsIntoDescriptions(doc);
   for (const item of Object.values(doc.paths ?? {})) {
     for (const op of [item.get, item.post, item.put, item.patch, item.delete]) {
       for (const [status, response] of Object.entries(op?.responses ?? {})) {
@@ -98,6 +99,43 @@ export function buildDocument(app: App): OpenApiDocument {
     }
   }
   return doc;
+}
+
+type Schema = Record<string, unknown>;
+
+/**
+ * A request field with a default may be left out, but generators read `default` as "always present":
+ * openapi-typescript, with its default options, makes such a field of a named request schema required.
+ * So the schemas that request bodies use carry no `default`; each such field says its default in its
+ * description instead (the server applies it all the same).
+ */
+function defaultsIntoDescriptions(doc: OpenApiDocument) {
+  const components = (doc.components?.schemas ?? {}) as Record<string, Schema>;
+  const seen = new Set<Schema>();
+  const visit = (node: unknown): void => {
+    if (Array.isArray(node)) {
+      for (const n of node) visit(n);
+      return;
+    }
+    if (!node || typeof node !== "object" || seen.has(node as Schema)) return;
+    const schema = node as Schema;
+    seen.add(schema);
+    if (typeof schema.$ref === "string") visit(components[schema.$ref.replace("#/components/schemas/", "")]);
+    for (const field of Object.values((schema.properties ?? {}) as Record<string, Schema>)) {
+      if (!("default" in field)) continue;
+      const said = typeof field.description === "string" ? field.description : "";
+      if (!/\bDefault\b/.test(said)) {
+        field.description = `${said}${said ? " " : ""}Default: \`${JSON.stringify(field.default)}\`.`;
+      }
+      delete field.default;
+    }
+    for (const value of Object.values(schema)) visit(value);
+  };
+  for (const item of Object.values(doc.paths ?? {})) {
+    for (const op of [item.get, item.post, item.put, item.patch, item.delete]) {
+      if (op?.requestBody) visit(op.requestBody);
+    }
+  }
 }
 
 const codesByStatus = new Map<number, string[]>();

@@ -53,6 +53,10 @@ export function registerDocs(app: App) {
     return c.html(docsPage(style.file, script.file, init.file));
   });
 
+  // The page's addresses are relative to /api/docs: with a trailing slash they would miss, so redirect.
+  // `../docs` is relative too, so a proxy's path prefix is kept.
+  app.get("/api/docs/", (c) => c.redirect("../docs", 301));
+
   app.get("/api/docs/assets/:file", (c) => {
     const found = docsAssets().byFile.get(c.req.param("file"));
     if (!found) throw new ApiError("not_found", "No such file.");
