@@ -1,5 +1,6 @@
 import type { Fragment } from "postgres";
 import type { Db } from "./engine/connection.ts";
+import type { PageRequest } from "./engine/pages.ts";
 
 /** Statements of the events outbox. A trigger (sql/0011) creates each event's webhook deliveries. */
 
@@ -45,8 +46,40 @@ export function eventsScope(
   filters: { type?: string | undefined },
 ): Fragment {
   return sql`organization_id = ${scope.organizationId} and livemode = ${scope.livemode}
-    ${scope.agentIds ? sql`and agent_id = any(${scope.agentIds}::text[])` : sql``}
+    ${
+      scope.agentIds === null
+        ? sql``
+        : scope.agentIds.length === 1
+          ? sql`and agent_id = ${scope.agentIds[0]!}`
+          : sql`and agent_id = any(${scope.agentIds}::text[])`
+    }
     ${filters.type !== undefined ? sql`and type = ${filters.type}` : sql``}`;
+}
+
+/**
+ * The page of an events list (db/engine/pages.ts). For a key restricted to several agents the walk
+ * probes each agent's index range: `agent_id = any(…)` on one index yields each agent's rows in turn,
+ * not in time order (PostgreSQL 15), so a step planned on it sorts every matching row.
+ */
+export function eventsPage(
+  sql: Db,
+  scope: { organizationId: string; livemode: boolean; agentIds: string[] | null },
+  q: { limit: number; starting_after?: string | undefined; type?: string | undefined },
+): PageRequest<EventRow> {
+  const branches =
+    scope.agentIds && scope.agentIds.length > 1
+      ? scope.agentIds.map((agentId) => eventsScope(sql, { ...scope, agentIds: [agentId] }, q))
+      : undefined;
+  return {
+    sql,
+    table: "events",
+    where: eventsScope(sql, scope, q),
+    ...(branches ? { branches } : {}),
+    prefix: "evt",
+    limit: q.limit,
+    startingAfter: q.starting_after,
+    columns: eventListColumns(sql),
+  };
 }
 
 /** The columns an events list reads. */

@@ -1,5 +1,5 @@
-import type { Fragment } from "postgres";
-import type { Db } from "./engine/connection.ts";
+import type { Fragment, Sql } from "postgres";
+import { type Db, pipelinedTransaction, settledAll } from "./engine/connection.ts";
 
 /**
  * The SQL of durable timers. Every function takes `sql` first so it runs inside the caller's
@@ -178,26 +178,28 @@ export async function deleteTimer(sql: Db, id: string): Promise<boolean> {
   return rows.length > 0;
 }
 
+/** What a claim takes: the runner claiming, how far ahead, for how long, how many. */
+export interface TimerClaim {
+  runner: number;
+  horizonMs: number;
+  leaseMs: number;
+  limit: number;
+}
+
 /**
- * Claims up to `limit` timers due within `horizonMs` that nobody live holds: free rows, rows whose
- * lease ended, and rows of a runner whose session advisory lock is gone (its process died). One
- * statement, `for update skip locked`, so concurrent runners never claim the same row.
+ * The planner settings of a claim, for the transaction it runs in. The claim must read the due rows
+ * in the order of the `timers_due` index and stop at its limit: when the planner believes the table
+ * small (never analyzed, or analyzed before a burst of inserts), it would rather fetch every due row
+ * and sort them, and on a backlog each claim would then read the whole backlog. Without sorts, the
+ * index's order is the cheapest way.
  */
-export async function claimDue(
-  sql: Db,
-  opts: { runner: number; horizonMs: number; leaseMs: number; limit: number },
-): Promise<{ timers: HeldTimer[]; dbNowMs: number }> {
-  const rows = await sql<
-    {
-      id: string | null;
-      kind: string;
-      payload: Record<string, unknown>;
-      epoch: number;
-      attempts: number;
-      due_ms: number;
-      now_ms: number;
-    }[]
-  >`
+export function claimPlanning(tx: Db): Promise<unknown> {
+  return tx`set local enable_sort = off`.execute();
+}
+
+/** The statement of `claimDue`, run after `claimPlanning` (also explained by the plan tests). */
+export function claimDueSql(sql: Db, opts: TimerClaim): Fragment {
+  return sql`
     with live as (
       select objid::int8 as runner from pg_locks
       where locktype = 'advisory' and classid = ${RUNNER_LOCK_NAMESPACE}::oid and objsubid = 2 and granted
@@ -221,6 +223,36 @@ export async function claimDue(
     select c.*, (extract(epoch from clock_timestamp()) * 1000)::float8 as now_ms
     from (select 1) one left join claimed c on true
     order by c.due_ms`;
+}
+
+/**
+ * Claims up to `limit` timers due within `horizonMs` that nobody live holds: free rows, rows whose
+ * lease ended, and rows of a runner whose session advisory lock is gone (its process died). One
+ * statement, `for update skip locked`, so concurrent runners never claim the same row, in a
+ * transaction of its own for its planner settings (`claimPlanning`).
+ */
+export async function claimDue(
+  sql: Sql,
+  opts: TimerClaim,
+): Promise<{ timers: HeldTimer[]; dbNowMs: number; answeredAt: number }> {
+  type Row = {
+    id: string | null;
+    kind: string;
+    payload: Record<string, unknown>;
+    epoch: number;
+    attempts: number;
+    due_ms: number;
+    now_ms: number;
+  };
+  // `begin`, the settings and the claim go out together; `answeredAt` is when the claim's rows came
+  // back (before the commit), so the runner can place the database's clock reading in its own time.
+  const { rows, answeredAt } = await pipelinedTransaction(sql, async (tx) => {
+    const [, claimed] = await settledAll([
+      claimPlanning(tx),
+      tx<Row[]>`${claimDueSql(tx, opts)}`.then((rows) => ({ rows, answeredAt: performance.now() })),
+    ]);
+    return claimed;
+  });
   const dbNowMs = rows[0]?.now_ms ?? Date.now();
   const timers: HeldTimer[] = [];
   for (const r of rows) {
@@ -235,7 +267,7 @@ export async function claimDue(
       dbNowMs,
     });
   }
-  return { timers, dbNowMs };
+  return { timers, dbNowMs, answeredAt };
 }
 
 /**

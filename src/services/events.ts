@@ -1,7 +1,7 @@
 import { type CallRow, callView } from "../db/calls.ts";
 import type { Db } from "../db/engine/connection.ts";
 import { type Page, paginate } from "../db/engine/pages.ts";
-import { type EventRow, eventListColumns, eventsScope, insertEvents } from "../db/events.ts";
+import { type EventRow, eventsPage, insertEvents } from "../db/events.ts";
 import type { Deps } from "../deps.ts";
 
 /**
@@ -114,15 +114,5 @@ export function listEvents(
   scope: { organizationId: string; livemode: boolean; agentIds: string[] | null },
   q: { limit: number; starting_after?: string | undefined; type?: EventType | undefined },
 ): Promise<Page<EventObject>> {
-  const { sql } = deps;
-  return paginate<EventRow, EventObject>({
-    sql,
-    table: "events",
-    where: eventsScope(sql, scope, q),
-    prefix: "evt",
-    limit: q.limit,
-    startingAfter: q.starting_after,
-    columns: eventListColumns(sql),
-    map: eventView,
-  });
+  return paginate<EventRow, EventObject>({ ...eventsPage(deps.sql, scope, q), map: eventView });
 }

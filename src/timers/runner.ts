@@ -226,15 +226,15 @@ export class TimerRunner implements TimerScheduler {
         const room = this.#opts.maxHeld - this.#held.size;
         if (room <= 0) break;
         const limit = Math.min(this.#opts.claimBatch, room);
-        const received = performance.now();
-        const { timers } = await claimDue(this.#sql, {
+        const { timers, answeredAt } = await claimDue(this.#sql, {
           runner: this.#liveness.runner,
           horizonMs: this.#opts.horizonMs,
           leaseMs: this.#opts.leaseMs,
           limit,
         });
-        const at = (received + performance.now()) / 2;
-        for (const t of timers) this.#arm(t, at, false);
+        // The database read its clock before its answer arrived: taking the arrival as that moment
+        // places every due time a little late, never early (a claim may wait for a connection first).
+        for (const t of timers) this.#arm(t, answeredAt, false);
         if (timers.length < limit) break;
       }
       await this.#renewLapsingLeases();

@@ -2,6 +2,14 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { ReservedSql, Sql } from "postgres";
 import { pageQuery } from "../../src/db/engine/pages.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
+import {
+  executedPlan,
+  expectIndexWalk,
+  forgetStatistics,
+  type PlanNode,
+  readsOf,
+  withGenericPlans,
+} from "../helpers/plans.ts";
 
 /**
  * A page is read by walking its index one row at a time (db/engine/pages.ts), so its plan does not
@@ -11,16 +19,6 @@ import { createTestContext, seedOrganization, type TestContext } from "../helper
  * plans checked are the generic ones (what a pooled connection keeps after a few executions).
  */
 
-interface PlanNode {
-  "Node Type": string;
-  "Relation Name"?: string;
-  "Parent Relationship"?: string;
-  "Index Name"?: string;
-  "Actual Rows"?: number;
-  "Actual Loops"?: number;
-  Plans?: PlanNode[];
-}
-
 let ctx: TestContext;
 const LIMIT = 20;
 
@@ -28,10 +26,6 @@ beforeAll(async () => {
   ctx = await createTestContext();
 });
 afterAll(() => ctx.close());
-
-function nodes(plan: PlanNode): PlanNode[] {
-  return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
-}
 
 /** The generic plan of the page statement, executed (EXPLAIN ANALYZE, JSON), on one session. */
 async function genericPlan(
@@ -48,34 +42,7 @@ async function genericPlan(
     limit: LIMIT,
     startingAfter,
   });
-  const [row] = await conn<{ "QUERY PLAN": [{ Plan: PlanNode }] }[]>`
-    explain (analyze, format json) ${statement}`;
-  return row!["QUERY PLAN"][0].Plan;
-}
-
-/**
- * No read of the table returns more than the page's rows and none is a sequential scan; the walk's
- * steps are ordered index scans (the rows found are then fetched by primary key, however planned).
- */
-function expectIndexWalk(plan: PlanNode, label: string) {
-  const reads = nodes(plan).filter((n) => n["Relation Name"] === "calls");
-  expect(reads.length, label).toBeGreaterThan(0);
-  for (const n of reads) {
-    expect(n["Node Type"], `${label}: ${JSON.stringify(n)}`).not.toBe("Seq Scan");
-    expect(n["Actual Rows"]!, `${label}: ${n["Node Type"]} on ${n["Index Name"]}`).toBeLessThanOrEqual(
-      LIMIT + 1,
-    );
-  }
-  // The walk: one step per row, each an ordered index scan under a limit of one.
-  const isStep = (c: PlanNode) => c["Relation Name"] === "calls" && c["Parent Relationship"] !== "InitPlan";
-  const steps = nodes(plan).filter((n) => n["Node Type"] === "Limit" && n.Plans?.some(isStep));
-  expect(steps.length, label).toBeGreaterThanOrEqual(2);
-  for (const step of steps) {
-    const scan = step.Plans!.find(isStep)!;
-    expect(["Index Scan", "Index Only Scan"], `${label}: a step is ${scan["Node Type"]}`).toContain(
-      scan["Node Type"],
-    );
-  }
+  return executedPlan(conn, statement);
 }
 
 /** `count` completed test calls of an organization's agent, one per millisecond backwards from now. */
@@ -92,23 +59,6 @@ async function insertCalls(
     from generate_series(1, ${count}) i`;
 }
 
-/** Forgets the statistics of `calls`, as if it had never been analyzed (a test database is ours). */
-async function forgetStatistics(sql: Sql) {
-  await sql`delete from pg_statistic where starelid = 'calls'::regclass`;
-  await sql`update pg_class set reltuples = -1, relpages = 0 where oid = 'calls'::regclass`;
-}
-
-async function withGenericPlans<T>(fn: (conn: ReservedSql) => Promise<T>): Promise<T> {
-  const conn = await ctx.deps.sql.reserve();
-  try {
-    await conn`set plan_cache_mode = force_generic_plan`;
-    return await fn(conn);
-  } finally {
-    await conn`reset plan_cache_mode`.catch(() => {});
-    conn.release();
-  }
-}
-
 async function cursorAt(organizationId: string, depth: number): Promise<string> {
   const [row] = await ctx.deps.sql<{ id: string }[]>`
     select id from calls where organization_id = ${organizationId} and livemode = false
@@ -121,11 +71,11 @@ describe("the page statement walks the index whatever the statistics", () => {
     const seed = await seedOrganization(ctx);
     const org = seed.org;
     await insertCalls(ctx.deps.sql, seed, 20_000, "a");
-    await forgetStatistics(ctx.deps.sql);
+    await forgetStatistics(ctx.deps.sql, "calls");
     const deep = await cursorAt(org.id, 15_000);
-    await withGenericPlans(async (conn) => {
-      expectIndexWalk(await genericPlan(conn, org.id, undefined), "page 1");
-      expectIndexWalk(await genericPlan(conn, org.id, deep), "page after 15,000");
+    await withGenericPlans(ctx, async (conn) => {
+      expectIndexWalk(await genericPlan(conn, org.id, undefined), "calls", LIMIT, "page 1");
+      expectIndexWalk(await genericPlan(conn, org.id, deep), "calls", LIMIT, "page after 15,000");
     });
   });
 
@@ -137,9 +87,9 @@ describe("the page statement walks the index whatever the statistics", () => {
     await ctx.deps.sql`analyze calls`;
     await insertCalls(ctx.deps.sql, seed, 10_000, "c");
     const deep = await cursorAt(org.id, 9_000);
-    await withGenericPlans(async (conn) => {
-      expectIndexWalk(await genericPlan(conn, org.id, undefined), "page 1");
-      expectIndexWalk(await genericPlan(conn, org.id, deep), "page after 9,000");
+    await withGenericPlans(ctx, async (conn) => {
+      expectIndexWalk(await genericPlan(conn, org.id, undefined), "calls", LIMIT, "page 1");
+      expectIndexWalk(await genericPlan(conn, org.id, deep), "calls", LIMIT, "page after 9,000");
     });
   });
 
@@ -152,10 +102,10 @@ describe("the page statement walks the index whatever the statistics", () => {
     await insertCalls(ctx.deps.sql, seed, 15_000, "d");
     await ctx.deps.sql`analyze calls`;
     const deep = await cursorAt(org.id, 12_000);
-    await withGenericPlans(async (conn) => {
-      expectIndexWalk(await genericPlan(conn, org.id, undefined), "large, page 1");
-      expectIndexWalk(await genericPlan(conn, org.id, deep), "large, page after 12,000");
-      expectIndexWalk(await genericPlan(conn, small[0]!.org.id, undefined), "small, page 1");
+    await withGenericPlans(ctx, async (conn) => {
+      expectIndexWalk(await genericPlan(conn, org.id, undefined), "calls", LIMIT, "large, page 1");
+      expectIndexWalk(await genericPlan(conn, org.id, deep), "calls", LIMIT, "large, page after 12,000");
+      expectIndexWalk(await genericPlan(conn, small[0]!.org.id, undefined), "calls", LIMIT, "small, page 1");
     });
   });
 
@@ -165,13 +115,13 @@ describe("the page statement walks the index whatever the statistics", () => {
     await insertCalls(ctx.deps.sql, seed, 10, "e");
     await ctx.deps.sql`analyze calls`;
     await insertCalls(ctx.deps.sql, seed, 10_000, "f");
-    await withGenericPlans(async (conn) => {
-      const [row] = await conn<{ "QUERY PLAN": [{ Plan: PlanNode }] }[]>`
-        explain (analyze, format json)
-        select * from calls where organization_id = ${seed.org.id} and livemode = false
-        order by created_at desc, id desc limit ${conn.unsafe(String(LIMIT + 1))}`;
-      const reads = nodes(row!["QUERY PLAN"][0].Plan).filter((n) => n["Relation Name"] === "calls");
-      expect(reads.some((n) => n["Actual Rows"]! > LIMIT + 1)).toBe(true);
+    await withGenericPlans(ctx, async (conn) => {
+      const plan = await executedPlan(
+        conn,
+        conn`select * from calls where organization_id = ${seed.org.id} and livemode = false
+          order by created_at desc, id desc limit ${conn.unsafe(String(LIMIT + 1))}` as never,
+      );
+      expect(readsOf(plan, "calls").some((n) => n["Actual Rows"]! > LIMIT + 1)).toBe(true);
     });
   });
 });

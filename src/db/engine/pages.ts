@@ -21,6 +21,12 @@ export interface PageRequest<Row> {
    * The cursor must satisfy it too.
    */
   where: Fragment;
+  /**
+   * The scope as several index ranges whose union is `where` (each with an index of its own, such as
+   * one per agent of a key restricted to several): each step of the walk takes the newest row across
+   * them, one ordered index probe per range. Without it, `where` is one range.
+   */
+  branches?: readonly Fragment[];
   /** Id prefix of the items; a well-formed cursor of another prefix is `invalid_cursor`. */
   prefix: IdPrefix;
   limit: number;
@@ -76,16 +82,21 @@ export function pageQuery<Row>(req: PageRequest<Row>): Fragment {
   if (!Number.isInteger(limit) || limit < 1 || limit > LIMIT_MAX)
     throw new Error(`limit out of range: ${limit}`);
   const rows = sql.unsafe(String(limit + 1));
+  // The newest row of the scope that satisfies `cond`: one ordered probe per range.
+  const newest = (cond: Fragment) => {
+    const probe = (range: Fragment) =>
+      sql`(select created_at, id from ${table} where ${range} ${cond} order by created_at desc, id desc limit 1)`;
+    const ranges = req.branches && req.branches.length > 1 ? req.branches : [where];
+    if (ranges.length === 1) return probe(ranges[0]!);
+    const union = ranges.map(probe).reduce((all, one) => sql`${all} union all ${one}`);
+    return sql`(select created_at, id from (${union}) ranges order by created_at desc, id desc limit 1)`;
+  };
   return sql`
     with recursive walk (created_at, id, n) as (
-      (select created_at, id, 1 from ${table}
-        where ${where} ${after}
-        order by created_at desc, id desc limit 1)
+      (select created_at, id, 1 from ${newest(after)} first)
       union all
-      (select next.created_at, next.id, walk.n + 1 from walk, lateral (
-          select created_at, id from ${table}
-          where ${where} and (created_at, id) < (walk.created_at, walk.id)
-          order by created_at desc, id desc limit 1) next
+      (select next.created_at, next.id, walk.n + 1 from walk,
+        lateral ${newest(sql`and (created_at, id) < (walk.created_at, walk.id)`)} next
         where walk.n < ${rows})
     )
     select ${req.columns ?? sql`*`} from ${table}
