@@ -21,33 +21,29 @@ import {
   listOrganizations,
   updateOrganization,
 } from "../services/organizations.ts";
+import { AgentDetailsListSchema, AgentDetailsSchema, AgentInput, AgentPatch } from "./schema/agents.ts";
+import { FailedTimerListSchema, FailedTimerSchema } from "./schema/failedTimers.ts";
+import { AdminListQuery } from "./schema/fields.ts";
 import {
-  AdminListQuery,
-  AgentDetailsListSchema,
-  AgentDetailsSchema,
-  AgentInput,
-  AgentPatch,
   CreatedPublishableKeySchema,
   CreatedSecretKeySchema,
-  FailedTimerListSchema,
-  FailedTimerSchema,
   KeyStatsQuery,
   KeyStatsSchema,
-  KnowledgeBaseInput,
-  KnowledgeBasePatch,
-  KnowledgeBaseSchema,
-  OrganizationDetailsSchema,
-  OrganizationInput,
-  OrganizationListSchema,
-  OrganizationPatch,
-  OrganizationSchema,
   PublishableKeyInput,
   PublishableKeyListSchema,
   RevokedPublishableKeySchema,
   RevokedSecretKeySchema,
   SecretKeyInput,
   SecretKeyListSchema,
-} from "./schema.ts";
+} from "./schema/keys.ts";
+import { KnowledgeBaseInput, KnowledgeBasePatch, KnowledgeBaseSchema } from "./schema/knowledgeBases.ts";
+import {
+  OrganizationDetailsSchema,
+  OrganizationInput,
+  OrganizationListSchema,
+  OrganizationPatch,
+  OrganizationSchema,
+} from "./schema/organizations.ts";
 
 /**
  * The operators' operations, described once. Each becomes an admin API route under /api/admin/v1

@@ -39,7 +39,7 @@ export async function assertOrganization(deps: TxDeps, id: string): Promise<void
   if (!isId(id, "org") || !(await findOrganization(deps.sql, id))) throw notFound("organization");
 }
 
-/** An organization's fields as operators send them (validated by admin/schema.ts). */
+/** An organization's fields as operators send them (validated by admin/schema/organizations.ts). */
 export interface OrganizationFields {
   name: string;
   paidPlan: boolean;

@@ -1,6 +1,6 @@
 import { createRoute } from "@hono/zod-openapi";
 import { type AdminOperation, adminOperations } from "../../admin/operations.ts";
-import { idParams, jsonRequest } from "../../admin/schema.ts";
+import { idParams, jsonRequest } from "../../admin/schema/fields.ts";
 import type { Deps } from "../../deps.ts";
 import { type ErrorCode, errorResponses } from "../../errors.ts";
 import type { App, RouteRegistration } from "../../http/appEnv.ts";
