@@ -365,6 +365,19 @@ export async function ensureSingleTimer(sql: Db, kind: SingleTimerKind, delayMs:
     on conflict (kind) where status = 'pending' and kind in ('housekeeping', 'statistics') do nothing`;
 }
 
+/**
+ * Makes the pending timer of `kind` due now, unless a runner holds it (then it is due within that
+ * runner's horizon anyway). Returns whether it moved.
+ */
+export async function bringSingleTimerForward(sql: Db, kind: SingleTimerKind): Promise<boolean> {
+  const rows = await sql`
+    update timers set due_at = now()
+    where kind = ${kind} and status = 'pending' and due_at > now()
+      and (locked_by is null or locked_until < now())
+    returning id`;
+  return rows.length > 0;
+}
+
 /** A timer kept as `failed`: its retries ran out (see failTimer). */
 export interface FailedTimerRow {
   id: string;

@@ -33,6 +33,7 @@ import type { BatchTimerHandler } from "../timers/types.ts";
 import { callFacts, carrierOf, checkPhoneCall } from "./admission.ts";
 import { nextOpening } from "./callWindow.ts";
 import { recordEvent } from "./events.ts";
+import { afterBulkChange } from "./housekeeping.ts";
 import { endLiveCall, placePhoneCall } from "./liveCalls.ts";
 import { createSimulatedCall } from "./simulatedCalls.ts";
 
@@ -140,6 +141,7 @@ export async function createCampaign(
       },
       targets,
     );
+    await afterBulkChange(tx, targets.length);
     // Drawn first, so the event comes before those of the first calls (a refused one ends at once).
     const startedId = deps.ids.next("evt");
     const row = await advance(tx, deps, id, agent);

@@ -14,6 +14,7 @@ import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
 import { recordEvent } from "./events.ts";
+import { afterBulkChange } from "./housekeeping.ts";
 
 /**
  * Knowledge-base documents. A live key's document
@@ -76,6 +77,7 @@ export async function addDocument(
       createdAt: clock.now(),
     });
     if (!inserted) throw noSuchKnowledgeBase();
+    await afterBulkChange(tx, chunks.length);
     await recordEvent(tx, deps, event);
   });
   return { documentId, chunkCount: chunks.length, livemode: true };

@@ -5,7 +5,7 @@ import { deleteEventsBefore } from "../db/events.ts";
 import { deleteIdleRateLimitWindows } from "../db/rateLimits.ts";
 import { deleteStaleSessionData } from "../db/sessionTokens.ts";
 import { analyzeTable, tablesWithStaleStatistics } from "../db/statistics.ts";
-import { ensureSingleTimer } from "../db/timers.ts";
+import { bringSingleTimerForward, ensureSingleTimer } from "../db/timers.ts";
 import type { Deps } from "../deps.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
 import type { HandlerContext, TimerHandler } from "../timers/types.ts";
@@ -85,6 +85,17 @@ export function housekeeping(deps: Deps): TimerHandler {
     });
     deps.log.debug("housekeeping", removed);
   };
+}
+
+/** A change of at least this many rows in one transaction is a bulk change (see `afterBulkChange`). */
+export const BULK_CHANGE_ROWS = 500;
+
+/**
+ * After a bulk change (a campaign's contacts, a long document's chunks), in its transaction: the
+ * statistics check runs now rather than within the minute, so plans learn of the new rows at once.
+ */
+export async function afterBulkChange(sql: Db, rows: number): Promise<void> {
+  if (rows >= BULK_CHANGE_ROWS) await bringSingleTimerForward(sql, TIMER_KINDS.statistics);
 }
 
 /**

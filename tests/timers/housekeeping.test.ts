@@ -6,6 +6,7 @@ import { rateLimitHitsSql } from "../../src/db/rateLimits.ts";
 import { insertSessionToken } from "../../src/db/sessionTokens.ts";
 import { tablesWithStaleStatistics } from "../../src/db/statistics.ts";
 import {
+  BULK_CHANGE_ROWS,
   HOUSEKEEPING_EVERY_MS,
   housekeepingPass,
   RETENTION_BATCH,
@@ -136,6 +137,33 @@ describe("the statistics timer", () => {
     }
     expect(await reltuples()).toBeGreaterThanOrEqual(before + 5000);
     expect(await tablesWithStaleStatistics(sql)).not.toContain("calls");
+  });
+});
+
+describe("a bulk change", () => {
+  const statisticsDue = async () =>
+    (
+      await ctx.db.sql<{ due_at: Date }[]>`
+        select due_at from timers where kind = 'statistics' and status = 'pending'`
+    )[0]!.due_at.getTime();
+  const upload = (paragraphs: number) =>
+    ctx.request(`/api/v1/knowledge-bases/${seed.kb.id}/documents`, {
+      method: "POST",
+      key: seed.liveKey,
+      json: {
+        title: `${paragraphs} paragraphs`,
+        // Each paragraph fills a chunk of its own.
+        text: Array.from({ length: paragraphs }, (_, i) => `${i} ${"word ".repeat(190)}`).join("\n\n"),
+      },
+    });
+
+  test(`of ${BULK_CHANGE_ROWS} rows or more brings the statistics check forward; a smaller one does not`, async () => {
+    await ctx.db.sql`update timers set due_at = now() + interval '1 minute' where kind = 'statistics'`;
+    const later = await statisticsDue();
+    expect((await upload(BULK_CHANGE_ROWS - 1)).status).toBe(201);
+    expect(await statisticsDue()).toBe(later);
+    expect((await upload(BULK_CHANGE_ROWS)).status).toBe(201);
+    expect(await statisticsDue()).toBeLessThanOrEqual(Date.now());
   });
 });
 
