@@ -3,7 +3,12 @@
  * fake LiveKit (real Twirp HTTP, in this process) as the carrier, autocannon as the load generator
  * in a second process.
  *
- *   npm run bench:live-calls -- [--db postgres,embedded] [--seconds 10] [--connections 32] [--rate 500]
+ *   npm run bench:live-calls -- [--db postgres,embedded] [--orgs 1,8] [--seconds 10] [--connections 32] [--rate 500]
+ *
+ * orgs     each figure is taken with the load on one organization, then spread over several (one key
+ *          each, requests in turn): an organization's calls are admitted one at a time (its limits
+ *          are exact across processes because each placement locks the organization's counters until
+ *          it commits), so one organization's rate is bounded by that lock, not by the server.
  *
  * warm-up  2 s closed loop, not counted (the JIT compiles the hot paths).
  * closed   `connections` connections, each sending its next POST /api/v1/calls when the last one was
@@ -19,6 +24,7 @@
  * never fails on speed.
  */
 import { rmSync } from "node:fs";
+import { join } from "node:path";
 import type postgres from "postgres";
 import { composeDeps } from "../../src/compose.ts";
 import { openDatabase } from "../../src/db/engine/connection.ts";
@@ -30,7 +36,15 @@ import { createAgent } from "../../src/services/agents.ts";
 import { createSecretKey } from "../../src/services/keys.ts";
 import { createOrganization } from "../../src/services/organizations.ts";
 import { type FakeLiveKit, startFakeLiveKit } from "../helpers/fakeLivekit.ts";
-import { freshPostgres, load, machine, percentile, startServer, tempDataDir } from "./lib.ts";
+import {
+  freshPostgres,
+  type LoadResult,
+  machine,
+  percentile,
+  ROOT,
+  startServer,
+  tempDataDir,
+} from "./lib.ts";
 
 function arg(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -40,6 +54,7 @@ const DBS = arg("db", "postgres,embedded").split(",");
 const SECONDS = Number(arg("seconds", "10"));
 const CONNECTIONS = Number(arg("connections", "32"));
 const RATE = Number(arg("rate", "500"));
+const ORGS = arg("orgs", "1,8").split(",").map(Number);
 const TRUNK = "ST_bench";
 
 interface Seeded {
@@ -47,10 +62,16 @@ interface Seeded {
   agentId: string;
 }
 
-async function seed(sql: postgres.Sql): Promise<Seeded> {
+async function seed(sql: postgres.Sql, orgs: number): Promise<Seeded[]> {
+  const out: Seeded[] = [];
+  for (let i = 0; i < orgs; i++) out.push(await seedOne(sql, i));
+  return out;
+}
+
+async function seedOne(sql: postgres.Sql, i: number): Promise<Seeded> {
   const c = composeDeps({ sql, env: parseEnv({}), log: silentLogger });
   const org = await createOrganization(c, {
-    name: "Bench",
+    name: `Bench ${i}`,
     paidPlan: true,
     planMinutes: 10_000_000,
     maxConcurrentCalls: 1000,
@@ -98,23 +119,43 @@ async function untilDialled(url: string, key: string, timeoutMs = 60_000): Promi
   console.log("  (some calls were still initiated or ringing after 60 s)");
 }
 
-async function run(label: string, env: Record<string, string>, seeded: Seeded, liveKit: FakeLiveKit) {
+/** POST /api/v1/calls from a second process, each request with the next organization's key. */
+async function loadCalls(url: string, seeded: Seeded[], opts: { seconds: number; rate?: number }) {
+  const proc = Bun.spawn(
+    [
+      "node",
+      join(ROOT, "tests", "bench", "rotating-load.mjs"),
+      JSON.stringify({
+        url,
+        path: "/api/v1/calls",
+        method: "POST",
+        connections: CONNECTIONS,
+        seconds: opts.seconds,
+        ...(opts.rate ? { rate: opts.rate } : {}),
+        requests: seeded.map((s) => ({
+          headers: { authorization: `Bearer ${s.key}`, "content-type": "application/json" },
+          body: JSON.stringify({ agentId: s.agentId, to: "+33612345678", variables: { bench: true } }),
+        })),
+      }),
+    ],
+    { stdout: "pipe", stderr: "ignore", cwd: ROOT },
+  );
+  const out = await new Response(proc.stdout).text();
+  await proc.exited;
+  return JSON.parse(out) as LoadResult;
+}
+
+async function run(label: string, env: Record<string, string>, seeded: Seeded[], liveKit: FakeLiveKit) {
   const server = await startServer({ ...env, ...liveKit.env, LIVEKIT_SIP_TRUNK_ID: TRUNK });
   liveKit.hangUpAfter({ afterMs: 300, webhookUrl: `${server.url}/api/livekit/webhook` });
   try {
-    const request = {
-      url: `${server.url}/api/v1/calls`,
-      method: "POST",
-      headers: { authorization: `Bearer ${seeded.key}`, "content-type": "application/json" },
-      body: JSON.stringify({ agentId: seeded.agentId, to: "+33612345678", variables: { bench: true } }),
-    };
-    await load({ ...request, connections: CONNECTIONS, seconds: 2 });
-    const closed = await load({ ...request, connections: CONNECTIONS, seconds: SECONDS });
+    await loadCalls(server.url, seeded, { seconds: 2 });
+    const closed = await loadCalls(server.url, seeded, { seconds: SECONDS });
     const pacedFrom = Date.now();
-    const paced = await load({ ...request, connections: CONNECTIONS, seconds: SECONDS, rate: RATE });
-    await untilDialled(server.url, seeded.key);
+    const paced = await loadCalls(server.url, seeded, { seconds: SECONDS, rate: RATE });
+    for (const s of seeded) await untilDialled(server.url, s.key);
 
-    const calls = await allCalls(server.url, seeded.key);
+    const calls = (await Promise.all(seeded.map((s) => allCalls(server.url, s.key)))).flat();
     const dials = new Map<string, Date[]>();
     for (const d of liveKit.dials) dials.set(d.identity, [...(dials.get(d.identity) ?? []), d.receivedAt]);
     let once = 0;
@@ -161,33 +202,36 @@ console.log(
 console.log("|---|---|---|---|---|---|---|---|");
 
 for (const kind of DBS) {
-  const liveKit = await startFakeLiveKit();
-  liveKit.setDefaultDial({ kind: "answer", afterMs: 200 });
-  try {
-    if (kind === "postgres") {
-      const pg = await freshPostgres();
-      try {
-        const db = await openDatabase({ url: pg.url, dataDir: "", log: silentLogger });
-        await migrate(db.sql);
-        const seeded = await seed(db.sql);
-        await db.close();
-        await run("PostgreSQL", { DATABASE_URL: pg.url }, seeded, liveKit);
-      } finally {
-        await pg.drop();
+  for (const orgs of ORGS) {
+    const label = `${kind === "postgres" ? "PostgreSQL" : "embedded"}, ${orgs} organization${orgs > 1 ? "s" : ""}`;
+    const liveKit = await startFakeLiveKit();
+    liveKit.setDefaultDial({ kind: "answer", afterMs: 200 });
+    try {
+      if (kind === "postgres") {
+        const pg = await freshPostgres();
+        try {
+          const db = await openDatabase({ url: pg.url, dataDir: "", log: silentLogger });
+          await migrate(db.sql);
+          const seeded = await seed(db.sql, orgs);
+          await db.close();
+          await run(label, { DATABASE_URL: pg.url }, seeded, liveKit);
+        } finally {
+          await pg.drop();
+        }
+      } else {
+        const dir = tempDataDir();
+        try {
+          const db = await openDatabase({ dataDir: dir, log: silentLogger, pglite: bunPgliteFiles });
+          await migrate(db.sql);
+          const seeded = await seed(db.sql, orgs);
+          await db.close();
+          await run(label, { DATA_DIR: dir }, seeded, liveKit);
+        } finally {
+          rmSync(dir, { recursive: true, force: true });
+        }
       }
-    } else {
-      const dir = tempDataDir();
-      try {
-        const db = await openDatabase({ dataDir: dir, log: silentLogger, pglite: bunPgliteFiles });
-        await migrate(db.sql);
-        const seeded = await seed(db.sql);
-        await db.close();
-        await run("embedded", { DATA_DIR: dir }, seeded, liveKit);
-      } finally {
-        rmSync(dir, { recursive: true, force: true });
-      }
+    } finally {
+      await liveKit.close();
     }
-  } finally {
-    await liveKit.close();
   }
 }

@@ -1,0 +1,34 @@
+// A second process for benchmarks whose requests differ from one to the next (several organizations'
+// keys, say): autocannon (programmatic) sending `requests[i % n]` as its i-th request.
+// node tests/bench/rotating-load.mjs '<json: {url, path, method, requests: [{headers, body}], connections, seconds, rate?}>'
+//   → JSON on stdout, the shape of lib.ts's LoadResult
+import autocannon from "autocannon";
+
+const o = JSON.parse(process.argv[2]);
+let i = 0;
+const result = await autocannon({
+  url: o.url,
+  connections: o.connections,
+  duration: o.seconds,
+  ...(o.rate ? { overallRate: o.rate } : {}),
+  requests: [
+    {
+      method: o.method,
+      path: o.path,
+      setupRequest: (req) => {
+        const next = o.requests[i++ % o.requests.length];
+        return { ...req, headers: next.headers, body: next.body };
+      },
+    },
+  ],
+});
+process.stdout.write(
+  JSON.stringify({
+    requestsPerSecond: Math.round(result.requests.average),
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    non2xx: result.non2xx,
+    errors: result.errors,
+    total: result.requests.total,
+  }),
+);
