@@ -10,7 +10,7 @@ import { waitUntil } from "../helpers/wait.ts";
 import { expectedSignature, startWebhookReceiver, type WebhookReceiver } from "../helpers/webhookReceiver.ts";
 
 /**
- * Webhook delivery (CONTRACT.md §6) to a local receiver: Standard Webhooks signature, body, event-type
+ * Webhook delivery to a local receiver: Standard Webhooks signature, body, event-type
  * subscriptions, retry after a failure, timeout, giving up, and endpoints deleted meanwhile.
  */
 
