@@ -1,4 +1,5 @@
 import type { Fragment, Sql } from "postgres";
+import { TIMER_KINDS, type TimerKind } from "../timers/kinds.ts";
 import { type Db, pipelinedTransaction, settledAll } from "./engine/connection.ts";
 
 /**
@@ -350,8 +351,16 @@ export async function unlockRunner(sql: Db, runner: number): Promise<void> {
   await sql`select pg_advisory_unlock(${RUNNER_LOCK_NAMESPACE}, ${runner})`;
 }
 
+/**
+ * A timer kind written into the statement's text rather than sent as a parameter: a partial index on
+ * `kind` (timers_webhook_waiting) serves only a statement whose text names its kind.
+ */
+export function kindLiteral(sql: Db, kind: TimerKind): Fragment {
+  return sql.unsafe(`'${kind}'`);
+}
+
 /** The kinds of which at most one timer is pending (the unique index of sql/0018 names the same). */
-export type SingleTimerKind = "housekeeping" | "statistics";
+export type SingleTimerKind = typeof TIMER_KINDS.housekeeping | typeof TIMER_KINDS.statistics;
 
 /**
  * Makes sure one pending timer of `kind` exists, due in `delayMs` when it is created here: concurrent
@@ -440,7 +449,7 @@ export async function bringWaitingDeliveriesForward(
     update timers set due_at = now(), locked_by = null, locked_until = null
     where id in (
       select id from timers
-      where kind = 'webhook.deliver' and status = 'pending' and payload ? 'waitingFor'
+      where kind = ${kindLiteral(sql, TIMER_KINDS.webhookDelivery)} and status = 'pending' and payload ? 'waitingFor'
         and payload ->> 'waitingFor' = ${organizationId} and due_at > now()
       order by due_at limit ${limit} for update skip locked)`;
   return rows.count;
