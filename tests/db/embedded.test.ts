@@ -215,7 +215,7 @@ describe.skipIf(!unshareWorks)("embedded database: one process per DATA_DIR acro
     const next = spawnService(["migrate"], { env, command });
     expect(await next.exited).toBe(0);
     expect(existsSync(join(env.DATA_DIR, "voice-service.lock"))).toBe(false);
-  }, 60_000);
+  });
 });
 
 describe("embedded database: first start", () => {

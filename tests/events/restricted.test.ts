@@ -72,7 +72,7 @@ describe("GET /v1/events with a key restricted to some agents", () => {
       json: { phone: "+33612345678" },
     });
     expect(res.status).toBe(201);
-  }, 60_000);
+  });
 
   test("lists its agents' call events (transcript and analysis included), nothing else", async () => {
     const all = await events(seed.testKey);

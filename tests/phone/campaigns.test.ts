@@ -17,7 +17,7 @@ import {
 let w: PhoneWorld;
 beforeAll(async () => {
   w = await startPhoneWorld({ timers: true });
-}, 60_000);
+});
 afterAll(() => w.close());
 
 interface Campaign {
@@ -356,5 +356,5 @@ describe("a live campaign outside the call window", () => {
     } finally {
       await timed.close();
     }
-  }, 60_000);
+  });
 });

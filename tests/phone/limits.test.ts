@@ -27,7 +27,7 @@ import {
 let w: PhoneWorld;
 beforeAll(async () => {
   w = await startPhoneWorld();
-}, 60_000);
+});
 afterAll(() => w.close());
 
 function tally(outcomes: string[]): Record<string, number> {
@@ -130,7 +130,7 @@ describe("the rolling hour", () => {
     } finally {
       await timed.close();
     }
-  }, 60_000);
+  });
 });
 
 describe("two processes on one PostgreSQL", () => {
@@ -141,7 +141,7 @@ describe("two processes on one PostgreSQL", () => {
   beforeAll(async () => {
     db = await createTestDatabase("postgres");
     liveKit = await startFakeLiveKit();
-  }, 60_000);
+  });
   afterAll(async () => {
     await Promise.all(pools.map((p) => p.end({ timeout: 1 })));
     await liveKit.close();
