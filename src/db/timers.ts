@@ -351,6 +351,11 @@ export async function unlockRunner(sql: Db, runner: number): Promise<void> {
   await sql`select pg_advisory_unlock(${RUNNER_LOCK_NAMESPACE}, ${runner})`;
 }
 
+/** A round trip on the liveness lock's connection: it fails once that session, and the lock with it, is gone. */
+export async function pingRunnerSession(sql: Db): Promise<void> {
+  await sql`select 1`;
+}
+
 /**
  * A timer kind written into the statement's text rather than sent as a parameter: a partial index on
  * `kind` (timers_webhook_waiting) serves only a statement whose text names its kind.
