@@ -34,6 +34,13 @@ export interface NewTimer {
   hold?: boolean;
 }
 
+/** How a runner leases the timers it inserts: those due within `horizonMs`, for `leaseMs`. */
+export interface TimerLease {
+  runner: number;
+  horizonMs: number;
+  leaseMs: number;
+}
+
 /** A timer as a runner holds it after inserting or claiming it. */
 export interface HeldTimer {
   id: string;
@@ -54,7 +61,7 @@ export interface HeldTimer {
 export async function insertTimer(
   sql: Db,
   t: NewTimer,
-  lease?: { runner: number; horizonMs: number; leaseMs: number },
+  lease?: TimerLease,
 ): Promise<HeldTimer & { leased: boolean }> {
   const at = t.at ?? null;
   const delay = t.delayMs ?? 0;
@@ -110,7 +117,7 @@ export interface InsertedTimerRow {
 export function insertTimersFrom(
   sql: Db,
   rows: Fragment,
-  lease?: { runner: number; horizonMs: number; leaseMs: number },
+  lease?: TimerLease,
   opts: { holds?: boolean } = {},
 ): Fragment {
   const runner = lease?.runner ?? null;
@@ -151,7 +158,7 @@ export function heldTimers(rows: readonly InsertedTimerRow[]): (HeldTimer & { le
 export async function insertTimers(
   sql: Db,
   timers: readonly NewTimer[],
-  lease?: { runner: number; horizonMs: number; leaseMs: number },
+  lease?: TimerLease,
 ): Promise<(HeldTimer & { leased: boolean })[]> {
   if (timers.length === 0) return [];
   const kinds = timers.map((t) => t.kind);
