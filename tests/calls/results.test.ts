@@ -83,16 +83,6 @@ async function reportedAt(id: string) {
   return row!.results_reported_at;
 }
 
-async function expectError(res: Response, status: number, code: string, param?: string) {
-  const body = await res.json();
-  expect({ status: res.status, code: body.error?.code, param: body.error?.param }).toEqual({
-    status,
-    code,
-    param,
-  });
-  expect(body.error.requestId).toBe(res.headers.get("x-request-id"));
-}
-
 describe("reported while the call is ongoing", () => {
   test("200 with the call; the events and the transcript wait for the end, then come once", async () => {
     const id = await ongoingCall();
@@ -137,7 +127,7 @@ describe("reported while the call is ongoing", () => {
     expect(tr!.data).toEqual({ callId: id, livemode: true, segments: SEGMENTS });
 
     // A second report, and LiveKit repeating the end, change nothing.
-    await expectError(await report(id, { summary: "again" }), 409, "results_already_reported");
+    await expectApiError(await report(id, { summary: "again" }), 409, "results_already_reported");
     await finish(id);
     expect(await eventsOf(id)).toHaveLength(4);
     const read = await w.ctx.request(`/api/v1/calls/${id}`, { key: seed.liveKey });
@@ -147,7 +137,11 @@ describe("reported while the call is ongoing", () => {
   test("a second report while ongoing is 409 results_already_reported and changes nothing", async () => {
     const id = await ongoingCall();
     expect((await report(id, { summary: "first" })).status).toBe(200);
-    await expectError(await report(id, { summary: "second", outcome: "x" }), 409, "results_already_reported");
+    await expectApiError(
+      await report(id, { summary: "second", outcome: "x" }),
+      409,
+      "results_already_reported",
+    );
     const read = await (await w.ctx.request(`/api/v1/calls/${id}`, { key: seed.liveKey })).json();
     expect(read).toMatchObject({ summary: "first", outcome: null });
   });
@@ -167,7 +161,7 @@ describe("reported after the end", () => {
       "call.transcript_ready",
       "call.analysis_ready",
     ]);
-    await expectError(await report(id, FULL), 409, "results_already_reported");
+    await expectApiError(await report(id, FULL), 409, "results_already_reported");
     expect(await eventsOf(id)).toHaveLength(4);
   });
 
@@ -195,21 +189,21 @@ describe("reported after the end", () => {
       outcome: null,
     });
     expect(await eventsOf(id)).toEqual(["call.started", "call.ended", "call.analysis_ready"]);
-    await expectError(await report(id, {}), 409, "results_already_reported");
+    await expectApiError(await report(id, {}), 409, "results_already_reported");
   });
 });
 
 describe("refusals", () => {
   test("a call that never started is 409 call_not_started: initiated, or ended no_answer", async () => {
     const initiated = await liveCall();
-    await expectError(await report(initiated, FULL), 409, "call_not_started");
+    await expectApiError(await report(initiated, FULL), 409, "call_not_started");
     expect(await reportedAt(initiated)).toBeNull();
     await finish(initiated);
     const [row] = await w.ctx.deps.sql<
       { status: string }[]
     >`select status from calls where id = ${initiated}`;
     expect(row!.status).toBe("no_answer");
-    await expectError(await report(initiated, FULL), 409, "call_not_started");
+    await expectApiError(await report(initiated, FULL), 409, "call_not_started");
     expect(await eventsOf(initiated)).toEqual(["call.ended"]);
   });
 
@@ -227,7 +221,7 @@ describe("refusals", () => {
       ["call_nope", FULL],
       ["call_01JD8Y3M6W9Q2T4V5X7Z8A9B0C", { transcript: "not a list" }],
     ] as const) {
-      await expectError(await report(callId, body, seed.testKey), 403, "test_mode_not_supported");
+      await expectApiError(await report(callId, body, seed.testKey), 403, "test_mode_not_supported");
     }
     expect(await reportedAt(id)).toBeNull();
   });
@@ -256,7 +250,7 @@ describe("refusals", () => {
       [id, otherKey.key],
       [id, restricted.key],
     ] as const) {
-      await expectError(await report(callId, FULL, key), 404, "not_found");
+      await expectApiError(await report(callId, FULL, key), 404, "not_found");
     }
     expect(await reportedAt(id)).toBeNull();
   });
@@ -301,7 +295,7 @@ describe("refusals", () => {
     ["an unknown field", { duration: 3 }, "duration"],
   ])("%s is 400 invalid_request; nothing is stored", async (_name, body, param) => {
     const id = await ongoingCall();
-    await expectError(await report(id, body), 400, "invalid_request", param);
+    await expectApiError(await report(id, body), 400, "invalid_request", { param });
     expect(await reportedAt(id)).toBeNull();
   });
 
@@ -314,8 +308,8 @@ describe("refusals", () => {
         body,
         headers: { "content-type": type },
       });
-    await expectError(await raw("{", "application/json"), 400, "invalid_request");
-    await expectError(
+    await expectApiError(await raw("{", "application/json"), 400, "invalid_request");
+    await expectApiError(
       await raw("summary=x", "application/x-www-form-urlencoded"),
       415,
       "unsupported_media_type",
@@ -327,7 +321,7 @@ describe("refusals", () => {
         offsetSeconds: i,
       })),
     };
-    await expectError(await report(id, big), 413, "payload_too_large");
+    await expectApiError(await report(id, big), 413, "payload_too_large");
     expect(await reportedAt(id)).toBeNull();
   });
 

@@ -6,6 +6,7 @@ import { createKnowledgeBase, updateKnowledgeBase } from "../../src/services/kno
 import { admin, createAdminTestContext } from "../admin/support.ts";
 import { seedOrganization, type TestContext } from "../helpers/app.ts";
 import { TEST_DATABASE } from "../helpers/db.ts";
+import { expectApiError } from "../helpers/errors.ts";
 
 /** GET /v1/knowledge-bases/{id}/search: full-text search with each knowledge base's configuration. */
 
@@ -54,22 +55,11 @@ type Result = { documentId: string; title: string; chunkIndex: number; text: str
 
 async function search(kb: string, query: string, key = seed.liveKey) {
   const res = await ctx.request(`/api/v1/knowledge-bases/${kb}/search?${query}`, { key });
-  const body = await res.json();
-  return { status: res.status, body, results: (body.results ?? []) as Result[] };
+  const body = await res.clone().json();
+  return { res, status: res.status, body, results: (body.results ?? []) as Result[] };
 }
 
 const q = (text: string, extra = "") => `q=${encodeURIComponent(text)}${extra}`;
-
-async function expectError(
-  res: { status: number; body: { error: Record<string, unknown> } },
-  status: number,
-  code: string,
-  param?: string,
-) {
-  expect(res.status).toBe(status);
-  expect(res.body.error.code).toBe(code);
-  if (param !== undefined) expect(res.body.error.param).toBe(param);
-}
 
 describe("ranking and languages", () => {
   test("English: stemmed words; a chunk holding more of them ranks first; the answer's shape", async () => {
@@ -156,7 +146,7 @@ describe("test keys and refusals", () => {
       [other.kb.id, seed.testKey],
       [seed.agent.id, seed.liveKey],
     ] as const) {
-      await expectError(await search(kb, q("Saturday"), key), 404, "not_found");
+      await expectApiError((await search(kb, q("Saturday"), key)).res, 404, "not_found");
     }
   });
 
@@ -176,7 +166,7 @@ describe("test keys and refusals", () => {
     ],
     ["an unknown parameter", q("a", "&lang=fr"), "lang"],
   ])("%s is 400 invalid_query", async (_name, query, param) => {
-    await expectError(await search(english, query), 400, "invalid_query", param);
+    await expectApiError((await search(english, query)).res, 400, "invalid_query", { param });
   });
 
   test("a q of 500 characters is accepted", async () => {
