@@ -284,6 +284,11 @@ describe("GET /api/v1/agents/{id}", () => {
     ] as const) {
       await expectApiError(await ctx.request(`/api/v1/agents/${id}`, { key }), 404, "not_found");
     }
+    // The document says so, as it does for calls.
+    const doc = await (await ctx.request("/api/openapi.json")).json();
+    expect(doc.paths["/api/v1/agents/{id}"].get.description).toContain(
+      "for a key restricted to some agents, every other agent of the organization",
+    );
   });
 
   test("the admin token is no secret key", async () => {
