@@ -30,7 +30,7 @@ export interface paths {
         };
         /**
          * Retrieve an agent
-         * @description One agent of the organization, with what the voice agent needs at the start of a call: its `language`, `instructions`, `greeting` and `knowledgeBaseIds`. Agents have no mode: live and test keys read the same agent. An agent of another organization, or outside the key's agent restriction, is 404 `not_found`.
+         * @description One agent of the organization, with what the voice agent needs at the start of a call: its `language`, `instructions`, `greeting` and `knowledgeBaseIds`. Agents have no mode: live and test keys read the same agent. An agent of another organization is 404 `not_found`; so is, for a key restricted to some agents, every other agent of the organization, as their calls are (the agent exists, but not for that key).
          */
         get: operations["getAgent"];
         put?: never;
@@ -411,7 +411,7 @@ export interface paths {
         };
         /**
          * Search a knowledge base
-         * @description The chunks of the knowledge base's documents that best match `q`, best first, for a voice agent to answer from: PostgreSQL full-text search, with the text search configuration of the knowledge base's `language` (`fr` → `french`, `en` → `english`, none or any other → `simple`) both for the chunks and for `q`. A chunk matches when it holds any of the query's words (stemmed, stop words dropped, for French and English); the more it holds, the higher its `score`. A ranked query, not a list: no cursor. With a test key `results` is always empty (test documents are never stored).
+         * @description The chunks of the knowledge base's documents that best match `q`, best first, for a voice agent to answer from: PostgreSQL full-text search, with the text search configuration of the knowledge base's `language` (`fr` → `french`, `en` → `english`, none or any other → `simple`) both for the chunks and for `q`. A chunk matches when it holds any of the query's words (stemmed, stop words dropped, for French and English); the more it holds, the higher its `score`. Chinese, Japanese and Korean, written without spaces between words, are indexed and queried as overlapping pairs of characters (`说明退货政策` as `说明 明退 退货 货政 政策`), so `退货` finds that chunk; a query of a single such character finds only chunks where it stands alone. A ranked query, not a list: no cursor. With a test key `results` is always empty (test documents are never stored).
          */
         get: operations["searchKnowledgeBase"];
         put?: never;
@@ -2361,12 +2361,12 @@ export interface components {
              */
             language?: string;
             /**
-             * @description What the voice agent is told to do (its prompt), at most 20,000 characters; `null` for none.
+             * @description What the voice agent is told to do (its prompt), at most 20,000 characters; `null` for none (an empty string is stored as `null`).
              * @example You answer calls for the Rivoli dental practice. Book appointments; never give medical advice.
              */
             instructions?: string | null;
             /**
-             * @description The first sentence the agent says, at most 1,000 characters; `null` for none.
+             * @description The first sentence the agent says, at most 1,000 characters; `null` for none (an empty string is stored as `null`).
              * @example Hello, Rivoli dental practice, how can I help?
              */
             greeting?: string | null;
@@ -2393,12 +2393,12 @@ export interface components {
              */
             language?: string;
             /**
-             * @description What the voice agent is told to do (its prompt), at most 20,000 characters; `null` for none.
+             * @description What the voice agent is told to do (its prompt), at most 20,000 characters; `null` for none (an empty string is stored as `null`).
              * @example You answer calls for the Rivoli dental practice. Book appointments; never give medical advice.
              */
             instructions?: string | null;
             /**
-             * @description The first sentence the agent says, at most 1,000 characters; `null` for none.
+             * @description The first sentence the agent says, at most 1,000 characters; `null` for none (an empty string is stored as `null`).
              * @example Hello, Rivoli dental practice, how can I help?
              */
             greeting?: string | null;
