@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { E164, FlatObjectSchema, Timestamp } from "../../schemas.ts";
-import { CALL_STATUSES } from "../../services/calls.ts";
+import { CALL_STATUSES, MAX_SCHEDULE_AHEAD_DAYS } from "../../services/calls.ts";
 
 /** `variables` of a call: a flat object. */
 export const FlatVariables = FlatObjectSchema.openapi({
@@ -25,7 +25,8 @@ export const CreateCallInput = z
       .optional()
       .openapi({
         description:
-          "Live keys: a future time creates a scheduled call and a task. Test keys: ignored (the call is simulated now).",
+          `Live keys: a future time, at most ${MAX_SCHEDULE_AHEAD_DAYS} days ahead (400 \`invalid_request\` before any ` +
+          "other check otherwise), creates a scheduled call and a task. Test keys: ignored (the call is simulated now).",
         example: "2026-11-22T09:30:00.000Z",
       }),
   })
