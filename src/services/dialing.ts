@@ -32,12 +32,18 @@ export const DIAL_CHECK_DELAY_MS = 5_000;
 /** A net whose look at LiveKit failed looks again after this. */
 const DIAL_CHECK_RETRY_MS = 30_000;
 
+/** A dial that did not connect: how the call ends. */
+type NotConnected = { kind: "not_connected"; end: Extract<LiveCallEnd, { reason: "not_connected" }> };
+
 /** What the dial came to. */
 type DialOutcome =
   | { kind: "answered"; at: Date }
-  | { kind: "not_connected"; end: Extract<LiveCallEnd, { reason: "not_connected" }> }
-  /** The request timed out or the connection dropped: LiveKit may have connected the callee all the same. */
-  | { kind: "unknown"; code: string };
+  | NotConnected
+  /**
+   * The request timed out, the connection dropped, or LiveKit's own deadline passed: LiveKit may have
+   * connected the callee all the same. Asked of LiveKit; `otherwise` when the callee is not there.
+   */
+  | { kind: "unknown"; otherwise: NotConnected };
 
 /** The `call.dial` timers due together: one statement moves their calls, then each dial runs after the commit. */
 export function dialCalls(deps: Deps): BatchTimerHandler {
@@ -114,7 +120,9 @@ async function dial(deps: Deps, call: DialRow): Promise<DialOutcome> {
     return { kind: "answered", at: deps.clock.now() };
   } catch (err) {
     const e = LiveKitError.from("CreateSIPParticipant", err);
-    if (e.code === "timeout" || e.code === "network_error") return { kind: "unknown", code: e.code };
+    if (e.code === "timeout" || e.code === "network_error") {
+      return { kind: "unknown", otherwise: notConnected("failed", e.code) };
+    }
     const end = dialFailureEnd(e);
     deps.log.info("phone call not connected", {
       callId: call.id,
@@ -122,12 +130,18 @@ async function dial(deps: Deps, call: DialRow): Promise<DialOutcome> {
       sipStatusCode: end.sipStatusCode,
       ...(end.outcome ? { outcome: end.outcome } : {}),
     });
+    // LiveKit's deadline for the request passed (the ringing timeout, as some versions answer it, or
+    // its own), with no answer from the carrier: an answer just before it would still have connected
+    // the callee.
+    if (e.code === "deadline_exceeded" && e.sipStatusCode === null) {
+      return { kind: "unknown", otherwise: notConnected(end.status, end.outcome) };
+    }
     return notConnected(end.status, end.outcome);
   }
 }
 
-function notConnected(status: "busy" | "no_answer" | "failed", outcome: string | null) {
-  return { kind: "not_connected", end: { reason: "not_connected", status, outcome } } as const;
+function notConnected(status: "busy" | "no_answer" | "failed", outcome: string | null): NotConnected {
+  return { kind: "not_connected", end: { reason: "not_connected", status, outcome } };
 }
 
 /**
@@ -148,7 +162,7 @@ async function settleDial(
     // Not answered: the room must be gone before the call is said to have failed, or a phone still
     // ringing could be picked up afterwards. Until then the net tries again.
     if (!answered && !(await closeRoom(deps, callId))) return;
-    known = answered ? { kind: "answered", at: deps.clock.now() } : notConnected("failed", outcome.code);
+    known = answered ? { kind: "answered", at: deps.clock.now() } : outcome.otherwise;
   } else {
     known = outcome;
     // The agent is in the room already: closing it sends the agent away.
@@ -198,7 +212,10 @@ export function checkDial(deps: Deps): TimerHandler {
     const net = await schedule(safetyNet(callId, DIAL_CHECK_RETRY_MS));
     afterCommit(() => {
       deps.log.warn("phone call left ringing without a dial: asking the media server", { callId });
-      settleDial(deps, callId, net.id, { kind: "unknown", code: "interrupted" }).catch((err) =>
+      settleDial(deps, callId, net.id, {
+        kind: "unknown",
+        otherwise: notConnected("failed", "interrupted"),
+      }).catch((err) =>
         deps.log.error("a phone call left ringing could not be resolved; its net tries again", {
           callId,
           error: (err as Error).message,

@@ -141,6 +141,18 @@ describe("each SIP outcome", () => {
     ["480 Temporarily Unavailable", { kind: "sip_error", sipStatus: 480 }, "no_answer", null],
     ["487 Request Terminated", { kind: "sip_error", sipStatus: 487 }, "no_answer", null],
     ["the ringing timeout", { kind: "ring_timeout" }, "no_answer", null],
+    [
+      "the ringing timeout as Twirp deadline_exceeded",
+      { kind: "error", status: 408, code: "deadline_exceeded", msg: "sip request timed out", afterMs: 50 },
+      "no_answer",
+      null,
+    ],
+    [
+      "the ringing timeout as an older LiveKit SIP's bare canceled",
+      { kind: "error", status: 408, code: "canceled", msg: "canceled", afterMs: 50 },
+      "no_answer",
+      null,
+    ],
     ["503 Service Unavailable", { kind: "sip_error", sipStatus: 503 }, "failed", "503"],
     ["404 Not Found", { kind: "sip_error", sipStatus: 404 }, "failed", "404"],
     [
@@ -177,10 +189,13 @@ describe("each SIP outcome", () => {
         .sql`select kept_minutes from minute_reservations where call_id = ${id}`;
       expect(reservation!.kept_minutes).toBe(0);
       await waitUntil("the room to close", () => !w.liveKit.rooms.has(id), { timeoutMs: 2000 });
+      // LiveKit's deadline passing (no SIP status): it is asked whether the callee connected just before.
+      const asked = script.kind === "error" && script.code === "deadline_exceeded";
       expect(requestsFor(id).map((r) => r.method)).toEqual([
         "CreateRoom",
         "CreateDispatch",
         "CreateSIPParticipant",
+        ...(asked ? ["ListParticipants"] : []),
         "DeleteRoom",
       ]);
       expect(await timersOf(id)).toEqual([]);
