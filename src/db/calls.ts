@@ -345,14 +345,16 @@ export interface DialRow {
   /** The organization's own carrier settings (null: the environment's). */
   sip_trunk_id: string | null;
   caller_number: string | null;
-  /** From the call's reservation. */
-  max_seconds: number;
+  /** From the call's reservation; null when the call has none (it must not be dialled). */
+  max_seconds: number | null;
 }
 
 /**
  * `initiated` → `ringing` for the live phone calls of `ids` that are still `initiated`, in one
  * statement, returning what their dials need (the agent, the organization's carrier settings, the
- * reservation's `maxSeconds`). A call that moved already (a repeated timer) is not returned.
+ * reservation's `maxSeconds`). A call that moved already (a repeated timer) is not returned. Every
+ * call moved is returned, one without a reservation too (`max_seconds` null), so that none is left
+ * ringing unseen.
  */
 export function ringPhoneCalls(sql: Db, ids: readonly string[]): Promise<DialRow[]> {
   return sql<DialRow[]>`
@@ -366,7 +368,7 @@ export function ringPhoneCalls(sql: Db, ids: readonly string[]): Promise<DialRow
     from moved m
       join agents a on a.id = m.agent_id
       join organizations o on o.id = m.organization_id
-      join minute_reservations r on r.call_id = m.id`;
+      left join minute_reservations r on r.call_id = m.id`;
 }
 
 /** A call by id alone, for the service's own work (a task firing): no organization or mode scope. */

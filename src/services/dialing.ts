@@ -49,7 +49,25 @@ type DialOutcome =
 export function dialCalls(deps: Deps): BatchTimerHandler {
   return async ({ tx, timers, schedule, afterCommit }) => {
     const ids = [...new Set(timers.map((t) => String(t.payload.callId)))];
-    const calls = await ringPhoneCalls(tx, ids);
+    const moved = await ringPhoneCalls(tx, ids);
+    // A call is placed with its reservation, which says how long it may last; one without any cannot be
+    // dialled (LiveKit would not know when to hang up, nor the service how to charge it): it ends
+    // failed here, in the transaction that moved it, never left ringing.
+    const calls: ReservedDial[] = [];
+    for (const call of moved) {
+      if (call.max_seconds !== null) {
+        calls.push({ ...call, max_seconds: call.max_seconds });
+        continue;
+      }
+      deps.log.error("a phone call without a minute reservation ends failed, never dialled", {
+        callId: call.id,
+      });
+      await endLiveCall(tx, deps, call.id, deps.clock.now(), {
+        reason: "not_connected",
+        status: "failed",
+        outcome: "internal_error",
+      });
+    }
     if (calls.length === 0) return;
     const nets = await schedule(calls.map((c) => safetyNet(c.id, DIAL_CHECK_DELAY_MS)));
     const netOf = new Map(nets.map((n) => [String(n.payload.callId), n.id]));
@@ -59,12 +77,15 @@ export function dialCalls(deps: Deps): BatchTimerHandler {
   };
 }
 
+/** A call to dial: with its reservation's `maxSeconds`. */
+type ReservedDial = DialRow & { max_seconds: number };
+
 function safetyNet(callId: string, delayMs: number) {
   return { kind: TIMER_KINDS.callDialCheck, delayMs, payload: { callId }, hold: true };
 }
 
 /** Runs one dial and writes its outcome; the call is known to be dialling in this process meanwhile. */
-function startDial(deps: Deps, call: DialRow, netId: string): void {
+function startDial(deps: Deps, call: ReservedDial, netId: string): void {
   const underWay = { done: Promise.resolve(), netId };
   deps.dialing.set(call.id, underWay);
   underWay.done = (async () => {
@@ -85,7 +106,7 @@ function startDial(deps: Deps, call: DialRow, netId: string): void {
 }
 
 /** Room, agent, then the callee: what the carrier answered. */
-async function dial(deps: Deps, call: DialRow): Promise<DialOutcome> {
+async function dial(deps: Deps, call: ReservedDial): Promise<DialOutcome> {
   const liveKit = deps.liveKit;
   const trunkId = call.sip_trunk_id ?? deps.env.LIVEKIT_SIP_TRUNK_ID ?? null;
   if (!liveKit || !trunkId) {

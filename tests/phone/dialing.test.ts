@@ -256,6 +256,27 @@ describe("each SIP outcome", () => {
   });
 });
 
+describe("a call without a minute reservation", () => {
+  test("ends failed internal_error when its dial timer fires: never dialled, never left ringing", async () => {
+    const id = w.ctx.deps.ids.next("call");
+    const sql = w.ctx.deps.sql;
+    // Placed (initiated, with its dial timer), but its reservation is missing.
+    await sql`
+      insert into calls (id, organization_id, livemode, status, agent_id, to_number, direction, created_at, placed_at)
+      values (${id}, ${seed.org.id}, true, 'initiated', ${seed.agent.id}, ${freshNumber()}, 'outbound', now(), now())`;
+    await sql`insert into timers (kind, due_at, payload) values ('call.dial', now(), ${sql.json({ callId: id })})`;
+    const done = await settled(id, ["failed", "ringing", "ongoing"]);
+    expect(done).toMatchObject({ status: "failed", outcome: "internal_error", startedAt: null });
+    expect(await events(id)).toEqual(["call.ended true failed"]);
+    // No safety net, no maxSeconds timer: nothing is left to fire for it.
+    expect(await timersOf(id)).toEqual([]);
+    await Bun.sleep(200);
+    expect(w.liveKit.dialCount(`sip_${id}`)).toBe(0);
+    expect(requestsFor(id)).toEqual([]);
+    expect(w.ctx.logs.some((l) => l.includes(id) && l.includes("without a minute reservation"))).toBe(true);
+  });
+});
+
 describe("never dialled twice", () => {
   test("a repeated dial timer for a call already ringing or answered dials nobody", async () => {
     const to = freshNumber();
