@@ -309,6 +309,35 @@ export async function completeLiveCall(sql: Db, id: string, at: Date): Promise<C
   return row ?? null;
 }
 
+/**
+ * An end LiveKit reported for a phone call still `ringing` (its callee answered and hung up before the
+ * answer was written): kept, the earliest one, for the answer to apply. False when the call is not
+ * ringing (any more).
+ */
+export async function noteHangUpWhileRinging(sql: Db, id: string, at: Date): Promise<boolean> {
+  const rows = await sql`
+    update calls set hung_up_while_ringing_at = least(hung_up_while_ringing_at, ${at}::timestamptz)
+    where id = ${id} and status = 'ringing' and livemode and direction = 'outbound'
+    returning id`;
+  return rows.length > 0;
+}
+
+/**
+ * A phone call's callee answered: `ringing` → `ongoing` with `startedAt`, returning the call and the end
+ * LiveKit reported while it still rang, if any (see `noteHangUpWhileRinging`). Null when it was not ringing.
+ */
+export async function answerPhoneCall(
+  sql: Db,
+  id: string,
+  at: Date,
+): Promise<(CallRow & { hung_up_while_ringing_at: Date | null }) | null> {
+  const [row] = await sql<(CallRow & { hung_up_while_ringing_at: Date | null })[]>`
+    update calls set status = 'ongoing', started_at = ${at}
+    where id = ${id} and status = 'ringing' and livemode and direction = 'outbound'
+    returning ${columnList(sql, CALL_COLUMNS)}, hung_up_while_ringing_at`;
+  return row ?? null;
+}
+
 /** The scope of a calls list or read: organization, mode, the key's agents, and filters. */
 export function callsScope(
   sql: Db,

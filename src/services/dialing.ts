@@ -189,14 +189,16 @@ async function settleDial(
     // The agent is in the room already: closing it sends the agent away.
     if (known.kind === "not_connected") await closeRoom(deps, callId);
   }
-  await pipelinedTransaction(deps.sql, async (tx) => {
-    await settledAll([
+  const [, call] = await pipelinedTransaction(deps.sql, (tx) =>
+    settledAll([
       deps.timers.cancel(tx, netId),
       known.kind === "answered"
         ? markLiveCallStarted(tx, deps, callId, known.at, "answered", maxSeconds ? { maxSeconds } : {})
         : endLiveCall(tx, deps, callId, deps.clock.now(), known.end),
-    ] as const);
-  });
+    ] as const),
+  );
+  // Answered, and already hung up before the answer was written: it ended at once; the agent leaves.
+  if (known.kind === "answered" && call?.status === "completed") await closeRoom(deps, callId);
 }
 
 /** Whether the callee is connected, from the room's participants; null when LiveKit could not be asked. */

@@ -1,6 +1,14 @@
 import type { WebhookEvent } from "livekit-server-sdk";
 import type { AgentRow } from "../db/agents.ts";
-import { type CallRow, completeLiveCall, findCallState, insertCall, moveCall } from "../db/calls.ts";
+import {
+  answerPhoneCall,
+  type CallRow,
+  completeLiveCall,
+  findCallState,
+  insertCall,
+  moveCall,
+  noteHangUpWhileRinging,
+} from "../db/calls.ts";
 import { type Db, pipelinedTransaction, settledAll } from "../db/engine/connection.ts";
 import { reservationMaxSeconds } from "../db/minutes.ts";
 import type { OrganizationRow } from "../db/organizations.ts";
@@ -196,7 +204,9 @@ export async function startRoom(
 export type LiveCallEnd =
   /**
    * It is over (the room closed, the callee hung up, `maxSeconds`): `ongoing` → `completed` with its
-   * duration; a web call nobody joined (`initiated`) → `no_answer`.
+   * duration; a web call nobody joined (`initiated`) → `no_answer`; a phone call still `ringing` was
+   * answered and hung up before its answer was written: the end is kept for the answer, which
+   * completes the call at once (`markLiveCallStarted`).
    */
   | { reason: "over" }
   /**
@@ -271,6 +281,12 @@ async function endOtherwise(
     });
     return { moved, from, actualSeconds: null };
   }
+  if (call.status === "ringing" && call.direction === "outbound") {
+    if (await noteHangUpWhileRinging(tx, callId, at)) return { moved: null, from: null, actualSeconds: null };
+    // The answer was written in between: the call is ongoing now, and ends.
+    const moved = await completeLiveCall(tx, callId, at);
+    return { moved, from: "ongoing", actualSeconds: moved?.duration_seconds ?? null };
+  }
   if (call.status === "initiated" && call.direction === "web") {
     if (end.reason === "unreported") {
       const moved = await moveCall(tx, callId, "initiated", "failed", {
@@ -291,7 +307,8 @@ async function endOtherwise(
  * its room (`initiated` → `ongoing`), a phone call only when the callee answers (`ringing` →
  * `ongoing`: the agent joining the room does not start it). A phone call's `maxSeconds` count from
  * its answer: the timer that ends it is written here (`maxSeconds` given, or read from its
- * reservation).
+ * reservation). A phone call whose end LiveKit reported while it still rang (answered and hung up
+ * before this) ends at once instead: the call as it ends is returned.
  */
 export async function markLiveCallStarted(
   tx: Db,
@@ -302,22 +319,19 @@ export async function markLiveCallStarted(
   opts: { maxSeconds?: number } = {},
 ): Promise<CallRow | null> {
   const [moved, maxSeconds] = await settledAll([
-    moveCall(
-      tx,
-      callId,
-      by === "joined" ? "initiated" : "ringing",
-      "ongoing",
-      { started_at: at },
-      { liveDirection: by === "joined" ? "web" : "outbound" },
-    ),
+    by === "joined"
+      ? moveCall(tx, callId, "initiated", "ongoing", { started_at: at }, { liveDirection: "web" })
+      : answerPhoneCall(tx, callId, at),
     by === "answered" && opts.maxSeconds === undefined
       ? reservationMaxSeconds(tx, callId)
       : Promise.resolve(opts.maxSeconds ?? null),
   ] as const);
   if (!moved) return null;
+  const hungUpAt: Date | null =
+    "hung_up_while_ringing_at" in moved ? (moved.hung_up_while_ringing_at as Date | null) : null;
   await settledAll([
     recordEvent(tx, deps, callEvent("call.started", moved)),
-    by === "answered" && maxSeconds !== null
+    by === "answered" && maxSeconds !== null && !hungUpAt
       ? deps.timers.schedule(tx, {
           kind: TIMER_KINDS.liveCallMaxDuration,
           at: new Date(at.getTime() + maxSeconds * 1000),
@@ -325,6 +339,7 @@ export async function markLiveCallStarted(
         })
       : Promise.resolve(null),
   ] as const);
+  if (hungUpAt) return (await endLiveCall(tx, deps, callId, hungUpAt)) ?? moved;
   return moved;
 }
 

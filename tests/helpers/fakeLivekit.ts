@@ -61,7 +61,9 @@ export interface FakeDispatch {
 
 /**
  * What the dialled number does, as LiveKit SIP reports it:
- * - `answer`: picks up after `afterMs` (default 200 ms);
+ * - `answer`: picks up after `afterMs` (default 200 ms); with `hangUpBeforeAnswer`, the callee hangs up
+ *   at once, before LiveKit's answer to the dial goes out: it leaves the room, and LiveKit's signed
+ *   `participant_left` webhook is handed to that function (which delivers it), then the answer follows;
  * - `sip_error`: the carrier answers with this SIP status (486, 480, 408, 603, …) after `afterMs`:
  *   a Twirp error whose metadata carries `sip_status_code` and `sip_status`;
  * - `error`: a failure without SIP status (e.g. 503 `unavailable`, 404 `not_found` for a trunk);
@@ -70,7 +72,11 @@ export interface FakeDispatch {
  * - `ring_timeout`: rings through the request's ringing timeout (× `timeScale`), then LiveKit gives up.
  */
 export type DialScript =
-  | { kind: "answer"; afterMs?: number }
+  | {
+      kind: "answer";
+      afterMs?: number;
+      hangUpBeforeAnswer?: (webhook: { body: string; headers: Record<string, string> }) => Promise<unknown>;
+    }
   | { kind: "sip_error"; sipStatus: number; reason?: string; afterMs?: number }
   | { kind: "error"; status: number; code: string; msg?: string; afterMs?: number }
   | { kind: "drop"; afterMs?: number }
@@ -385,10 +391,16 @@ export async function startFakeLiveKit(
       timers.push(setTimeout(() => end(script), ms));
     });
 
-    const outcome = ending.then((e): Response => {
+    const outcome = ending.then(async (e): Promise<Response> => {
       if (e.kind === "answer") {
         setStatus("active");
-        if (hangUp) scheduleHangUp(hangUp, roomName, d);
+        if (e.hangUpBeforeAnswer) {
+          leave();
+          d.state = "hung_up";
+          await e.hangUpBeforeAnswer(
+            await handle.signWebhook(liveKitEvents.participantLeft(roomName, d.identity)),
+          );
+        } else if (hangUp) scheduleHangUp(hangUp, roomName, d);
         return twirpJson({
           participantId: participant.sid,
           participantIdentity: d.identity,
