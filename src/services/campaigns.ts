@@ -24,6 +24,7 @@ import {
 import { findContactTargets } from "../db/contacts.ts";
 import { type Db, pipelinedTransaction } from "../db/engine/connection.ts";
 import { paginate } from "../db/engine/pages.ts";
+import { hasOpenReservations } from "../db/minutes.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError, type ErrorCode } from "../errors.ts";
 import { isId } from "../ids.ts";
@@ -231,19 +232,25 @@ const WAITS: ReadonlySet<ErrorCode> = new Set([
   "hourly_limit_reached",
 ]);
 /**
- * Waits on the organization's calls in progress: a place among them. This campaign's own calls
- * advance it when they end; while only others' are in progress, it looks again after this.
+ * Waits on the organization's calls in progress: a place among them, or the plan minutes they hold
+ * reserved (each phone call reserves up to an hour's; what it does not use comes back at its end).
+ * This campaign's own calls advance it when they end; while only others' are in progress, it looks
+ * again after this.
  */
-const ORGANIZATION_WAITS: ReadonlySet<ErrorCode> = new Set(["concurrency_limit_reached"]);
+const ORGANIZATION_WAITS: ReadonlySet<ErrorCode> = new Set([
+  "concurrency_limit_reached",
+  "plan_minutes_exhausted",
+]);
 const ORGANIZATION_BUSY_WAIT_MS = 5_000;
 
 type Wait = { code: ErrorCode; retryAfterSeconds: number | null; opensAt: Date | null };
 
 /**
  * Places the live calls of `next`, each through every calling rule (as a `POST /v1/calls` would),
- * until one says to wait. A contact refused by the do-not-call list or its country fails at once;
- * when the organization can call no more (no paid plan, no minutes left, no carrier, the agent
- * inactive), every contact not yet called fails with that code as its call's outcome.
+ * until one says to wait. A contact refused by the do-not-call list or its country fails at once.
+ * Plan minutes used up are a wait while the organization's calls in progress hold some reserved.
+ * When the organization can call no more (no paid plan, no minutes left nor coming back, no carrier,
+ * the agent inactive), every contact not yet called fails with that code as its call's outcome.
  */
 async function callLive(
   tx: Db,
@@ -333,6 +340,11 @@ async function waitFor(
   err: ApiError,
   now: Date,
 ): Promise<Wait | null> {
+  if (err.code === "plan_minutes_exhausted") {
+    return (await hasOpenReservations(tx, campaign.organization_id))
+      ? { code: err.code, retryAfterSeconds: null, opensAt: null }
+      : null;
+  }
   if (!WAITS.has(err.code)) return null;
   const retryAfter = Number(err.headers["Retry-After"]);
   const wait: Wait = {

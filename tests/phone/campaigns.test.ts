@@ -245,12 +245,24 @@ describe("a live campaign", () => {
     expect(w.liveKit.dials.filter((d) => numbers.slice(1).includes(d.to))).toEqual([]);
   });
 
-  test("when the plan minutes run out, the rest fail with plan_minutes_exhausted", async () => {
+  test("plan minutes all reserved wait for the call in progress; once none come back, the rest fail", async () => {
     const seed = await seedPhoneOrganization(w.ctx, {}, { planMinutes: 1 });
     const numbers = [freshNumber(), freshNumber()];
     for (const n of numbers) w.liveKit.scriptDial(n, { kind: "answer", afterMs: 50 });
-    // The first call reserves the one minute there is.
+    // The first call reserves the one minute there is; the second contact waits for it, not failed.
     const campaign = await create(w, seed, { contacts: numbers.map((phone) => ({ phone })), concurrency: 2 });
+    expect(campaign.progress).toMatchObject({ inProgress: 1, pending: 1, failed: 0 });
+    await waitUntil(
+      "the first call to be answered",
+      async () => (await callsOf(w, campaign.id)).some((c) => c.status === "ongoing"),
+      { timeoutMs: 10_000 },
+    );
+    expect((await read(w, seed, campaign.id)).progress).toMatchObject({
+      inProgress: 1,
+      pending: 1,
+      failed: 0,
+    });
+    // It keeps its minute: nothing is reserved any more and nothing comes back.
     const done = await watch(
       w,
       seed,
@@ -261,6 +273,81 @@ describe("a live campaign", () => {
     expect(done.progress).toMatchObject({ succeeded: 1, failed: 1 });
     const outcomes = (await callsOf(w, campaign.id)).map((c) => c.outcome);
     expect(outcomes).toEqual([null, "plan_minutes_exhausted"]);
+  });
+
+  test("200 plan minutes, concurrency 5: the fifth contact waits for minutes to come back, and everyone is called", async () => {
+    // Each phone call reserves up to an hour: 60 + 60 + 60 + 20, and nothing is left for the fifth.
+    const seed = await seedPhoneOrganization(w.ctx, {}, { planMinutes: 200 });
+    const numbers = Array.from({ length: 8 }, () => freshNumber());
+    for (const n of numbers) w.liveKit.scriptDial(n, { kind: "answer", afterMs: 50 });
+    const campaign = await create(w, seed, { contacts: numbers.map((phone) => ({ phone })), concurrency: 5 });
+    expect(campaign.progress).toMatchObject({ inProgress: 4, pending: 4, failed: 0 });
+    const [reserved] = await w.ctx.deps.sql<{ minutes: number[] }[]>`
+      select array_agg(r.reserved_minutes order by r.reserved_minutes desc)::int[] as minutes
+      from minute_reservations r join calls c on c.id = r.call_id where c.campaign_id = ${campaign.id}`;
+    expect(reserved!.minutes).toEqual([60, 60, 60, 20]);
+    const done = await watch(
+      w,
+      seed,
+      campaign,
+      (c) => c.status === "completed",
+      () => hangUpAnswered(w, campaign.id),
+    );
+    expect(done.progress).toMatchObject({ total: 8, succeeded: 8, failed: 0 });
+    const calls = await callsOf(w, campaign.id);
+    expect(calls.map((c) => c.status)).toEqual(Array(8).fill("completed"));
+    for (const n of numbers) expect(w.liveKit.dials.filter((d) => d.to === n).length).toBe(1);
+  });
+
+  test("plan minutes reserved by the organization's other calls: it waits, with a timer, then goes on", async () => {
+    // 61 minutes: another call of the organization holds 60 of them.
+    const seed = await seedPhoneOrganization(w.ctx, {}, { planMinutes: 61 });
+    const other = freshNumber();
+    w.liveKit.scriptDial(other, { kind: "answer", afterMs: 50 });
+    const placed = await w.ctx.request("/api/v1/calls", {
+      method: "POST",
+      key: seed.liveKey,
+      json: { agentId: seed.agent.id, to: other },
+    });
+    const otherId = (await placed.json()).id as string;
+    const numbers = [freshNumber(), freshNumber()];
+    for (const n of numbers) w.liveKit.scriptDial(n, { kind: "answer", afterMs: 50 });
+    const campaign = await create(w, seed, { contacts: numbers.map((phone) => ({ phone })), concurrency: 1 });
+    // The first contact's call takes the last minute and keeps it: then only the other call holds any.
+    await waitUntil(
+      "the first contact's call to be answered",
+      async () => (await callsOf(w, campaign.id)).some((c) => c.status === "ongoing"),
+      { timeoutMs: 10_000 },
+    );
+    await hangUpAnswered(w, campaign.id);
+    await waitUntil(
+      "the campaign to wait with a timer",
+      async () => {
+        const c = await read(w, seed, campaign.id);
+        const [row] = await w.ctx.deps.sql<{ wake_at: Date | null }[]>`
+          select wake_at from campaigns where id = ${campaign.id}`;
+        return c.progress.succeeded === 1 && c.progress.pending === 1 && row!.wake_at !== null;
+      },
+      { timeoutMs: 10_000 },
+    );
+    // Woken by a timer a few seconds after the call that kept the last minute ended.
+    const [waiting] = await w.ctx.deps.sql<{ wake_at: Date; ended_at: Date; timer: boolean }[]>`
+      select c.wake_at, k.ended_at, exists(select 1 from timers t where t.kind = 'campaign.advance'
+        and t.payload->>'campaignId' = c.id and t.due_at = c.wake_at) as timer
+      from campaigns c join calls k on k.campaign_id = c.id and k.status = 'completed' where c.id = ${campaign.id}`;
+    expect(waiting!.timer).toBe(true);
+    expect(waiting!.wake_at.getTime() - waiting!.ended_at.getTime()).toBeGreaterThanOrEqual(5000);
+    expect((await read(w, seed, campaign.id)).progress).toMatchObject({ failed: 0, pending: 1 });
+    // The other call ends and gives back 59 minutes: the waiting contact is called.
+    await hangUp(w, otherId);
+    const done = await watch(
+      w,
+      seed,
+      campaign,
+      (c) => c.status === "completed",
+      () => hangUpAnswered(w, campaign.id),
+    );
+    expect(done.progress).toMatchObject({ succeeded: 2, failed: 0 });
   });
 
   test("a cancel: contacts not yet called are never called, the call in progress finishes", async () => {
