@@ -18,6 +18,7 @@ import {
   LiveKit,
   LiveKitError,
   liveKitAgentName,
+  type RoomInfo,
   visitorIdentity,
   type WebCallRoom,
 } from "../livekit/client.ts";
@@ -215,8 +216,9 @@ export type LiveCallEnd =
    */
   | { reason: "not_connected"; status: "busy" | "no_answer" | "failed"; outcome: string | null }
   /**
-   * Nobody reported how it went (a web call still `initiated` at `maxSeconds`, nobody in its room: the
-   * webhook is missing): `failed` with outcome `end_not_reported`, every reserved minute kept.
+   * Nobody reported how it went (a web call still `initiated` at `maxSeconds`, its visitor not in its
+   * room, which was joined: the webhook is missing): `failed` with outcome `end_not_reported`, every
+   * reserved minute kept.
    */
   | { reason: "unreported" };
 
@@ -437,9 +439,11 @@ function runningAtMaxSeconds(call: { status: string; direction: string }): boole
 /**
  * At `maxSeconds`: the room is closed (everyone disconnected) and the call ends at `endAt`. When
  * LiveKit never reported the end (or the start) the webhook is probably not configured; LiveKit's
- * room tells what it can: a web call's visitor still there started when it joined. When nothing can
- * tell, the reserved minutes are kept rather than none: a call's minutes never depend on a report
- * that may not come. A warning names the webhook either way.
+ * room tells what it can: a web call's visitor still there started when it joined; a web call's room
+ * still open and empty before LiveKit's empty timeout could close it was never joined (`no_answer`,
+ * nothing kept: a room someone left closes 20 s later). When nothing can tell, the reserved minutes
+ * are kept rather than none: a call's minutes never depend on a report that may not come, and a
+ * warning names the webhook.
  */
 async function endAtMaxSeconds(deps: Deps, callId: string, endAt: Date, netId: string): Promise<void> {
   const call = await findCallState(deps.sql, callId);
@@ -447,24 +451,36 @@ async function endAtMaxSeconds(deps: Deps, callId: string, endAt: Date, netId: s
     await pipelinedTransaction(deps.sql, (tx) => deps.timers.cancel(tx, netId));
     return;
   }
-  const participants = deps.liveKit ? await deps.liveKit.listParticipants(LiveKit.roomName(callId)) : [];
+  const room = LiveKit.roomName(callId);
+  const participants = deps.liveKit ? await deps.liveKit.listParticipants(room) : [];
   const callerIdentity = call.direction === "web" ? visitorIdentity(callId) : sipIdentity(callId);
   const caller = participants.find((p) => p.identity === callerIdentity);
+  const nobodyJoined =
+    call.status === "initiated" &&
+    participants.length === 0 &&
+    deps.liveKit !== null &&
+    neverJoined(await deps.liveKit.findRoom(room), deps.clock.now());
   if (!(await closeRoom(deps, callId))) throw new Error("the room could not be closed");
   await pipelinedTransaction(deps.sql, async (tx) => {
     await deps.timers.cancel(tx, netId);
-    if (call.status === "ongoing") return endLiveCall(tx, deps, callId, endAt);
+    if (call.status === "ongoing" || nobodyJoined) return endLiveCall(tx, deps, callId, endAt);
     if (caller?.joinedAt) {
       await markLiveCallStarted(tx, deps, callId, caller.joinedAt, "joined");
       return endLiveCall(tx, deps, callId, endAt);
     }
     return endLiveCall(tx, deps, callId, endAt, { reason: "unreported" });
   });
-  if (!caller || call.status !== "ongoing") {
+  if (!nobodyJoined && (!caller || call.status !== "ongoing")) {
     deps.log.warn(
       "a live call reached its maximum duration without LiveKit reporting its end: configure LiveKit to send " +
         "webhooks to /api/livekit/webhook (without them a call keeps all its reserved minutes)",
       { callId, status: call.status, callerInRoom: caller !== undefined },
     );
   }
+}
+
+/** A room still open with nobody in it, younger than its empty timeout: nobody has joined it yet. */
+function neverJoined(room: RoomInfo | null, now: Date): boolean {
+  if (!room?.createdAt || room.numParticipants > 0) return false;
+  return now.getTime() - room.createdAt.getTime() < room.emptyTimeoutSeconds * 1000;
 }

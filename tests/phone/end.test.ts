@@ -300,10 +300,12 @@ describe("a web call whose end LiveKit never reports (no webhook configured)", (
     expect(claims.exp - claims.nbf).toBe(240);
   });
 
-  test("nobody in the room at maxSeconds: failed end_not_reported, every reserved minute kept, a warning", async () => {
+  test("its room closed by LiveKit before maxSeconds (someone came and left): failed end_not_reported, every reserved minute kept, a warning", async () => {
     const { org, answer } = await webCall(1000);
     const used = () => usedMinutes(sql(), w.ctx.deps.clock, { organizationId: org.org.id });
     expect(await used()).toBe(10);
+    // LiveKit closes a room 20 s after its last participant left.
+    w.liveKit.rooms.delete(answer.callId);
     const logged = w.ctx.logs.length;
     await maxSecondsNow(answer.callId);
     await waitUntil("the call to fail", async () => (await row(answer.callId)).status === "failed", {
@@ -314,6 +316,48 @@ describe("a web call whose end LiveKit never reports (no webhook configured)", (
     expect(await used()).toBe(10);
     expect(w.liveKit.rooms.has(answer.callId)).toBe(false);
     expect(deletes(answer.callId).length).toBe(1);
+    expect(w.ctx.logs.slice(logged).some((l) => l.includes("/api/livekit/webhook"))).toBe(true);
+  });
+
+  test("maxSeconds under the empty timeout, nobody ever joined (the room open and empty): no_answer, nothing kept, no warning", async () => {
+    // One plan minute: maxSeconds 60, before LiveKit's 120 s empty timeout could close the room.
+    const { org, answer } = await webCall(1);
+    expect(answer.maxSeconds).toBe(60);
+    const used = () => usedMinutes(sql(), w.ctx.deps.clock, { organizationId: org.org.id });
+    expect(await used()).toBe(1);
+    const logged = w.ctx.logs.length;
+    await maxSecondsNow(answer.callId);
+    await waitUntil("the call to end", async () => (await row(answer.callId)).status !== "initiated", {
+      timeoutMs: 10_000,
+    });
+    expect(await row(answer.callId)).toMatchObject({ status: "no_answer", outcome: null, started_at: null });
+    expect(await kept(answer.callId)).toEqual({ reserved_minutes: 1, kept_minutes: 0 });
+    expect(await used()).toBe(0);
+    expect(await events(answer.callId)).toEqual(["call.ended no_answer"]);
+    expect(w.liveKit.rooms.has(answer.callId)).toBe(false);
+    const asked = w.liveKit.requests.filter(
+      (r) => r.body.room === answer.callId || (r.body.names as string[] | undefined)?.includes(answer.callId),
+    );
+    expect(asked.map((r) => r.method)).toEqual([
+      "CreateDispatch",
+      "ListParticipants",
+      "ListRooms",
+      "DeleteRoom",
+    ]);
+    expect(w.ctx.logs.slice(logged).some((l) => l.includes("/api/livekit/webhook"))).toBe(false);
+  });
+
+  test("an empty room older than its empty timeout was joined and left meanwhile: end_not_reported, minutes kept", async () => {
+    const { answer } = await webCall(1);
+    // Open 130 s: a room nobody joined would have closed at 120 s; this one's last participant left under 20 s ago.
+    w.liveKit.rooms.get(answer.callId)!.creationTime -= 130;
+    const logged = w.ctx.logs.length;
+    await maxSecondsNow(answer.callId);
+    await waitUntil("the call to end", async () => (await row(answer.callId)).status !== "initiated", {
+      timeoutMs: 10_000,
+    });
+    expect(await row(answer.callId)).toMatchObject({ status: "failed", outcome: "end_not_reported" });
+    expect(await kept(answer.callId)).toEqual({ reserved_minutes: 1, kept_minutes: 1 });
     expect(w.ctx.logs.slice(logged).some((l) => l.includes("/api/livekit/webhook"))).toBe(true);
   });
 
