@@ -170,7 +170,7 @@ export interface paths {
          *
          *     With a test key: a free campaign with `livemode` false (no plan, no minutes), at most 100 contacts (400 `test_campaign_too_large`); each contact is a simulated call (see `POST /v1/calls`) that always ends answered, so no call is ever retried. Answered 201 with the first calls already started; `campaign.started` now, `campaign.completed` when every call has ended.
          *
-         *     With a live key: a paid plan is required (403 `plan_required`), then plan minutes left this month (403 `plan_minutes_exhausted`), a carrier (503 `carrier_unavailable`) and an active agent (503 `agent_unavailable`); nothing is written when one is missing. Each contact is then a live phone call placed like `POST /v1/calls`, with every calling rule: a number on the do-not-call list or of a country not allowed is never dialled (the contact fails at once, its call `failed` with that code as `outcome`); a call that ends `busy`, `no_answer` or `failed` is retried `retryDelaySeconds` later while attempts remain; outside the call window, or over the organization's hourly limit, the campaign waits, still `running`, and goes on when it may; calls in progress never exceed `concurrency` nor the organization's `maxConcurrentCalls`. When the plan minutes run out or the agent becomes inactive, the contacts not yet called fail with that code as their call's `outcome`, and the campaign completes.
+         *     With a live key: a paid plan is required (403 `plan_required`), then plan minutes left this month (403 `plan_minutes_exhausted`), a carrier (503 `carrier_unavailable`) and an active agent (503 `agent_unavailable`); nothing is written when one is missing. Each contact is then a live phone call placed like `POST /v1/calls`, with every calling rule: a number on the do-not-call list or of a country not allowed is never dialled (the contact fails at once, its call `failed` with that code as `outcome`); a call that ends `busy`, `no_answer` or `failed` is retried `retryDelaySeconds` later while attempts remain; outside the call window, or over the organization's hourly limit, the campaign waits, still `running`, and goes on when it may; calls in progress never exceed `concurrency` nor the organization's `maxConcurrentCalls`. Plan minutes all reserved by calls in progress (each phone call reserves up to an hour's until it ends) make it wait for them to come back. When the plan minutes run out (none left and none reserved) or the agent becomes inactive, the contacts not yet called fail with that code as their call's `outcome`, and the campaign completes.
          *
          *     An unknown or foreign `agentId` or contact id is 404 `not_found` with `param` naming it.
          */
@@ -1193,7 +1193,7 @@ export interface components {
             } | null;
             successful: boolean | null;
             /**
-             * @description Simulated calls: `answered_human`. Live calls: as reported by the voice agent; a live call that `failed`: the SIP code (`"503"`), LiveKit's error code, `interrupted` (the service stopped while it rang), `end_not_reported` (a web call whose end LiveKit never reported), or the code of the calling rule that refused a task's or a campaign's call (`number_blocked`, `outside_call_window`, …).
+             * @description Simulated calls: `answered_human`. Live calls: as reported by the voice agent; a live call that `failed`: the SIP code (`"503"`), LiveKit's error code, `interrupted` (the service stopped while it rang), `end_not_reported` (a web call whose end LiveKit never reported), `internal_error` (a call the service could not dial), or the code of the calling rule that refused a task's or a campaign's call (`number_blocked`, `outside_call_window`, …).
              * @example answered_human
              */
             outcome: string | null;
@@ -1558,7 +1558,7 @@ export interface components {
             };
             /**
              * Format: date-time
-             * @description Live keys: a future time creates a scheduled call and a task. Test keys: ignored (the call is simulated now).
+             * @description Live keys: a future time, at most 366 days ahead (400 `invalid_request` before any other check otherwise), creates a scheduled call and a task. Test keys: ignored (the call is simulated now).
              * @example 2026-11-22T09:30:00.000Z
              */
             runAt?: string;
