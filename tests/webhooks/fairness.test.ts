@@ -9,36 +9,46 @@ import { testRunner } from "../timers/support.ts";
 
 /**
  * Fair, bounded delivery: organization A's receiver hangs with thousands of deliveries pending, and
- * organization B's deliveries still arrive within a second. A's attempts are counted only as their
- * requests start, so waiting in line costs A none of its attempts.
+ * organization B's deliveries still arrive as fast as those of an organization that shares nothing
+ * with A. A's attempts
+ * are counted only as their requests start, so waiting in line costs A none of its attempts.
  */
 
 const BACKLOG = 3_000;
 
+type Seed = Awaited<ReturnType<typeof seedOrganization>>;
+
 let ctx: TestContext;
+/** A database of its own with one organization like B, its runner and sender in this same process. */
+let control: TestContext;
 let receiver: WebhookReceiver;
-let a: Awaited<ReturnType<typeof seedOrganization>>;
-let b: Awaited<ReturnType<typeof seedOrganization>>;
+let a: Seed;
+let b: Seed;
+let c: Seed;
+
+async function subscribe(context: TestContext, seed: Seed, url: string) {
+  const res = await context.request("/api/v1/webhook-endpoints", {
+    method: "POST",
+    key: seed.liveKey,
+    json: { url, events: ["contact.created"] },
+  });
+  expect(res.status).toBe(201);
+}
 
 beforeAll(async () => {
   receiver = startWebhookReceiver();
   ctx = await createTestContext({ timers: true, env: { WEBHOOK_ALLOW_PRIVATE_URLS: "true" } });
+  control = await createTestContext({ timers: true, env: { WEBHOOK_ALLOW_PRIVATE_URLS: "true" } });
   a = await seedOrganization(ctx);
   b = await seedOrganization(ctx);
-  for (const [seed, path] of [
-    [a, "/hang-a"],
-    [b, "/b"],
-  ] as const) {
-    const res = await ctx.request("/api/v1/webhook-endpoints", {
-      method: "POST",
-      key: seed.liveKey,
-      json: { url: receiver.url(path), events: ["contact.created"] },
-    });
-    expect(res.status).toBe(201);
-  }
+  c = await seedOrganization(control);
+  await subscribe(ctx, a, receiver.url("/hang-a"));
+  await subscribe(ctx, b, receiver.url("/b"));
+  await subscribe(control, c, receiver.url("/c"));
 });
 afterAll(async () => {
   await ctx.close();
+  await control.close();
   receiver.stop();
 });
 
@@ -81,18 +91,37 @@ describe("a dead receiver of one organization and another organization's deliver
     expect((await backlogOfA()).pending).toBe(BACKLOG);
   }, 90_000);
 
-  test("B's deliveries each arrive within a second while A's requests hang", async () => {
-    const lags: number[] = [];
-    for (let i = 0; i < 20; i++) {
+  test("B's deliveries arrive as fast as those of an organization without A beside it, while A's requests hang", async () => {
+    // Each of B's deliveries is measured in turn with one of C's, an organization on a database of
+    // its own (no backlog there) served by a runner and sender in this same process: both see the same
+    // machine at the same moments, so what a loaded machine adds to B it adds to C too, and the
+    // difference is what A's backlog costs B. Were B waiting behind A's hanging requests, that would be
+    // their time bound (15 s); behind the work of moving A's deliveries, seconds.
+    const lag = async (context: TestContext, seed: Seed, path: string, i: number) => {
       const sent = Date.now();
-      const [id] = await recordEvents(ctx.deps.sql, ctx.deps, [contactCreated(b.org.id, i)]);
-      const got = await waitUntil("B's delivery", () =>
-        receiver.at("/b").find((r) => r.headers["webhook-id"] === id),
+      const [id] = await recordEvents(context.deps.sql, context.deps, [contactCreated(seed.org.id, i)]);
+      const got = await waitUntil(`the delivery to ${path}`, () =>
+        receiver.at(path).find((r) => r.headers["webhook-id"] === id),
       );
-      lags.push(got.at - sent);
+      return got.at - sent;
+    };
+    const lagsOfB: number[] = [];
+    const lagsOfC: number[] = [];
+    for (let i = 0; i < 20; i++) {
+      // In alternating order, so neither always goes first.
+      if (i % 2 === 0) {
+        lagsOfB.push(await lag(ctx, b, "/b", i));
+        lagsOfC.push(await lag(control, c, "/c", i));
+      } else {
+        lagsOfC.push(await lag(control, c, "/c", i));
+        lagsOfB.push(await lag(ctx, b, "/b", i));
+      }
       await Bun.sleep(50);
     }
-    expect(Math.max(...lags)).toBeLessThan(1_000);
+    const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
+    const lags = { b: lagsOfB, c: lagsOfC };
+    expect(median(lagsOfB), JSON.stringify(lags)).toBeLessThan(median(lagsOfC) + 250);
+    expect(Math.max(...lagsOfB), JSON.stringify(lags)).toBeLessThan(Math.max(...lagsOfC) + 1_000);
     // Meanwhile A's receiver is still hanging on its first requests.
     expect((await backlogOfA()).pending).toBe(BACKLOG);
   }, 60_000);
