@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { type NewEvent, recordEvents } from "../../src/services/events.ts";
 import { WebhookSender } from "../../src/services/webhookSender.ts";
 import { registerTimerHandlers } from "../../src/timerHandlers.ts";
@@ -10,7 +10,7 @@ import { testRunner } from "../timers/support.ts";
 /**
  * Fair, bounded delivery: organization A's receiver hangs with thousands of deliveries pending, and
  * organization B's deliveries still arrive as fast as those of an organization that shares nothing
- * with A. A's attempts
+ * with A; ten organizations whose receivers hang never hold the slot a healthy one needs. A's attempts
  * are counted only as their requests start, so waiting in line costs A none of its attempts.
  */
 
@@ -135,6 +135,85 @@ describe("a dead receiver of one organization and another organization's deliver
     // A's requests so far: its 4 slots, refilled each time one times out (15 s): far fewer than its backlog.
     expect(requests).toBeLessThanOrEqual(4 * 3);
   });
+});
+
+describe("ten organizations whose receivers hang, and a healthy one", () => {
+  /**
+   * Ten organizations with more deliveries than slots, to receivers that take every request and never
+   * answer (their time bound made longer than the test, so no slot frees meanwhile), then one whose
+   * receiver answers: its deliveries arrive while all the hanging requests still hang.
+   */
+  async function tenHangingAndOneHealthy(options: ConstructorParameters<typeof WebhookSender>[1]) {
+    const own = await createTestContext({ env: { WEBHOOK_ALLOW_PRIVATE_URLS: "true" } });
+    const hanging = startWebhookReceiver();
+    const runner = testRunner(own.db);
+    const sender = new WebhookSender({ ...own.deps, timers: runner }, { timeoutMs: 600_000, ...options });
+    // At the end of the test the hanging requests end with their receiver.
+    cleanups.push(async () => {
+      hanging.stop();
+      await sender.idle();
+      await runner.stop();
+      await own.close();
+    });
+    registerTimerHandlers(runner, { ...own.deps, timers: runner }, sender);
+    await runner.start();
+    const dead: Seed[] = [];
+    for (let i = 0; i < 10; i++) {
+      const seed = await seedOrganization(own);
+      await subscribe(own, seed, hanging.url(`/hang-${i}`));
+      dead.push(seed);
+    }
+    const healthy = await seedOrganization(own);
+    await subscribe(own, healthy, hanging.url("/healthy"));
+    await recordEvents(
+      own.deps.sql,
+      own.deps,
+      dead.flatMap((seed, i) => Array.from({ length: 8 }, (_, j) => contactCreated(seed.org.id, i * 8 + j))),
+    );
+    const hangingRequests = () => hanging.received.filter((r) => r.path.startsWith("/hang")).length;
+    return {
+      own,
+      hangingRequests,
+      /** Waits until the hanging receivers hold `n` requests, then sends the healthy organization's. */
+      async healthyAfter(n: number) {
+        await waitUntil(`${n} hanging requests`, () => (hangingRequests() >= n ? true : undefined), {
+          timeoutMs: 30_000,
+        });
+        const ids = await recordEvents(
+          own.deps.sql,
+          own.deps,
+          Array.from({ length: 5 }, (_, i) => contactCreated(healthy.org.id, 1_000 + i)),
+        );
+        await waitUntil("the healthy organization's deliveries", () =>
+          ids.every((id) => hanging.at("/healthy").some((r) => r.headers["webhook-id"] === id))
+            ? true
+            : undefined,
+        );
+      },
+    };
+  }
+  const cleanups: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    for (const fn of cleanups.splice(0)) await fn();
+  });
+
+  test("with the default slots, each hanging organization holds its four and the healthy one is served", async () => {
+    const run = await tenHangingAndOneHealthy({});
+    await run.healthyAfter(40);
+    // All forty are still hanging, none ended: the healthy organization needed none of their slots.
+    expect(run.hangingRequests()).toBe(40);
+    const [row] = await run.own.deps.sql<{ n: number }[]>`
+      select count(*)::int as n from webhook_deliveries d join webhook_endpoints e on e.id = d.endpoint_id
+      where e.url like '%/hang-%' and d.attempts > 0 and d.status = 'pending'`;
+    expect(row!.n).toBe(40);
+  }, 60_000);
+
+  test("past the shared pool, hanging organizations hold one slot each beside it, and the healthy one is served", async () => {
+    const run = await tenHangingAndOneHealthy({ shared: 4, concurrency: 16 });
+    // Ten first requests, four from the shared pool; no more than that ever starts.
+    await run.healthyAfter(14);
+    expect(run.hangingRequests()).toBe(14);
+  }, 60_000);
 });
 
 describe("a backlog larger than an organization's queue", () => {
