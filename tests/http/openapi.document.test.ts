@@ -206,6 +206,18 @@ test("the answer of a web-call start is one of two shapes, told apart by livemod
   expect(simulated.properties).not.toHaveProperty("room");
 });
 
+test("the description says how a carrier is configured and where LiveKit sends its webhooks", () => {
+  const description = String((served.info as Json).description);
+  for (const words of [
+    "LIVEKIT_SIP_TRUNK_ID",
+    "LIVEKIT_SIP_FROM_NUMBER",
+    "/api/livekit/webhook",
+    "carrier_unavailable",
+  ]) {
+    expect(description).toContain(words);
+  }
+});
+
 test("the document has a license", () => {
   const license = (served.info as Json).license as Json | undefined;
   expect(license?.name).toBeString();

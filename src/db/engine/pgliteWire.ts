@@ -44,10 +44,14 @@ export class PgliteWire extends EventEmitter {
     if (bytes.length > 0 && this.readyState === "open") this.#output.push(Buffer.from(bytes));
   };
 
-  constructor(session: PgliteSession) {
+  /** Called right before and right after PGlite runs each batch (the DATA_DIR lock's refresh). */
+  #aroundBatch: () => void;
+
+  constructor(session: PgliteSession, aroundBatch: () => void = () => {}) {
     super();
     this.#session = session;
     this.#db = session.db;
+    this.#aroundBatch = aroundBatch;
   }
 
   write(chunk: Uint8Array, callback?: (err?: Error | null) => void): boolean {
@@ -117,7 +121,10 @@ export class PgliteWire extends EventEmitter {
         if (!batch) break;
         // Runs synchronously to the end of the batch (no file-system sync: the data directory is a
         // plain Node file system mount, whose sync is a no-op), then answers in one `data` event.
+        // PGlite holds the thread until the batch ends: the lock is refreshed on both sides of it.
+        this.#aroundBatch();
         await this.#db.execProtocolRawStream(batch, { syncToFs: false, onRawData: this.#onData });
+        this.#aroundBatch();
         if (this.#output.length > 0) {
           const answer = this.#output.length === 1 ? this.#output[0]! : Buffer.concat(this.#output);
           this.#output = [];
