@@ -54,7 +54,7 @@ create table knowledge_bases (
 );
 create index knowledge_bases_org on knowledge_bases (organization_id);
 
--- The outbox of events (SPEC.md "Events"). Delivery to webhook endpoints reads from here.
+-- The outbox of events (GET /v1/events and webhooks). Delivery to webhook endpoints reads from here.
 create table events (
   id text primary key,
   organization_id text not null references organizations (id),

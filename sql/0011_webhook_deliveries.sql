@@ -1,4 +1,4 @@
--- Deliveries of events to webhook endpoints (CONTRACT.md §6): one row per event and subscribed
+-- Deliveries of events to webhook endpoints (signed, retried, given up): one row per event and subscribed
 -- endpoint. A trigger creates them with the event, in the event's own transaction whoever writes it,
 -- together with the timer of the first attempt; each attempt's timer is written by the one before.
 create table webhook_deliveries (

@@ -1,7 +1,8 @@
 import type { Sql } from "postgres";
 import { KeyCache } from "./auth/keyCache.ts";
-import { OrganizationCache } from "./caches.ts";
+import { GenerationCache } from "./caches.ts";
 import { type Clock, systemClock } from "./clock.ts";
+import { listenForChanges } from "./db/changes.ts";
 import { KeyUsageRecorder } from "./db/keyUsage.ts";
 import { ServerSecrets } from "./db/serverSecrets.ts";
 import { sessionTokenInserts } from "./db/sessionTokens.ts";
@@ -40,7 +41,7 @@ export function composeDeps(input: {
     env,
     timers,
     keyCache: new KeyCache(),
-    agentLists: new OrganizationCache(),
+    agentLists: new GenerationCache(),
     keyUsage: new KeyUsageRecorder(sql, clock, log),
     secrets: new ServerSecrets(sql),
     liveKit: createLiveKit(env),
@@ -59,4 +60,15 @@ export function composeDeps(input: {
     },
   };
   return deps;
+}
+
+/**
+ * Evicts the caches of `deps` on the changes other processes make (PostgreSQL only, see
+ * db/changes.ts); changes made in this process evict them at once where they are made.
+ */
+export function evictOnChanges(sql: Sql, deps: Pick<Deps, "keyCache" | "agentLists">): Promise<void> {
+  return listenForChanges(sql, {
+    key_changes: (change) => deps.keyCache.evictChange(change),
+    agent_changes: (change) => deps.agentLists.evict(change.organizationId),
+  });
 }

@@ -1,6 +1,6 @@
 import type { Sql } from "postgres";
 import type { KeyCache } from "./auth/keyCache.ts";
-import type { OrganizationCache } from "./caches.ts";
+import type { GenerationCache } from "./caches.ts";
 import type { Clock } from "./clock.ts";
 import type { AgentRow } from "./db/agents.ts";
 import type { Db } from "./db/engine/connection.ts";
@@ -31,7 +31,7 @@ export interface Deps {
   /** Resolved secret keys, evicted on revocation and organization changes. */
   keyCache: KeyCache;
   /** Each organization's agents (`GET /v1/agents`), evicted when one changes. */
-  agentLists: OrganizationCache<AgentRow[]>;
+  agentLists: GenerationCache<AgentRow[]>;
   /** Records when secret keys were last used, off the requests' path (db/keyUsage.ts). */
   keyUsage: KeyUsageRecorder;
   /** Per-database secrets (idempotent token derivation), read once. */

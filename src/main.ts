@@ -1,8 +1,7 @@
 import process from "node:process";
 import { createApp } from "./app.ts";
-import { listenForChanges } from "./caches.ts";
 import { type AdminResult, adminFailure, executeAdmin, parseAdmin } from "./cli/admin.ts";
-import { composeDeps } from "./compose.ts";
+import { composeDeps, evictOnChanges } from "./compose.ts";
 import { type Database, openDatabase } from "./db/engine/connection.ts";
 import { migrate } from "./db/engine/migrate.ts";
 import type { Deps } from "./deps.ts";
@@ -125,7 +124,7 @@ async function main(argv: string[]) {
   });
   deps = composeDeps({ sql: db.sql, env, log, timers });
   // Other processes on the same PostgreSQL may revoke keys: hear it, so cached keys are evicted.
-  if (db.kind === "postgres") await listenForChanges(db.sql, deps);
+  if (db.kind === "postgres") await evictOnChanges(db.sql, deps);
   const demoBanner = await prepareDemo(deps, { dataDir: env.DATA_DIR, database: db.kind });
   webhooks = new WebhookSender(deps);
   registerTimerHandlers(timers, deps, webhooks);

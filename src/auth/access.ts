@@ -12,6 +12,9 @@ export interface SecretKeyAuth {
   paidPlan: boolean;
 }
 
+/** What a read needs of a key: its organization, its mode and its agent restriction. */
+export type ReadScope = Pick<SecretKeyAuth, "organizationId" | "livemode" | "agentIds">;
+
 /** False when the key is restricted to other agents. */
 export function agentAllowed(auth: Pick<SecretKeyAuth, "agentIds">, agentId: string): boolean {
   return !auth.agentIds || auth.agentIds.includes(agentId);

@@ -1,6 +1,6 @@
 import type { ErrorCode } from "./types.ts";
 
-/** The error envelope every refusal of the API answers with (CONTRACT.md §2). */
+/** The error envelope every refusal of the API answers with: `{ error: { code, message, param?, requestId } }`. */
 export interface ApiErrorBody {
   error: { code: string; message: string; param?: string; requestId: string };
 }

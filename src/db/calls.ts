@@ -155,16 +155,22 @@ export function insertCallsFrom(sql: Db, rows: Fragment): Fragment {
     returning ${columnList(sql, CALL_COLUMNS)}`;
 }
 
-/** One call of the organization in the key's mode (and of the key's agents, if it is restricted). */
-export async function findCall(
-  sql: Db,
-  scope: { organizationId: string; livemode: boolean; agentIds: string[] | null },
-  id: string,
-): Promise<CallRow | null> {
-  const [row] = await sql<CallRow[]>`
-    select ${columnList(sql, CALL_COLUMNS)} from calls
-    where id = ${id} and organization_id = ${scope.organizationId} and livemode = ${scope.livemode}
+/** The calls a key may read: of its organization and mode, and of its agents when it is restricted to some. */
+export interface CallScope {
+  organizationId: string;
+  livemode: boolean;
+  agentIds: string[] | null;
+}
+
+function readableBy(sql: Db, scope: CallScope): Fragment {
+  return sql`organization_id = ${scope.organizationId} and livemode = ${scope.livemode}
     ${scope.agentIds ? sql`and agent_id = any(${scope.agentIds})` : sql``}`;
+}
+
+/** One call of the organization in the key's mode (and of the key's agents, if it is restricted). */
+export async function findCall(sql: Db, scope: CallScope, id: string): Promise<CallRow | null> {
+  const [row] = await sql<CallRow[]>`
+    select ${columnList(sql, CALL_COLUMNS)} from calls where id = ${id} and ${readableBy(sql, scope)}`;
   return row ?? null;
 }
 
@@ -175,15 +181,9 @@ export interface TranscriptRow {
   transcript: TranscriptSegment[] | null;
 }
 
-export async function findTranscript(
-  sql: Db,
-  scope: { organizationId: string; livemode: boolean; agentIds: string[] | null },
-  id: string,
-): Promise<TranscriptRow | null> {
+export async function findTranscript(sql: Db, scope: CallScope, id: string): Promise<TranscriptRow | null> {
   const [row] = await sql<TranscriptRow[]>`
-    select id, livemode, status, transcript from calls
-    where id = ${id} and organization_id = ${scope.organizationId} and livemode = ${scope.livemode}
-    ${scope.agentIds ? sql`and agent_id = any(${scope.agentIds})` : sql``}`;
+    select id, livemode, status, transcript from calls where id = ${id} and ${readableBy(sql, scope)}`;
   return row ?? null;
 }
 
@@ -197,15 +197,10 @@ export type ReportedCallRow = CallRow & { results_reported_at: Date | null };
  * the transaction: the report of its results and the end of the call take this lock in turn, so each
  * sees what the other committed.
  */
-export async function lockCall(
-  tx: Db,
-  scope: { organizationId: string; livemode: boolean; agentIds: string[] | null },
-  id: string,
-): Promise<ReportedCallRow | null> {
+export async function lockCall(tx: Db, scope: CallScope, id: string): Promise<ReportedCallRow | null> {
   const [row] = await tx<ReportedCallRow[]>`
     select ${columnList(tx, CALL_COLUMNS)}, results_reported_at from calls
-    where id = ${id} and organization_id = ${scope.organizationId} and livemode = ${scope.livemode}
-    ${scope.agentIds ? tx`and agent_id = any(${scope.agentIds})` : tx``}
+    where id = ${id} and ${readableBy(tx, scope)}
     for update`;
   return row ?? null;
 }
@@ -341,11 +336,10 @@ export async function answerPhoneCall(
 /** The scope of a calls list or read: organization, mode, the key's agents, and filters. */
 export function callsScope(
   sql: Db,
-  scope: { organizationId: string; livemode: boolean; agentIds: string[] | null },
+  scope: CallScope,
   q: { status?: string | undefined; agentId?: string | undefined; campaignId?: string | undefined } = {},
 ): Fragment {
-  return sql`organization_id = ${scope.organizationId} and livemode = ${scope.livemode}
-    ${scope.agentIds ? sql`and agent_id = any(${scope.agentIds})` : sql``}
+  return sql`${readableBy(sql, scope)}
     ${q.status ? sql`and status = ${q.status}` : sql``}
     ${q.agentId ? sql`and agent_id = ${q.agentId}` : sql``}
     ${q.campaignId ? sql`and campaign_id = ${q.campaignId}` : sql``}`;

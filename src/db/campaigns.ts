@@ -1,15 +1,17 @@
+import { TIMER_KINDS } from "../timers/kinds.ts";
 import { CALL_COLUMNS, type CallRow, columnList } from "./calls.ts";
 import type { Db } from "./engine/connection.ts";
 
 /** Queries of the campaigns and campaign_contacts tables. */
 
-/** Timer kind that advances a campaign (payload `{campaignId}`); scheduled when one of its calls ends. */
-export const CAMPAIGN_TIMER = "campaign.advance";
-
 /** The timers that advance the campaigns of calls that just ended (one per campaign). */
 export function campaignAdvanceTimers(calls: readonly { campaign_id: string | null }[]) {
   const ids = new Set(calls.flatMap((c) => (c.campaign_id ? [c.campaign_id] : [])));
-  return [...ids].map((campaignId) => ({ kind: CAMPAIGN_TIMER, delayMs: 0, payload: { campaignId } }));
+  return [...ids].map((campaignId) => ({
+    kind: TIMER_KINDS.campaignAdvance,
+    delayMs: 0,
+    payload: { campaignId },
+  }));
 }
 
 export const CAMPAIGN_STATUSES = ["running", "completed", "cancelled"] as const;

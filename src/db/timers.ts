@@ -1,4 +1,5 @@
 import type { Fragment, Sql } from "postgres";
+import { TIMER_KINDS, type TimerKind } from "../timers/kinds.ts";
 import { type Db, pipelinedTransaction, settledAll } from "./engine/connection.ts";
 
 /**
@@ -33,6 +34,13 @@ export interface NewTimer {
   hold?: boolean;
 }
 
+/** How a runner leases the timers it inserts: those due within `horizonMs`, for `leaseMs`. */
+export interface TimerLease {
+  runner: number;
+  horizonMs: number;
+  leaseMs: number;
+}
+
 /** A timer as a runner holds it after inserting or claiming it. */
 export interface HeldTimer {
   id: string;
@@ -53,7 +61,7 @@ export interface HeldTimer {
 export async function insertTimer(
   sql: Db,
   t: NewTimer,
-  lease?: { runner: number; horizonMs: number; leaseMs: number },
+  lease?: TimerLease,
 ): Promise<HeldTimer & { leased: boolean }> {
   const at = t.at ?? null;
   const delay = t.delayMs ?? 0;
@@ -109,7 +117,7 @@ export interface InsertedTimerRow {
 export function insertTimersFrom(
   sql: Db,
   rows: Fragment,
-  lease?: { runner: number; horizonMs: number; leaseMs: number },
+  lease?: TimerLease,
   opts: { holds?: boolean } = {},
 ): Fragment {
   const runner = lease?.runner ?? null;
@@ -150,7 +158,7 @@ export function heldTimers(rows: readonly InsertedTimerRow[]): (HeldTimer & { le
 export async function insertTimers(
   sql: Db,
   timers: readonly NewTimer[],
-  lease?: { runner: number; horizonMs: number; leaseMs: number },
+  lease?: TimerLease,
 ): Promise<(HeldTimer & { leased: boolean })[]> {
   if (timers.length === 0) return [];
   const kinds = timers.map((t) => t.kind);
@@ -355,8 +363,21 @@ export async function unlockRunner(sql: Db, runner: number): Promise<void> {
   await sql`select pg_advisory_unlock(${RUNNER_LOCK_NAMESPACE}, ${runner})`;
 }
 
+/** A round trip on the liveness lock's connection: it fails once that session, and the lock with it, is gone. */
+export async function pingRunnerSession(sql: Db): Promise<void> {
+  await sql`select 1`;
+}
+
+/**
+ * A timer kind written into the statement's text rather than sent as a parameter: a partial index on
+ * `kind` (timers_webhook_waiting) serves only a statement whose text names its kind.
+ */
+export function kindLiteral(sql: Db, kind: TimerKind): Fragment {
+  return sql.unsafe(`'${kind}'`);
+}
+
 /** The kinds of which at most one timer is pending (the unique index of sql/0018 names the same). */
-export type SingleTimerKind = "housekeeping" | "statistics";
+export type SingleTimerKind = typeof TIMER_KINDS.housekeeping | typeof TIMER_KINDS.statistics;
 
 /**
  * Makes sure one pending timer of `kind` exists, due in `delayMs` when it is created here: concurrent
@@ -445,7 +466,7 @@ export async function bringWaitingDeliveriesForward(
     update timers set due_at = now(), locked_by = null, locked_until = null
     where id in (
       select id from timers
-      where kind = 'webhook.deliver' and status = 'pending' and payload ? 'waitingFor'
+      where kind = ${kindLiteral(sql, TIMER_KINDS.webhookDelivery)} and status = 'pending' and payload ? 'waitingFor'
         and payload ->> 'waitingFor' = ${organizationId} and due_at > now()
       order by due_at limit ${limit} for update skip locked)`;
   return rows.count;

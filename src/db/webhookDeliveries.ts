@@ -1,6 +1,7 @@
 import type { Fragment } from "postgres";
+import { TIMER_KINDS } from "../timers/kinds.ts";
 import type { Db } from "./engine/connection.ts";
-import type { InsertedTimerRow } from "./timers.ts";
+import { type InsertedTimerRow, kindLiteral } from "./timers.ts";
 
 /**
  * Statements of webhook deliveries: one row per event and endpoint that receives it (created by the
@@ -103,7 +104,7 @@ export async function startAttempt(
       delete from timers where id = ${a.heldBy}::bigint and status = 'pending' and exists (select from started)
     ),
     net as (${net(sql`
-      select 'webhook.deliver'::text as kind, now() + ${a.outcomeWithinMs}::float8 * interval '1 millisecond' as due_at,
+      select ${kindLiteral(sql, TIMER_KINDS.webhookDelivery)}::text as kind, now() + ${a.outcomeWithinMs}::float8 * interval '1 millisecond' as due_at,
         jsonb_build_object('deliveryId', id) as payload
       from started`)})
     select s.attempts, s.endpoint_id, s.url, s.secret, s.previous_secret, s.event_id, s.type, s.livemode,
@@ -166,5 +167,5 @@ export function redeliverEventRows(
 
 /** The timers of the first attempts of these deliveries, due now, as rows for TimerScheduler.insertFrom. */
 export const firstAttempts = (sql: Db, deliveryIds: readonly string[]): Fragment => sql`
-  select 'webhook.deliver'::text as kind, now() as due_at, jsonb_build_object('deliveryId', d) as payload
+  select ${kindLiteral(sql, TIMER_KINDS.webhookDelivery)}::text as kind, now() as due_at, jsonb_build_object('deliveryId', d) as payload
   from unnest(${deliveryIds as string[]}::bigint[]) d`;

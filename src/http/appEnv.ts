@@ -11,6 +11,8 @@ export interface AppEnv {
     auth: SecretKeyAuth;
     /** The request's rate-limit hit on `POST /api/v1/web-calls`, counted once (http/webCallGate.ts). */
     webCallRateLimit: WebCallRateLimit;
+    /** Reads and checks the request's JSON body once (http/body.ts); absent on methods without a body. */
+    readBody: (() => Promise<ArrayBuffer>) | undefined;
   };
 }
 

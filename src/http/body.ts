@@ -24,7 +24,7 @@ const JSON_TYPE = /^application\/([a-z0-9.-]+\+)?json\s*(;|$)/i;
  * the route validators parse the text.
  *
  * This middleware reads nothing: it prepares the reading, which happens when the route asks for it
- * (`readBody`), after its credential is accepted (auth/secretKey.ts, routes/admin/auth.ts), so an
+ * (`readBody`), after its credential is accepted (http/secretKey.ts, routes/admin/auth.ts), so an
  * anonymous request never makes the server read or parse a byte. Whatever reads the body without
  * asking first (a validator, `c.req.json()`) still goes through the same bounded reader.
  */
@@ -37,7 +37,7 @@ export function jsonBody(limitFor: (path: string) => number): MiddlewareHandler<
       reading ??= readJson(c, limitFor(c.req.path));
       return reading;
     };
-    pending.set(c.req, read);
+    c.set("readBody", read);
     // Hono reads every body through this cache; until `read` replaces the entry with the bytes, any
     // read goes through it (a thenable, so that nothing is read until someone awaits it).
     const cache = c.req.bodyCache as BodyPromises;
@@ -47,11 +47,9 @@ export function jsonBody(limitFor: (path: string) => number): MiddlewareHandler<
   };
 }
 
-const pending = new WeakMap<object, () => Promise<ArrayBuffer>>();
-
 /** Reads and checks the body prepared by `jsonBody`, at most once; nothing on other methods. */
 export async function readJsonBody(c: Context<AppEnv>): Promise<void> {
-  await pending.get(c.req)?.();
+  await c.get("readBody")?.();
 }
 
 /** Route middleware: the body is read and checked here, after the middleware before it accepted the request. */

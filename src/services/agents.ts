@@ -118,7 +118,7 @@ export async function listAgentsOf(
 
 /** `GET /v1/agents`: the agents a secret key may use. */
 export async function listAgentsForKey(deps: TxDeps, auth: SecretKeyAuth) {
-  // Most requests of an integration read this list, few change it: kept per organization (caches.ts).
+  // Most requests of an integration read this list, few change it: kept per organization (Deps.agentLists).
   const rows = await deps.agentLists.through(auth.organizationId, () =>
     listAgentRows(deps.sql, auth.organizationId),
   );

@@ -1,4 +1,4 @@
-import { agentAllowed, assertAgentAllowed, type SecretKeyAuth } from "../auth/access.ts";
+import { agentAllowed, assertAgentAllowed, type ReadScope, type SecretKeyAuth } from "../auth/access.ts";
 import { type AgentRow, findAgent } from "../db/agents.ts";
 import {
   CALL_COLUMNS,
@@ -171,8 +171,6 @@ async function createLiveCall(deps: Deps, auth: SecretKeyAuth, input: CreateCall
 }
 
 // ——— reads ———
-
-type ReadScope = Pick<SecretKeyAuth, "organizationId" | "livemode" | "agentIds">;
 
 /** Malformed, unknown, foreign, other-mode: all the same 404. */
 export async function getCall(deps: Pick<Deps, "sql">, auth: ReadScope, id: string): Promise<CallView> {

@@ -1,4 +1,4 @@
-import { assertAgentAllowed, type SecretKeyAuth } from "../auth/access.ts";
+import { assertAgentAllowed, type ReadScope, type SecretKeyAuth } from "../auth/access.ts";
 import { type AgentRow, findAgent } from "../db/agents.ts";
 import {
   type CampaignRow,
@@ -410,8 +410,6 @@ export function campaignSteps(deps: Deps): BatchTimerHandler {
     for (const id of ids) await advance(tx, deps, id);
   };
 }
-
-type ReadScope = Pick<SecretKeyAuth, "organizationId" | "livemode" | "agentIds">;
 
 /** Malformed, unknown, foreign, other-mode: all the same 404. */
 export async function getCampaign(

@@ -90,7 +90,7 @@ export async function revokeSecretKey(deps: TxDeps, id: string) {
   if (!isId(id, "key")) throw notFound("secret key");
   const row = await revokeSecretKeyRow(deps.sql, id, deps.clock.now());
   if (!row) throw notFound("secret key");
-  deps.keyCache.evict({ keyId: id });
+  deps.keyCache.evictChange({ keyId: id });
   return {
     id: row.id,
     organizationId: row.organization_id,

@@ -105,7 +105,7 @@ export async function updateOrganization(deps: TxDeps, id: string, input: Given<
   if (!isId(id, "org")) throw notFound("organization");
   const row = await updateOrganizationRow(deps.sql, id, rowFields(given<OrganizationFields>(input)));
   if (!row) throw notFound("organization");
-  deps.keyCache.evict({ organizationId: id });
+  deps.keyCache.evictChange({ organizationId: id });
   return organizationView(row);
 }
 

@@ -50,7 +50,7 @@ export async function hitRateLimit(
 }
 
 export interface RateLimitHit {
-  /** The statement that records the hit and returns a `RateLimitRow`; usable as a `with` entry. */
+  /** The statement that records the hit alone and returns a `RateLimitRow`. */
   sql: PendingQuery<RateLimitRow[]>;
   /** The client address and the moment of the request, for a statement that counts several hits. */
   address: string;
@@ -82,9 +82,9 @@ export function rateLimitHit(sql: Db, clock: Clock, address: string, rule: RateL
 }
 
 /**
- * One request's hit on the web-call limit, counted exactly once: by `settle()` alone, or inside a
- * statement of the caller's (`inStatement()` as a `with` entry, then `counted()` with its row), so the
- * hit and the work it guards commit together. See http/webCallGate.ts for who counts when.
+ * One request's hit on the web-call limit, counted exactly once: by `settle()` alone, or by a
+ * statement of the caller's that counts it (from `hit`), then `counted()` with its row, so the hit and
+ * the work it guards commit together. See http/webCallGate.ts for who counts when.
  */
 export class WebCallRateLimit {
   #hit: RateLimitHit;
@@ -103,11 +103,6 @@ export class WebCallRateLimit {
     if (this.#counted) return;
     const [row] = await this.#hit.sql;
     this.counted(row!);
-  }
-
-  /** The hit's statement, for a `with` entry of a statement that then reports its row to `counted`. */
-  inStatement(): RateLimitHit["sql"] {
-    return this.#hit.sql;
   }
 
   /** The address and moment of the hit, for a statement that counts several (`rateLimitHitsSql`). */

@@ -1,5 +1,5 @@
 import type { ReservedSql, Sql } from "postgres";
-import { tryLockRunner, unlockRunner } from "../db/timers.ts";
+import { pingRunnerSession, tryLockRunner, unlockRunner } from "../db/timers.ts";
 
 /**
  * How a timer runner proves it is alive: a session advisory lock under a random number (its lease
@@ -55,7 +55,7 @@ export class RunnerLiveness {
   async check(): Promise<Error | null> {
     if (!this.#conn) return null;
     try {
-      await this.#conn`select 1`;
+      await pingRunnerSession(this.#conn);
       return null;
     } catch (err) {
       this.#conn.release();

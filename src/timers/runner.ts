@@ -8,14 +8,15 @@ import {
   heldTimers,
   type InsertedTimerRow,
   insertTimer,
-  insertTimers,
   insertTimersFrom,
   type NewTimer,
   releaseLeases,
   renewLeases,
+  type TimerLease,
   takeOwned,
 } from "../db/timers.ts";
 import type { Logger } from "../log.ts";
+import { type AfterBatch, runHandlers } from "./batch.ts";
 import { RunnerLiveness } from "./liveness.ts";
 import { type ResolvedRunnerOptions, type RunnerOptions, withDefaults } from "./options.ts";
 import type { TimerScheduler } from "./scheduler.ts";
@@ -158,13 +159,7 @@ export class TimerRunner implements TimerScheduler {
    */
   async schedule(sql: Db, timer: NewTimer): Promise<{ id: string; dueAt: Date }> {
     const live = this.#running && !this.#stopping;
-    const held = await insertTimer(
-      sql,
-      timer,
-      live
-        ? { runner: this.#liveness.runner, horizonMs: this.#opts.horizonMs, leaseMs: this.#opts.leaseMs }
-        : undefined,
-    );
+    const held = await insertTimer(sql, timer, live ? this.#lease() : undefined);
     if (live && held.leased) this.#arm(held, performance.now(), true);
     return { id: held.id, dueAt: new Date(held.dueMs) };
   }
@@ -172,13 +167,7 @@ export class TimerRunner implements TimerScheduler {
   /** `schedule` as a `with` entry: leased the same way, armed by `scheduled` once the statement answered. */
   insertFrom(sql: Db, rows: Fragment): Fragment {
     const live = this.#running && !this.#stopping;
-    return insertTimersFrom(
-      sql,
-      rows,
-      live
-        ? { runner: this.#liveness.runner, horizonMs: this.#opts.horizonMs, leaseMs: this.#opts.leaseMs }
-        : undefined,
-    );
+    return insertTimersFrom(sql, rows, live ? this.#lease() : undefined);
   }
 
   scheduled(rows: readonly InsertedTimerRow[]): void {
@@ -196,6 +185,11 @@ export class TimerRunner implements TimerScheduler {
   }
 
   // ——— internals ———
+
+  /** The lease of the timers this runner inserts. */
+  #lease(): TimerLease {
+    return { runner: this.#liveness.runner, horizonMs: this.#opts.horizonMs, leaseMs: this.#opts.leaseMs };
+  }
 
   /** Checks the liveness session still stands; if it was lost, what was held under the old number goes. */
   async #checkLiveness(): Promise<void> {
@@ -226,12 +220,7 @@ export class TimerRunner implements TimerScheduler {
         const room = this.#opts.maxHeld - this.#held.size;
         if (room <= 0) break;
         const limit = Math.min(this.#opts.claimBatch, room);
-        const { timers, answeredAt } = await claimDue(this.#sql, {
-          runner: this.#liveness.runner,
-          horizonMs: this.#opts.horizonMs,
-          leaseMs: this.#opts.leaseMs,
-          limit,
-        });
+        const { timers, answeredAt } = await claimDue(this.#sql, { ...this.#lease(), limit });
         // The database read its clock before its answer arrived: taking the arrival as that moment
         // places every due time a little late, never early (a claim may wait for a connection first).
         for (const t of timers) this.#arm(t, answeredAt, false);
@@ -333,8 +322,7 @@ export class TimerRunner implements TimerScheduler {
    * rolls back and the batch fires again the careful way.
    */
   async #fire(batch: Entry[], mayRunAhead = true): Promise<void> {
-    let followUps: HeldTimer[] = [];
-    const committed: (() => void)[] = [];
+    const after: AfterBatch = { followUps: [], committed: [] };
     const begun = performance.now();
     const ahead =
       mayRunAhead &&
@@ -351,7 +339,7 @@ export class TimerRunner implements TimerScheduler {
           batch.map((e) => e.held),
         );
         if (ahead) {
-          const [owned] = await settledAll([taking, this.#runHandlers(tx, batch, followUps, committed)]);
+          const [owned] = await settledAll([taking, this.#runHandlers(tx, batch, after)]);
           if (owned.size < batch.length) throw new PartlyOwned();
           ran = batch;
           return;
@@ -360,11 +348,10 @@ export class TimerRunner implements TimerScheduler {
         const mine = (e: Entry) => owned.has(e.held.id) && this.#held.get(e.held.id) === e;
         ran = batch.filter(mine);
         missing = batch.filter((e) => !mine(e));
-        await this.#runHandlers(tx, ran, followUps, committed);
+        await this.#runHandlers(tx, ran, after);
       });
     } catch (err) {
       if (err instanceof PartlyOwned) return this.#fire(batch, false);
-      followUps = [];
       if (batch.length > 1) {
         for (const e of batch) await this.#fire([e]);
         return;
@@ -382,8 +369,8 @@ export class TimerRunner implements TimerScheduler {
     }
     for (const e of missing) this.#notOwned(e, now);
     const at = performance.now();
-    for (const t of followUps) this.#arm(t, at, false);
-    for (const fn of committed) {
+    for (const t of after.followUps) this.#arm(t, at, false);
+    for (const fn of after.committed) {
       try {
         fn();
       } catch (err) {
@@ -392,61 +379,14 @@ export class TimerRunner implements TimerScheduler {
     }
   }
 
-  /** Runs the handlers of a batch's kinds side by side in `tx`; throws the first failure. */
-  async #runHandlers(
-    tx: Db,
-    entries: Entry[],
-    followUps: HeldTimer[],
-    committed: (() => void)[],
-  ): Promise<void> {
-    const byKind = new Map<string, Entry[]>();
-    for (const e of entries) {
-      const list = byKind.get(e.held.kind);
-      if (list) list.push(e);
-      else byKind.set(e.held.kind, [e]);
-    }
-    await settledAll(
-      [...byKind].map(([kind, list]) => this.#runHandler(tx, kind, list, followUps, committed)),
-    );
-  }
-
-  async #runHandler(
-    tx: Db,
-    kind: string,
-    entries: Entry[],
-    followUps: HeldTimer[],
-    committed: (() => void)[],
-  ): Promise<void> {
-    const handler = this.#handlers.get(kind);
-    if (!handler) throw new Error(`no handler registered for timer kind "${kind}"`);
-    const lease = {
-      runner: this.#liveness.runner,
-      horizonMs: this.#opts.horizonMs,
-      leaseMs: this.#opts.leaseMs,
-    };
-    await handler({
+  #runHandlers(tx: Db, entries: Entry[], after: AfterBatch): Promise<void> {
+    return runHandlers(
       tx,
-      timers: entries.map(({ held }) => ({
-        id: held.id,
-        kind: held.kind,
-        payload: held.payload,
-        dueAt: new Date(held.dueMs),
-        attempts: held.attempts,
-      })),
-      // Follow-ups are armed in the wheel only after the transaction commits.
-      schedule: async (timers) => {
-        const rows = await insertTimers(tx, timers, lease);
-        for (const r of rows) if (r.leased) followUps.push(r);
-        return rows.map((r) => ({ id: r.id, dueAt: new Date(r.dueMs), payload: r.payload }));
-      },
-      followUps: (rows) => insertTimersFrom(tx, rows, lease),
-      scheduled: (rows) => {
-        for (const r of heldTimers(rows)) if (r.leased) followUps.push(r);
-      },
-      afterCommit: (fn) => {
-        committed.push(fn);
-      },
-    });
+      this.#handlers,
+      entries.map((e) => e.held),
+      this.#lease(),
+      after,
+    );
   }
 
   /** The row was not ours to fire: taken over, cancelled, or (for our own insert) not committed yet. */

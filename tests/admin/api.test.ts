@@ -25,7 +25,7 @@ async function newAgent(orgId: string, json: Record<string, unknown> = { name: "
 }
 
 describe("organizations", () => {
-  test("POST /organizations creates one with defaults: 201 and exactly the contract's fields", async () => {
+  test("POST /organizations creates one with defaults: 201 and exactly the documented fields", async () => {
     const { status, body, res } = await admin(ctx, "POST", "/organizations", { json: { name: "  Acme  " } });
     expect(status).toBe(201);
     expect(res.headers.get("x-request-id")).toMatch(ID("req"));

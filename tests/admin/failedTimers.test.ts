@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { runAdmin } from "../../src/cli/admin.ts";
 import { ensureSingleTimer } from "../../src/db/timers.ts";
 import { serialId } from "../../src/ids.ts";
@@ -11,8 +11,6 @@ import { ADMIN_TOKEN, admin } from "./support.ts";
  * Work that gave up is visible: a timer whose handler kept failing until its retries ran out is listed
  * by the admin API and the CLI (kind, object, attempts, last error, times) and can be put back to work.
  */
-
-setDefaultTimeout(60_000);
 
 const FLAKY = "test.flaky";
 /** How the flaky work behaves: fail (with this message) until told to succeed. */

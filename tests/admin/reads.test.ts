@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { ManualClock } from "../../src/clock.ts";
 import { KEY_USAGE_EVERY_MS } from "../../src/db/keyUsage.ts";
 import { reserveMinutes } from "../../src/services/minutes.ts";
@@ -9,8 +9,6 @@ import { ADMIN_TOKEN, admin } from "./support.ts";
  * The operators' reads: organizations, agents, secret and publishable keys in the cursor convention,
  * one organization with this month's usage, and when keys were last used.
  */
-
-setDefaultTimeout(60_000);
 
 const clock = new ManualClock("2026-11-21T09:30:00.000Z");
 let ctx: TestContext;

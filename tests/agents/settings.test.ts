@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { runAdmin } from "../../src/cli/admin.ts";
 import { createAgent } from "../../src/services/agents.ts";
 import { createSecretKey } from "../../src/services/keys.ts";
@@ -9,8 +9,6 @@ import { seedOrganization, type TestContext } from "../helpers/app.ts";
 import { expectApiError } from "../helpers/errors.ts";
 
 /** What a voice agent reads about itself: settings set by operators, read with `GET /v1/agents/{id}`. */
-
-setDefaultTimeout(60_000);
 
 let ctx: TestContext;
 let seed: Awaited<ReturnType<typeof seedOrganization>>;

@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import postgres from "postgres";
 import type { SecretKeyAuth } from "../../src/auth/access.ts";
 import { KeyCache } from "../../src/auth/keyCache.ts";
-import { listenForChanges } from "../../src/caches.ts";
+import { GenerationCache } from "../../src/caches.ts";
+import { evictOnChanges } from "../../src/compose.ts";
 import { resolveSecretKey } from "../../src/http/secretKey.ts";
 import { createSecretKey, revokeSecretKey } from "../../src/services/keys.ts";
 import { updateOrganization } from "../../src/services/organizations.ts";
@@ -26,29 +27,37 @@ describe("KeyCache", () => {
     cache.set("h1", auth("key_1", "org_1"), cache.generation);
     cache.set("h2", auth("key_2", "org_1"), cache.generation);
     cache.set("h3", auth("key_3", "org_2"), cache.generation);
-    cache.evict({ keyId: "key_1" });
-    expect(cache.get("h1")).toBeNull();
+    cache.evictChange({ keyId: "key_1" });
+    expect(cache.get("h1")).toBeUndefined();
     expect(cache.get("h2")?.keyId).toBe("key_2");
-    cache.evict({ organizationId: "org_1" });
-    expect(cache.get("h2")).toBeNull();
+    cache.evictChange({ organizationId: "org_1" });
+    expect(cache.get("h2")).toBeUndefined();
     expect(cache.get("h3")?.keyId).toBe("key_3");
-    cache.evict({});
-    expect(cache.get("h3")).toBeNull();
+    cache.evictChange({});
+    expect(cache.get("h3")).toBeUndefined();
   });
 
   test("a resolution that raced with a change is not stored", () => {
     const cache = new KeyCache();
     const before = cache.generation;
-    cache.evict({ keyId: "key_1" }); // the revocation commits while the lookup runs
+    cache.evictChange({ keyId: "key_1" }); // the revocation commits while the lookup runs
     cache.set("h1", auth("key_1", "org_1"), before);
-    expect(cache.get("h1")).toBeNull();
+    expect(cache.get("h1")).toBeUndefined();
   });
 
   test("entries expire after their time to live", () => {
     const cache = new KeyCache();
     cache.set("h1", auth("key_1", "org_1"), cache.generation, 0);
-    expect(cache.get("h1", 29_999)).not.toBeNull();
-    expect(cache.get("h1", 30_000)).toBeNull();
+    expect(cache.get("h1", 29_999)).toBeDefined();
+    expect(cache.get("h1", 30_000)).toBeUndefined();
+  });
+});
+
+describe("GenerationCache", () => {
+  test("past its size the oldest entry goes", () => {
+    const cache = new GenerationCache<number>({ maxEntries: 2 });
+    for (const [i, key] of ["a", "b", "c"].entries()) cache.set(key, i, cache.generation);
+    expect([cache.get("a"), cache.get("b"), cache.get("c")]).toEqual([undefined, 1, 2]);
   });
 });
 
@@ -99,7 +108,7 @@ describe("another process revokes a key", () => {
   test("the trigger's notification evicts the cached key in this process", async () => {
     const deps = depsFor(db.sql);
     const seed = await seedOrganization({ deps });
-    await listenForChanges(db.sql, deps);
+    await evictOnChanges(db.sql, deps);
     expect(await resolveSecretKey(deps, `Bearer ${seed.liveKey}`)).not.toBeNull();
     // A plain SQL update from another connection: nothing in this process is told directly.
     await other`update secret_keys set revoked_at = now() where id = ${seed.live.id}`;

@@ -12,7 +12,7 @@ beforeAll(async () => {
   ctx = await createTestContext();
   seed = await seedOrganization(ctx);
   other = await seedOrganization(ctx);
-}, 30_000);
+});
 afterAll(() => ctx.close());
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;

@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DataDirInUseError, LOCK_TIMING, lockDataDir } from "../../src/db/engine/dataDirLock.ts";
+import { waitUntil } from "../helpers/wait.ts";
 import { spawnService } from "./serviceProcess.ts";
 
 /**
@@ -55,14 +56,6 @@ function beating(dir: string, everyMs: number, clockOffsetMs = 0): () => void {
   return () => clearInterval(timer);
 }
 
-async function until(check: () => boolean, timeoutMs = 10_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error("condition not met in time");
-    await Bun.sleep(10);
-  }
-}
-
 describe("the DATA_DIR lock", () => {
   test("a clean start takes it at once, with an owner id and where its pid means something", async () => {
     const dir = tempDir();
@@ -83,7 +76,7 @@ describe("the DATA_DIR lock", () => {
     const lock = await lockDataDir(dir, dir, { timing: FAST });
     const old = new Date(Date.now() - 60_000);
     utimesSync(lockPath(dir), old, old);
-    await until(() => Date.now() - statSync(lockPath(dir)).mtimeMs < 5_000);
+    await waitUntil("a heartbeat", () => Date.now() - statSync(lockPath(dir)).mtimeMs < 5_000);
     lock.release();
   });
 
@@ -155,7 +148,7 @@ describe("the DATA_DIR lock", () => {
     let lost = 0;
     const lock = await lockDataDir(dir, dir, { timing: FAST, onLost: () => lost++ });
     foreignLock(dir);
-    await until(() => lost > 0);
+    await waitUntil("the lost lock to be noticed", () => lost > 0);
     await Bun.sleep(3 * FAST.heartbeatMs);
     expect(lost).toBe(1);
     lock.release();
@@ -211,7 +204,7 @@ describe("the DATA_DIR lock", () => {
     // The five refused exit at once; the one holding the lock waits to be told to let go.
     let exited = 0;
     for (const c of children) void c.exited.then(() => exited++);
-    await until(() => exited >= 5, 25_000);
+    await waitUntil("five refused processes to exit", () => exited >= 5, { timeoutMs: 25_000 });
     writeFileSync(join(dir, "release"), "");
     await Promise.all(children.map((c) => c.exited));
     const outcomes = children.map((c) => c.output().trim());

@@ -232,7 +232,7 @@ describe.skipIf(!unshareWorks)("embedded database: one process per DATA_DIR acro
     expect((await fetch(`${url}/api/openapi.json`)).status).toBe(200);
     process.kill(holder, "SIGKILL");
     await first.exited;
-  }, 60_000);
+  });
 });
 
 describe("embedded database: first start", () => {

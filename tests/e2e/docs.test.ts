@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { Server } from "bun";
 import type { Browser } from "playwright-core";
 import { EVENT_TYPES } from "../../src/services/events.ts";
@@ -6,8 +6,6 @@ import { createTestContext, type TestContext } from "../helpers/app.ts";
 import { launchBrowser } from "./support.ts";
 
 /** /api/docs in a browser: the API reference renders, webhooks included, under its strict CSP. */
-
-setDefaultTimeout(60_000);
 
 let ctx: TestContext;
 let server: Server<undefined>;

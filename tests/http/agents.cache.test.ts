@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import postgres from "postgres";
 import type { SecretKeyAuth } from "../../src/auth/access.ts";
-import { listenForChanges, OrganizationCache } from "../../src/caches.ts";
+import { GenerationCache } from "../../src/caches.ts";
+import { evictOnChanges } from "../../src/compose.ts";
 import type { Deps } from "../../src/deps.ts";
 import { resolveSecretKey } from "../../src/http/secretKey.ts";
 import { createAgent, listAgentsForKey, updateAgent } from "../../src/services/agents.ts";
@@ -10,7 +11,7 @@ import { createTestDatabase, TEST_DATABASE, type TestDatabase } from "../helpers
 import { waitUntil } from "../helpers/wait.ts";
 
 /**
- * `GET /v1/agents` is served from a per-organization cache of the agents (caches.ts). A change made in
+ * `GET /v1/agents` is served from a per-organization cache of the agents (Deps.agentLists). A change made in
  * this process evicts it at once; with PostgreSQL, a change made anywhere evicts it by notification.
  */
 
@@ -66,7 +67,7 @@ describe("the agents of an organization, cached", () => {
   });
 
   test("a read that raced with a change is not kept", async () => {
-    const cache = new OrganizationCache<string>();
+    const cache = new GenerationCache<string>();
     const stale = cache.through("org_1", async () => {
       cache.evict("org_1"); // a change lands while the read runs
       return "before";
@@ -93,7 +94,7 @@ describe.skipIf(TEST_DATABASE !== "postgres")("another process changes an agent"
   test("the trigger's notification evicts the organization's cached agents in this process", async () => {
     const deps = depsFor(db.sql);
     const seed = await seedOrganization({ deps });
-    await listenForChanges(db.sql, deps);
+    await evictOnChanges(db.sql, deps);
     const auth = await authOf(deps, seed.testKey);
     expect((await listAgentsForKey(deps, auth)).agents[0]!.active).toBe(true);
     // A plain SQL update from another connection: nothing in this process is told directly.

@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import type { ErrorCode } from "../../src/errors.ts";
 import { createSecretKey } from "../../src/services/keys.ts";
 import { createKnowledgeBase } from "../../src/services/knowledgeBases.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
@@ -24,10 +23,6 @@ async function upload(title: string, text: string, kb = seed.kb.id, key = seed.l
   const res = await ctx.request(base(kb), { method: "POST", key, json: { title, text } });
   expect(res.status).toBe(201);
   return (await res.json()) as { documentId: string; chunkCount: number };
-}
-
-async function expectError(res: Response, status: number, code: ErrorCode, param?: string) {
-  await expectApiError(res, status, code, param === undefined ? {} : { param });
 }
 
 const chunkRows = async (documentId: string) => {
@@ -93,7 +88,7 @@ describe("read one", () => {
       [`${base()}/doc_nope`, seed.liveKey],
       [`${base("kb_nope")}/${doc.documentId}`, seed.liveKey],
     ] as const) {
-      await expectError(await ctx.request(path, { key }), 404, "not_found");
+      await expectApiError(await ctx.request(path, { key }), 404, "not_found");
     }
   });
 });
@@ -127,53 +122,50 @@ describe("list", () => {
     const res = await ctx.request(base(), { key: seed.testKey });
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ data: [], has_more: false });
-    await expectError(
+    await expectApiError(
       await ctx.request(`${base()}?starting_after=${doc.documentId}`, { key: seed.testKey }),
       400,
       "invalid_cursor",
-      "starting_after",
+      { param: "starting_after" },
     );
   });
 
   test("cursor and query errors follow the convention", async () => {
-    await expectError(
+    await expectApiError(
       await ctx.request(`${base()}?limit=0`, { key: seed.liveKey }),
       400,
       "invalid_query",
-      "limit",
+      { param: "limit" },
     );
-    await expectError(
-      await ctx.request(`${base()}?limit=`, { key: seed.liveKey }),
-      400,
-      "invalid_query",
-      "limit",
-    );
-    await expectError(
+    await expectApiError(await ctx.request(`${base()}?limit=`, { key: seed.liveKey }), 400, "invalid_query", {
+      param: "limit",
+    });
+    await expectApiError(
       await ctx.request(`${base()}?starting_after=nope`, { key: seed.liveKey }),
       400,
       "invalid_query",
-      "starting_after",
+      { param: "starting_after" },
     );
-    await expectError(
+    await expectApiError(
       await ctx.request(`${base()}?colour=red`, { key: seed.liveKey }),
       400,
       "invalid_query",
-      "colour",
+      { param: "colour" },
     );
     // Another resource's id, and a document of another knowledge base.
-    await expectError(
+    await expectApiError(
       await ctx.request(`${base()}?starting_after=${seed.agent.id}`, { key: seed.liveKey }),
       400,
       "invalid_cursor",
-      "starting_after",
+      { param: "starting_after" },
     );
     const second = await createKnowledgeBase(ctx.deps, seed.org.id, { name: "Elsewhere" });
     const there = await upload("There", "Elsewhere.", second.id);
-    await expectError(
+    await expectApiError(
       await ctx.request(`${base()}?starting_after=${there.documentId}`, { key: seed.liveKey }),
       400,
       "invalid_cursor",
-      "starting_after",
+      { param: "starting_after" },
     );
   });
 
@@ -184,7 +176,7 @@ describe("list", () => {
       [other.kb.id, seed.liveKey],
       [other.kb.id, seed.testKey],
     ] as const) {
-      await expectError(await ctx.request(base(kb), { key }), 404, "not_found");
+      await expectApiError(await ctx.request(base(kb), { key }), 404, "not_found");
     }
   });
 });
@@ -197,12 +189,12 @@ describe("delete", () => {
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ id: doc.documentId, deleted: true });
     expect(await chunkRows(doc.documentId)).toBe(0);
-    await expectError(
+    await expectApiError(
       await ctx.request(`${base()}/${doc.documentId}`, { key: seed.liveKey }),
       404,
       "not_found",
     );
-    await expectError(
+    await expectApiError(
       await ctx.request(`${base()}/${doc.documentId}`, { method: "DELETE", key: seed.liveKey }),
       404,
       "not_found",
@@ -219,7 +211,7 @@ describe("delete", () => {
       [`${base()}/${doc.documentId}`, other.liveKey],
       [`${base(second.id)}/${doc.documentId}`, seed.liveKey],
     ] as const) {
-      await expectError(await ctx.request(path, { method: "DELETE", key }), 404, "not_found");
+      await expectApiError(await ctx.request(path, { method: "DELETE", key }), 404, "not_found");
     }
     expect(await chunkRows(doc.documentId)).toBe(1);
   });
@@ -233,8 +225,8 @@ describe("delete", () => {
     });
     expect((await ctx.request(`${base()}/${doc.documentId}`, { key: reader.key })).status).toBe(200);
     expect((await ctx.request(base(), { key: reader.key })).status).toBe(200);
-    await expectError(await ctx.request(base(), { key: writer.key }), 403, "missing_scope");
-    await expectError(
+    await expectApiError(await ctx.request(base(), { key: writer.key }), 403, "missing_scope");
+    await expectApiError(
       await ctx.request(`${base()}/${doc.documentId}`, { method: "DELETE", key: reader.key }),
       403,
       "missing_scope",

@@ -1,10 +1,8 @@
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { admin, createAdminTestContext } from "../admin/support.ts";
 import type { TestContext } from "../helpers/app.ts";
 
 /** Carrier settings of an organization through the admin API: defaults, validation, PATCH and null. */
-
-setDefaultTimeout(60_000);
 
 let ctx: TestContext;
 beforeAll(async () => {

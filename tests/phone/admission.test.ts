@@ -28,7 +28,7 @@ let w: PhoneWorld;
 
 beforeAll(async () => {
   w = await startPhoneWorld({ clock });
-}, 60_000);
+});
 afterAll(() => w.close());
 
 const WEEKDAYS_PARIS = { start: "09:00", end: "20:00", timeZone: "Europe/Paris", days: [1, 2, 3, 4, 5] };
@@ -129,7 +129,7 @@ describe("the order of the checks", () => {
     } finally {
       await bare.close();
     }
-  }, 60_000);
+  });
 });
 
 describe("what a 201 writes", () => {

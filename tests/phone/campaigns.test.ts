@@ -20,7 +20,7 @@ import {
 let w: PhoneWorld;
 beforeAll(async () => {
   w = await startPhoneWorld({ timers: true });
-}, 60_000);
+});
 afterAll(() => w.close());
 
 interface Campaign {
@@ -446,7 +446,7 @@ describe("a live campaign outside the call window", () => {
     } finally {
       await timed.close();
     }
-  }, 60_000);
+  });
 });
 
 describe("a large live campaign that stops", () => {

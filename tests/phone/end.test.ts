@@ -25,7 +25,7 @@ let seed: PhoneSeed;
 beforeAll(async () => {
   w = await startPhoneWorld({ timers: true });
   seed = await seedPhoneOrganization(w.ctx, { maxConcurrentCalls: 1000 }, { planMinutes: 100_000 });
-}, 60_000);
+});
 afterAll(() => w.close());
 
 const sql = () => w.ctx.deps.sql;

@@ -29,7 +29,7 @@ import {
 let w: PhoneWorld;
 beforeAll(async () => {
   w = await startPhoneWorld();
-}, 60_000);
+});
 afterAll(() => w.close());
 
 function tally(outcomes: string[]): Record<string, number> {
@@ -132,7 +132,7 @@ describe("the rolling hour", () => {
     } finally {
       await timed.close();
     }
-  }, 60_000);
+  });
 });
 
 describe("two processes on one PostgreSQL", () => {
@@ -143,7 +143,7 @@ describe("two processes on one PostgreSQL", () => {
   beforeAll(async () => {
     db = await createTestDatabase("postgres");
     liveKit = await startFakeLiveKit();
-  }, 60_000);
+  });
   afterAll(async () => {
     await Promise.all(pools.map((p) => p.end({ timeout: 1 })));
     await liveKit.close();

@@ -16,7 +16,7 @@ import {
 let w: PhoneWorld;
 beforeAll(async () => {
   w = await startPhoneWorld({ timers: true });
-}, 60_000);
+});
 afterAll(() => w.close());
 
 const soon = (ms = 400) => new Date(Date.now() + ms).toISOString();

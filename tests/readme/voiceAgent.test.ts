@@ -172,4 +172,4 @@ test("the README's voice agent reads its settings, searches knowledge and report
     "Are you open on Saturday?",
     expect.stringContaining("On Saturdays we open from 10:00 to 13:00."),
   ]);
-}, 60_000);
+});

@@ -12,7 +12,7 @@ const running: TimerRunner[] = [];
 beforeAll(async () => {
   db = await createTestDatabase();
   await createFiresTable(db.sql);
-}, 60_000);
+});
 afterEach(async () => {
   for (const r of running.splice(0)) await r.stop();
   await db.sql`delete from test_fires`;

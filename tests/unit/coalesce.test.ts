@@ -220,7 +220,7 @@ describe("Coalescer", () => {
     expect(s.load.most).toBe(2);
     // Rescanning the waiting list per statement would look at n²/2 = 50,000,000 items.
     expect(c.examined).toBeLessThan(50 * n);
-  }, 60_000);
+  });
 
   test("batches are those of the plain rule: the oldest items sharing no key with an earlier waiting one", async () => {
     /** The rule, spelled out: scan everything waiting, oldest first, as a reference. */

@@ -2,7 +2,7 @@ import { expect, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
-/** The guide's rule: source files stay under 500 lines (split by what they do when one grows). */
+/** Source files stay under 500 lines (split by what they do when one grows). */
 
 /** Generated, never edited by hand. */
 const GENERATED = new Set(["src/client/openapi.ts"]);

@@ -58,22 +58,6 @@ export function logRefusedBatch(log: Logger, statement: string): (err: unknown, 
 /** An answer of a batch that does not have one result per item. */
 export class BatchAnswerError extends Error {}
 
-/**
- * `make(owner)`, made once per owner (a database handle, the app's dependencies) and kept as long as
- * the owner lives: one coalescer per database, so every request of a process shares it.
- */
-export function onePer<K extends object, V>(make: (owner: K) => V): (owner: K) => V {
-  const made = new WeakMap<K, V>();
-  return (owner) => {
-    let value = made.get(owner);
-    if (value === undefined) {
-      value = make(owner);
-      made.set(owner, value);
-    }
-    return value;
-  };
-}
-
 interface Waiting<I, O> {
   item: I;
   /** Its keys, each once. */

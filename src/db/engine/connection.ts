@@ -105,7 +105,7 @@ export async function openDatabase(opts: OpenOptions): Promise<Database> {
   const embedded = await openEmbedded(opts.dataDir, opts.log, opts.pglite);
   // PGlite is a single session: exactly one connection, or transactions leak into each other.
   // `socket` is postgres.js's documented custom-socket option (absent from its type declarations):
-  // it accepts any object with the socket methods the driver uses, see db/pgliteWire.ts.
+  // it accepts any object with the socket methods the driver uses, see db/engine/pgliteWire.ts.
   const options = {
     ...driverOptions,
     socket: () => embedded.connect(),

@@ -6,7 +6,7 @@ import type { Logger } from "../../log.ts";
 import type { PgliteFiles } from "../../runtime/runtime.ts";
 import { lockDataDir } from "./dataDirLock.ts";
 import { loadTemplate, unpackTemplate } from "./pgdataTemplate.ts";
-import { PgliteWire } from "./pgliteWire.ts";
+import { type PgliteSession, PgliteWire } from "./pgliteWire.ts";
 
 /**
  * The embedded PostgreSQL (PGlite), stored in DATA_DIR:
@@ -79,7 +79,8 @@ export async function openEmbedded(dataDir: string, log: Logger, files: PgliteFi
     // A run/ folder holding the Unix socket of earlier versions: nothing listens there any more.
     rmSync(join(root, "run"), { recursive: true, force: true });
     log.debug("embedded database ready", { dataDir, engine: files.enginePath });
-    return { connect: () => new PgliteWire(db, lock.refresh), close: closeAll };
+    const session: PgliteSession = { db, owner: null };
+    return { connect: () => new PgliteWire(session, lock.refresh), close: closeAll };
   } catch (err) {
     await closeAll().catch(() => {});
     throw err;

@@ -19,9 +19,16 @@ import type { PGlite } from "@electric-sql/pglite";
  * (named per connection by the driver) dropped. Session-level advisory locks are kept on purpose:
  * the timer runner's liveness lock must survive a reconnect.
  */
+/** The one PGlite session and the wire that owns it now (made once per database by openEmbedded). */
+export interface PgliteSession {
+  readonly db: PGlite;
+  owner: PgliteWire | null;
+}
+
 export class PgliteWire extends EventEmitter {
   /** Read by postgres.js before it sends its Terminate message. */
   readyState: "open" | "closed" = "open";
+  #session: PgliteSession;
   #db: PGlite;
   /** Bytes written by the driver and not yet given to PGlite (whole messages plus, rarely, a partial one). */
   #input: Buffer[] = [];
@@ -40,9 +47,10 @@ export class PgliteWire extends EventEmitter {
   /** Called right before and right after PGlite runs each batch (the DATA_DIR lock's refresh). */
   #aroundBatch: () => void;
 
-  constructor(db: PGlite, aroundBatch: () => void = () => {}) {
+  constructor(session: PgliteSession, aroundBatch: () => void = () => {}) {
     super();
-    this.#db = db;
+    this.#session = session;
+    this.#db = session.db;
     this.#aroundBatch = aroundBatch;
   }
 
@@ -82,9 +90,9 @@ export class PgliteWire extends EventEmitter {
     this.readyState = "closed";
     this.#input = [];
     this.#output = [];
-    const owned = owners.get(this.#db) === this;
+    const owned = this.#session.owner === this;
     this.#released = (owned ? this.#resetSession() : Promise.resolve()).then(() => {
-      if (owned) owners.delete(this.#db);
+      if (owned) this.#session.owner = null;
     });
     void this.#released.then(() => {
       if (err !== undefined && this.listenerCount("error") > 0) this.emit("error", err);
@@ -106,7 +114,7 @@ export class PgliteWire extends EventEmitter {
     try {
       // A new connection's startup waits for the previous owner's reset if that is still running
       // (the driver may start its next connection before our close event, e.g. after `sql.end()`).
-      const owner = owners.get(this.#db);
+      const owner = this.#session.owner;
       if (!this.#started && owner && owner !== this && owner.readyState === "closed") await owner.#released;
       while (this.readyState === "open") {
         const batch = this.#takeCompleteMessages();
@@ -166,11 +174,11 @@ export class PgliteWire extends EventEmitter {
       // 80877102 cancel, 80877103 SSL, 80877104 GSS encryption: none applies to an in-process session.
       throw new Error(`The embedded database does not take request ${code} (only protocol 3.0).`);
     }
-    const owner = owners.get(this.#db);
+    const owner = this.#session.owner;
     if (owner && owner !== this) {
       throw new Error("The embedded database is one session: it takes one connection at a time.");
     }
-    owners.set(this.#db, this);
+    this.#session.owner = this;
   }
 
   #keep(all: Buffer, from: number): null {
@@ -182,5 +190,3 @@ export class PgliteWire extends EventEmitter {
 }
 
 const PROTOCOL_3_0 = 196608;
-/** The wire that owns each PGlite session now. */
-const owners = new WeakMap<PGlite, PgliteWire>();

@@ -4,6 +4,7 @@ import { ApiError, errorResponses } from "../../errors.ts";
 import type { App } from "../../http/appEnv.ts";
 import { readBody } from "../../http/body.ts";
 import { applyLiveKitEvent } from "../../services/liveCalls.ts";
+import { LiveKitWebhookEventSchema } from "./schema.ts";
 
 /**
  * POST /api/livekit/webhook: LiveKit's events about the rooms of live calls.
@@ -11,14 +12,6 @@ import { applyLiveKitEvent } from "../../services/liveCalls.ts";
  * anything that does not verify is 401 `invalid_signature` and changes nothing. Every transition is
  * fenced by the status it expects, so LiveKit's retries and replays change nothing.
  */
-
-const WebhookEventBody = z.record(z.string(), z.unknown()).openapi("LiveKitWebhookEvent", {
-  description:
-    "A LiveKit webhook event (protobuf JSON). `participant_joined` moves a web call to `ongoing`; " +
-    "`participant_left` of `sip_<call id>` ends a phone call; `room_finished` ends either. Other events " +
-    "are acknowledged and ignored.",
-  example: { event: "room_finished", id: "EV_abc", room: { name: "call_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" } },
-});
 
 export function registerLiveKitWebhook(app: App, deps: Deps) {
   app.openAPIRegistry.registerComponent("securitySchemes", "liveKitWebhook", {
@@ -53,8 +46,8 @@ export function registerLiveKitWebhook(app: App, deps: Deps) {
       body: {
         required: true,
         content: {
-          "application/webhook+json": { schema: WebhookEventBody },
-          "application/json": { schema: WebhookEventBody },
+          "application/webhook+json": { schema: LiveKitWebhookEventSchema },
+          "application/json": { schema: LiveKitWebhookEventSchema },
         },
       },
     },

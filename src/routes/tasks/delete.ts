@@ -5,6 +5,7 @@ import type { App } from "../../http/appEnv.ts";
 import { secretKeyAuth } from "../../http/secretKey.ts";
 import { deleteTask } from "../../services/tasks.ts";
 import { liveModeOnly } from "./list.ts";
+import { DeletedTaskSchema } from "./schema.ts";
 
 export function registerDeleteTask(app: App, deps: Deps) {
   const route = createRoute({
@@ -29,7 +30,7 @@ export function registerDeleteTask(app: App, deps: Deps) {
         description: "Deleted.",
         content: {
           "application/json": {
-            schema: z.object({ id: z.string(), deleted: z.literal(true) }).openapi("DeletedTask"),
+            schema: DeletedTaskSchema,
           },
         },
       },

@@ -13,3 +13,7 @@ export const TaskSchema = z
     createdAt: Timestamp,
   })
   .openapi("Task");
+
+export const DeletedTaskSchema = z
+  .object({ id: z.string(), deleted: z.literal(true) })
+  .openapi("DeletedTask");
