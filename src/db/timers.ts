@@ -1,5 +1,7 @@
 import type { Fragment, Sql } from "postgres";
+import { serialOf } from "../ids.ts";
 import { type Db, pipelinedTransaction, settledAll } from "./engine/connection.ts";
+import type { PageInput, PageRequest } from "./engine/pages.ts";
 
 /**
  * The SQL of durable timers. Every function takes `sql` first so it runs inside the caller's
@@ -389,12 +391,23 @@ export interface FailedTimerRow {
   failed_at: Date | null;
 }
 
-/** The scope of the operators' list of failed timers (index timers_failed). */
-export const failedTimers = (sql: Db): Fragment => sql`status = 'failed'`;
-
 /** `id` as it is (the driver reads bigint as text): a cast named `id` would be what a page orders by. */
 export const failedTimerColumns = (sql: Db): Fragment =>
   sql`id, kind, payload, attempts, last_error, created_at, failed_at`;
+
+/** The page of the operators' list of failed timers (db/engine/pages.ts), on the partial index timers_failed. */
+export function failedTimersPage(sql: Db, q: PageInput): PageRequest<FailedTimerRow> {
+  return {
+    sql,
+    table: "timers",
+    ranges: [{ keys: [], filter: sql`status = 'failed'` }],
+    prefix: "tmr",
+    limit: q.limit,
+    startingAfter: q.starting_after,
+    cursorOf: (id) => serialOf(id, "tmr"),
+    columns: failedTimerColumns(sql),
+  };
+}
 
 /**
  * Puts a failed timer back to work: pending, due now, no attempt counted, free for any runner's next

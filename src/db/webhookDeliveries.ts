@@ -1,5 +1,7 @@
 import type { Fragment } from "postgres";
+import { serialOf } from "../ids.ts";
 import type { Db } from "./engine/connection.ts";
+import type { PageInput, PageRequest } from "./engine/pages.ts";
 import type { InsertedTimerRow } from "./timers.ts";
 
 /**
@@ -141,8 +143,19 @@ export interface DeliveryLogRow {
   created_at: Date;
 }
 
-/** The scope of an endpoint's delivery log (index webhook_deliveries_endpoint_created). */
-export const deliveriesOf = (sql: Db, endpointId: string): Fragment => sql`endpoint_id = ${endpointId}`;
+/** The page of an endpoint's delivery log (db/engine/pages.ts), on webhook_deliveries_endpoint_created. */
+export function deliveriesPage(sql: Db, endpointId: string, q: PageInput): PageRequest<DeliveryLogRow> {
+  return {
+    sql,
+    table: "webhook_deliveries",
+    ranges: [{ keys: [["endpoint_id", endpointId]] }],
+    prefix: "whd",
+    limit: q.limit,
+    startingAfter: q.starting_after,
+    cursorOf: (cursor) => serialOf(cursor, "whd"),
+    columns: deliveryLogColumns(sql),
+  };
+}
 
 /** What the log reads; `id` uncast, so that a page orders by the number, not its text. */
 export const deliveryLogColumns = (sql: Db): Fragment =>
