@@ -13,7 +13,7 @@ import {
   forgetStatistics,
   nodes,
   readsOf,
-  withGenericPlans,
+  withPlans,
 } from "../helpers/plans.ts";
 
 /**
@@ -72,7 +72,7 @@ describe("the events list walks its index", () => {
         { label: "key restricted to its agent", scope: { agentIds: [seed.agent.id] }, q: {} },
         { label: "key restricted to two agents", scope: { agentIds: [seed.agent.id, other.id] }, q: {} },
       ];
-      await withGenericPlans(ctx, async (conn) => {
+      await withPlans(ctx, async (conn) => {
         const s = conn as unknown as Sql;
         for (const { label, scope, q } of scopes) {
           const statement = pageQuery(
@@ -94,7 +94,7 @@ describe("the claim of a session token reads one row by its hash", () => {
       await grow(sql, "session_tokens", history, (count, tag) => insertTokens(sql, seed, count, tag));
       const [target] = await sql<{ token_hash: Uint8Array }[]>`
         select token_hash from session_tokens order by created_at desc limit 1`;
-      await withGenericPlans(ctx, async (conn) => {
+      await withPlans(ctx, async (conn) => {
         const s = conn as unknown as Sql;
         const plan = await executedPlan(
           conn,
@@ -117,7 +117,7 @@ describe("the claim of due timers stops after its limit on a backlog", () => {
     test(history.name, async () => {
       const sql = ctx.deps.sql;
       await grow(sql, "timers", history, (count) => insertOverdueTimers(sql, count));
-      await withGenericPlans(ctx, async (conn) => {
+      await withPlans(ctx, async (conn) => {
         const s = conn as unknown as Sql;
         await claimPlanning(s);
         const plan = await executedPlan(
