@@ -193,10 +193,14 @@ export interface TimerClaim {
  * in the order of the `timers_due` index and stop at its limit: when the planner believes the table
  * small (never analyzed, or analyzed before a burst of inserts), it would rather fetch every due row
  * and sort them, and on a backlog each claim would then read the whole backlog. Without sorts, the
- * index's order is the cheapest way.
+ * index's order is the cheapest way. The claimed rows are then updated by primary key: the plan kept
+ * for the prepared statement cannot know the limit (a parameter) and joined them to the whole table by
+ * hashing it.
  */
 export function claimPlanning(tx: Db): Promise<unknown> {
-  return tx`set local enable_sort = off`.execute();
+  return tx`
+    select set_config('enable_sort', 'off', true), set_config('enable_hashjoin', 'off', true),
+      set_config('enable_mergejoin', 'off', true)`.execute();
 }
 
 /** The statement of `claimDue`, run after `claimPlanning` (also explained by the plan tests). */
