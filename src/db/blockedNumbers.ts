@@ -46,7 +46,8 @@ export async function deleteBlockedNumber(
 
 /**
  * The page of a blocked numbers list (db/engine/pages.ts), on (organization_id, livemode, created_at
- * desc, id desc); filtered by `phone`, on the unique (organization_id, livemode, phone): one row at most.
+ * desc, id desc); filtered by `phone`, on the unique (organization_id, livemode, phone): one row at most,
+ * which the planner knows whatever the statistics, so the range is not pinned (db/engine/pages.ts).
  */
 export function blockedNumbersPage(
   sql: Db,

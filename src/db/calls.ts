@@ -342,7 +342,7 @@ export function callsPage(
       (all, one) => (all ? sql`${all} and ${one}` : one),
       undefined,
     );
-    ranges = [{ keys: [...mode, ["campaign_id", q.campaignId]], filter }];
+    ranges = [{ keys: [...mode, ["campaign_id", q.campaignId]], pinned: true, filter }];
   } else {
     // The agents whose calls the list holds: the one asked for if the key may see it, else the key's.
     const agents = q.agentId
@@ -352,8 +352,8 @@ export function callsPage(
       : scope.agentIds;
     ranges =
       agents === null
-        ? [{ keys: q.status ? [...mode, ["status", q.status]] : mode }]
-        : agents.map((agentId) => ({ keys: [...mode, ["agent_id", agentId]], filter: status }));
+        ? [q.status ? { keys: [...mode, ["status", q.status]], pinned: true } : { keys: mode }]
+        : agents.map((agentId) => ({ keys: [...mode, ["agent_id", agentId]], pinned: true, filter: status }));
   }
   return {
     sql,

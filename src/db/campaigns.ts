@@ -132,9 +132,10 @@ export function campaignsPage(
   ];
   const ranges: IndexRange[] =
     scope.agentIds === null
-      ? [{ keys: q.status ? [...mode, ["status", q.status]] : mode }]
+      ? [q.status ? { keys: [...mode, ["status", q.status]], pinned: true } : { keys: mode }]
       : scope.agentIds.map((agentId) => ({
           keys: [...mode, ["agent_id", agentId]],
+          pinned: true,
           filter: q.status ? sql`status = ${q.status}` : undefined,
         }));
   return { sql, table: "campaigns", ranges, prefix: "cmp", limit: q.limit, startingAfter: q.starting_after };

@@ -61,7 +61,7 @@ export async function deleteContactRow(sql: Db, organizationId: string, id: stri
 /**
  * The page of a contacts list (db/engine/pages.ts), on (organization_id[, phone | lower(email)],
  * created_at desc, id desc) (sql/0002_contacts.sql); with both filters, the email is checked row by row
- * among the phone's contacts.
+ * among the phone's contacts. A filter's range is pinned: the organization's index would serve it too.
  */
 export function contactsPage(
   sql: Db,
@@ -76,7 +76,7 @@ export function contactsPage(
   return {
     sql,
     table: "contacts",
-    ranges: [{ keys, filter }],
+    ranges: [{ keys, pinned: keys.length > 1, filter }],
     prefix: "ct",
     limit: q.limit,
     startingAfter: q.starting_after,

@@ -40,6 +40,7 @@ export async function insertEvents(sql: Db, events: readonly EventRow[]): Promis
  * The page of an events list (db/engine/pages.ts); each filter has its index: (organization_id,
  * livemode[, type | agent_id], created_at desc, id desc). A key restricted to some agents sees only
  * their objects' events, one range per agent (a type filter is then checked row by row within them).
+ * Every range is pinned: the retention's index on created_at alone would serve any of them too.
  */
 export function eventsPage(
   sql: Db,
@@ -52,9 +53,10 @@ export function eventsPage(
   ];
   const ranges: IndexRange[] =
     scope.agentIds === null
-      ? [{ keys: q.type !== undefined ? [...mode, ["type", q.type]] : mode }]
+      ? [{ keys: q.type !== undefined ? [...mode, ["type", q.type]] : mode, pinned: true }]
       : scope.agentIds.map((agentId) => ({
           keys: [...mode, ["agent_id", agentId]],
+          pinned: true,
           filter: q.type !== undefined ? sql`type = ${q.type}` : undefined,
         }));
   return {

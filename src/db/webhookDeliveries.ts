@@ -148,7 +148,8 @@ export function deliveriesPage(sql: Db, endpointId: string, q: PageInput): PageR
   return {
     sql,
     table: "webhook_deliveries",
-    ranges: [{ keys: [["endpoint_id", endpointId]] }],
+    // Pinned: the retention's index on created_at alone would also serve it.
+    ranges: [{ keys: [["endpoint_id", endpointId]], pinned: true }],
     prefix: "whd",
     limit: q.limit,
     startingAfter: q.starting_after,

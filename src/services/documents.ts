@@ -117,7 +117,7 @@ export async function listDocuments(
   ) {
     throw noSuchKnowledgeBase();
   }
-  const scope = { organizationId: auth.organizationId, knowledgeBaseId, livemode: auth.livemode };
+  const scope = { knowledgeBaseId, livemode: auth.livemode };
   return paginate<DocumentRow, DocumentView>({ ...documentsPage(sql, scope, q), map: documentView });
 }
 

@@ -25,9 +25,14 @@ export type IndexKey = readonly [column: string | Fragment, value: string | bool
  * anything else the list asks of a row, checked row by row within that range. A filter never narrows
  * what the walk reads, only what it keeps: each filter that can leave few rows of many deserves a key
  * (an index) of its own.
+ *
+ * `pinned`: the last key leads each probe's order (see `pageQuery`), so that no other index can serve
+ * the probe. For a range whose table has another index that also yields the created_at order under
+ * the other keys: the scope's index without the filter's column, or an index on created_at alone.
  */
 export interface IndexRange {
   keys: readonly IndexKey[];
+  pinned?: boolean | undefined;
   filter?: Fragment | undefined;
 }
 
@@ -80,14 +85,17 @@ export interface Page<T> {
  * the statistics say the table is small (never analyzed, analyzed before it grew, one large
  * organization among many small ones), and each pooled connection keeps that plan.
  *
- * A probe orders by the range's last key, then created_at and id, and fixes that key by a range
- * (`>= v and <= v`) rather than `=` (a column equal to a constant drops out of the order). Only the
- * range's own index yields that order without sorting every row of the range, so the planner never
+ * A probe of a pinned range orders by its last key, then created_at and id, and fixes that key by a
+ * range (`>= v and <= v`) rather than `=` (a column equal to a constant drops out of the order). Only
+ * the range's own index yields that order without sorting every row of the range, so the planner never
  * prefers another index that also orders by created_at (one on created_at alone, or the scope's index
  * without the filter's column, with the filter checked row by row): when the statistics make the filter
  * look like it keeps every row, those cost the same to it, and it took the smaller one and read every
  * row of other agents or statuses before the first that matched. The keys before the last stay
  * equalities, so that the index scan stops at the range's end (a key after an inequality does not).
+ * Ranges are pinned only where another index competes: the planner's estimate of a range is poorer
+ * than of an equality (a fixed fraction of the rows), and with too low an estimate it would rather
+ * sort what it believes a handful of rows than walk the index.
  *
  * With a cursor, the anchor row is read within the same scope by a row subquery run once (an
  * InitPlan). An anchor that is not in the scope makes the comparison null, so the page is empty;
@@ -111,7 +119,7 @@ export function pageQuery<Row>(req: PageRequest<Row>): Fragment {
   // The newest row of the scope that satisfies `cond`: one ordered probe per range.
   const newest = (cond: Fragment) => {
     const probe = (range: IndexRange) => {
-      const last = range.keys.at(-1);
+      const last = range.pinned ? range.keys.at(-1) : undefined;
       const order = last ? sql`${column(sql, last[0])}, ` : sql``;
       return sql`(select created_at, id from ${table} where ${rangeWhere(sql, range)} ${cond}
         order by ${order}created_at desc, id desc limit 1)`;
@@ -136,10 +144,10 @@ export function pageQuery<Row>(req: PageRequest<Row>): Fragment {
 const column = (sql: Db, c: string | Fragment): Fragment =>
   typeof c === "string" ? (sql(c) as unknown as Fragment) : c;
 
-/** The rows of one range: its keys (the last as a range, see `pageQuery`) and its filter. */
+/** The rows of one range: its keys (the last as a range if pinned, see `pageQuery`) and its filter. */
 function rangeWhere(sql: Db, range: IndexRange): Fragment {
   const parts = range.keys.map(([c, value], i) =>
-    i < range.keys.length - 1
+    !range.pinned || i < range.keys.length - 1
       ? sql`${column(sql, c)} = ${value as string}`
       : sql`${column(sql, c)} >= ${value as string} and ${column(sql, c)} <= ${value as string}`,
   );
