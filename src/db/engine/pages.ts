@@ -24,7 +24,9 @@ export type IndexKey = readonly [column: string | Fragment, value: string | bool
  * columns, in the index's order (an index (…keys, created_at desc, id desc) must exist); `filter` is
  * anything else the list asks of a row, checked row by row within that range. A filter never narrows
  * what the walk reads, only what it keeps: each filter that can leave few rows of many deserves a key
- * (an index) of its own.
+ * (an index) of its own. A filter lowers the planner's estimate of the range even where it removes no
+ * row, and with an estimate of a row or two it sorts the range rather than walking it: leave out what
+ * always holds.
  *
  * `pinned`: the last key leads each probe's order (see `pageQuery`), so that no other index can serve
  * the probe. For a range whose table has another index that also yields the created_at order under
