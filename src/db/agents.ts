@@ -1,5 +1,5 @@
-import type { Fragment } from "postgres";
 import type { Db } from "./engine/connection.ts";
+import type { PageInput, PageRequest } from "./engine/pages.ts";
 
 /** Statements of the agents table. */
 
@@ -44,8 +44,17 @@ export function listAgents(
 }
 
 /** The scope of an organization's list of agents (index agents_org_created). */
-export const agentsOf = (sql: Db, organizationId: string): Fragment =>
-  sql`organization_id = ${organizationId}`;
+/** The page of an organization's agents (db/engine/pages.ts), on agents_org_created. */
+export function agentsPage(sql: Db, organizationId: string, q: PageInput): PageRequest<AgentRow> {
+  return {
+    sql,
+    table: "agents",
+    ranges: [{ keys: [["organization_id", organizationId]] }],
+    prefix: "agt",
+    limit: q.limit,
+    startingAfter: q.starting_after,
+  };
+}
 
 export async function findAgent(sql: Db, organizationId: string, id: string): Promise<AgentRow | null> {
   const [row] = await sql<

@@ -1,5 +1,5 @@
-import type { Fragment } from "postgres";
 import type { Db } from "./engine/connection.ts";
+import type { IndexKey, PageInput, PageRequest } from "./engine/pages.ts";
 
 /** Statements of the do-not-call list (blocked_numbers). */
 
@@ -44,12 +44,27 @@ export async function deleteBlockedNumber(
   return rows.length === 1;
 }
 
-/** The scope of a list: organization, mode and the `phone` filter (each shape has its index). */
-export function blockedNumbersScope(
+/**
+ * The page of a blocked numbers list (db/engine/pages.ts), on (organization_id, livemode, created_at
+ * desc, id desc); filtered by `phone`, on the unique (organization_id, livemode, phone): one row at most,
+ * which the planner knows whatever the statistics, so the range is not pinned (db/engine/pages.ts).
+ */
+export function blockedNumbersPage(
   sql: Db,
   scope: { organizationId: string; livemode: boolean },
-  filters: { phone?: string | undefined },
-): Fragment {
-  return sql`organization_id = ${scope.organizationId} and livemode = ${scope.livemode}
-    ${filters.phone !== undefined ? sql`and phone = ${filters.phone}` : sql``}`;
+  q: PageInput & { phone?: string | undefined },
+): PageRequest<BlockedNumberRow> {
+  const keys: IndexKey[] = [
+    ["organization_id", scope.organizationId],
+    ["livemode", scope.livemode],
+    ...(q.phone !== undefined ? [["phone", q.phone] as const] : []),
+  ];
+  return {
+    sql,
+    table: "blocked_numbers",
+    ranges: [{ keys }],
+    prefix: "bn",
+    limit: q.limit,
+    startingAfter: q.starting_after,
+  };
 }

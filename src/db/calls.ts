@@ -1,6 +1,7 @@
 import type { Fragment } from "postgres";
 import type { TranscriptSegment } from "../simulation/content.ts";
 import type { Db } from "./engine/connection.ts";
+import type { IndexKey, IndexRange, PageInput, PageRequest } from "./engine/pages.ts";
 
 /** Statements of the calls table. Every state change is fenced by the status it expects. */
 
@@ -333,16 +334,60 @@ export async function answerPhoneCall(
   return row ?? null;
 }
 
-/** The scope of a calls list or read: organization, mode, the key's agents, and filters. */
-export function callsScope(
+/**
+ * The page of a calls list (db/engine/pages.ts). Each filter reads an index of its own, so a page reads
+ * about `limit + 1` index rows whatever the statistics: (organization_id, livemode[, status | agent_id |
+ * campaign_id], created_at desc, id desc); a key restricted to several agents walks one range per agent.
+ * Filters given together read the narrowest of their ranges (a campaign's, else an agent's) and check
+ * the others row by row.
+ */
+export function callsPage(
   sql: Db,
-  scope: CallScope,
-  q: { status?: string | undefined; agentId?: string | undefined; campaignId?: string | undefined } = {},
-): Fragment {
-  return sql`${readableBy(sql, scope)}
-    ${q.status ? sql`and status = ${q.status}` : sql``}
-    ${q.agentId ? sql`and agent_id = ${q.agentId}` : sql``}
-    ${q.campaignId ? sql`and campaign_id = ${q.campaignId}` : sql``}`;
+  scope: { organizationId: string; livemode: boolean; agentIds: string[] | null },
+  q: PageInput & {
+    status?: string | undefined;
+    agentId?: string | undefined;
+    campaignId?: string | undefined;
+  },
+): PageRequest<CallRow> {
+  const mode: IndexKey[] = [
+    ["organization_id", scope.organizationId],
+    ["livemode", scope.livemode],
+  ];
+  const status = q.status ? sql`status = ${q.status}` : undefined;
+  let ranges: IndexRange[];
+  if (q.campaignId) {
+    // A campaign's calls all have the campaign's agent: the agent filters keep all of them or none.
+    const agents = [
+      ...(scope.agentIds ? [sql`agent_id = any(${scope.agentIds})`] : []),
+      ...(q.agentId ? [sql`agent_id = ${q.agentId}`] : []),
+    ];
+    const filter = [...agents, ...(status ? [status] : [])].reduce<Fragment | undefined>(
+      (all, one) => (all ? sql`${all} and ${one}` : one),
+      undefined,
+    );
+    ranges = [{ keys: [...mode, ["campaign_id", q.campaignId]], pinned: true, filter }];
+  } else {
+    // The agents whose calls the list holds: the one asked for if the key may see it, else the key's.
+    const agents = q.agentId
+      ? scope.agentIds === null || scope.agentIds.includes(q.agentId)
+        ? [q.agentId]
+        : []
+      : scope.agentIds;
+    ranges =
+      agents === null
+        ? [q.status ? { keys: [...mode, ["status", q.status]], pinned: true } : { keys: mode }]
+        : agents.map((agentId) => ({ keys: [...mode, ["agent_id", agentId]], pinned: true, filter: status }));
+  }
+  return {
+    sql,
+    table: "calls",
+    ranges,
+    prefix: "call",
+    limit: q.limit,
+    startingAfter: q.starting_after,
+    columns: columnList(sql, CALL_COLUMNS),
+  };
 }
 
 /** The status of a call and what its lifecycle needs, or null when there is no such call. */

@@ -1,6 +1,7 @@
 import { TIMER_KINDS } from "../timers/kinds.ts";
 import { CALL_COLUMNS, type CallRow, columnList } from "./calls.ts";
 import type { Db } from "./engine/connection.ts";
+import type { IndexKey, IndexRange, PageInput, PageRequest } from "./engine/pages.ts";
 
 /** Queries of the campaigns and campaign_contacts tables. */
 
@@ -112,11 +113,35 @@ export async function insertCampaign(
 
 type Scope = { organizationId: string; livemode: boolean; agentIds: string[] | null };
 
-/** The scope of a campaigns list or read: organization, mode, the key's agents, filters. */
-export function campaignsScope(sql: Db, scope: Scope, q: { status?: string | undefined } = {}) {
+/** The scope of a campaign read: organization, mode, the key's agents. */
+export function campaignsScope(sql: Db, scope: Scope) {
   return sql`organization_id = ${scope.organizationId} and livemode = ${scope.livemode}
-    ${scope.agentIds ? sql`and agent_id = any(${scope.agentIds})` : sql``}
-    ${q.status ? sql`and status = ${q.status}` : sql``}`;
+    ${scope.agentIds ? sql`and agent_id = any(${scope.agentIds})` : sql``}`;
+}
+
+/**
+ * The page of a campaigns list (db/engine/pages.ts), on (organization_id, livemode[, status | agent_id],
+ * created_at desc, id desc): one range per agent of a key restricted to some (a status filter is then
+ * checked row by row within them).
+ */
+export function campaignsPage(
+  sql: Db,
+  scope: Scope,
+  q: PageInput & { status?: string | undefined },
+): PageRequest<CampaignRow> {
+  const mode: IndexKey[] = [
+    ["organization_id", scope.organizationId],
+    ["livemode", scope.livemode],
+  ];
+  const ranges: IndexRange[] =
+    scope.agentIds === null
+      ? [q.status ? { keys: [...mode, ["status", q.status]], pinned: true } : { keys: mode }]
+      : scope.agentIds.map((agentId) => ({
+          keys: [...mode, ["agent_id", agentId]],
+          pinned: true,
+          filter: q.status ? sql`status = ${q.status}` : undefined,
+        }));
+  return { sql, table: "campaigns", ranges, prefix: "cmp", limit: q.limit, startingAfter: q.starting_after };
 }
 
 export async function findCampaign(

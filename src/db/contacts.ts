@@ -1,5 +1,5 @@
-import type { Fragment } from "postgres";
 import type { Db } from "./engine/connection.ts";
+import type { IndexKey, PageInput, PageRequest } from "./engine/pages.ts";
 
 export interface ContactRow {
   id: string;
@@ -58,15 +58,29 @@ export async function deleteContactRow(sql: Db, organizationId: string, id: stri
   return rows.length === 1;
 }
 
-/** The scope of a contacts list; each shape has its index (sql/0002_contacts.sql). */
-export function contactsScope(
+/**
+ * The page of a contacts list (db/engine/pages.ts), on (organization_id[, phone | lower(email)],
+ * created_at desc, id desc) (sql/0002_contacts.sql); with both filters, the email is checked row by row
+ * among the phone's contacts. A filter's range is pinned: the organization's index would serve it too.
+ */
+export function contactsPage(
   sql: Db,
   organizationId: string,
-  filters: { phone?: string | undefined; email?: string | undefined },
-): Fragment {
-  return sql`organization_id = ${organizationId}
-    ${filters.phone !== undefined ? sql`and phone = ${filters.phone}` : sql``}
-    ${filters.email !== undefined ? sql`and lower(email) = lower(${filters.email})` : sql``}`;
+  q: PageInput & { phone?: string | undefined; email?: string | undefined },
+): PageRequest<ContactRow> {
+  const org: IndexKey = ["organization_id", organizationId];
+  const email = q.email !== undefined ? sql`lower(${q.email})` : undefined;
+  const keys: IndexKey[] =
+    q.phone !== undefined ? [org, ["phone", q.phone]] : email ? [org, [sql`lower(email)`, email]] : [org];
+  const filter = q.phone !== undefined && email ? sql`lower(email) = ${email}` : undefined;
+  return {
+    sql,
+    table: "contacts",
+    ranges: [{ keys, pinned: keys.length > 1, filter }],
+    prefix: "ct",
+    limit: q.limit,
+    startingAfter: q.starting_after,
+  };
 }
 
 export async function contactExists(sql: Db, organizationId: string, id: string): Promise<boolean> {

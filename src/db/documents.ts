@@ -1,5 +1,6 @@
 import type { Fragment } from "postgres";
 import type { Db } from "./engine/connection.ts";
+import type { PageInput, PageRequest } from "./engine/pages.ts";
 
 /** Statements of knowledge-base documents (documents) and their chunks (document_chunks). */
 
@@ -52,15 +53,26 @@ export async function insertDocument(
 }
 
 /**
- * The scope of a documents list: one knowledge base of the organization. Documents are live objects:
- * a test key's scope holds none.
+ * The page of a documents list (db/engine/pages.ts): one knowledge base, which the caller found in the
+ * organization, on (knowledge_base_id, created_at desc, id desc). Documents are live objects: a test
+ * key's list holds none. Neither rule is checked row by row: a condition that removes no row still
+ * lowers the planner's estimate of the range, and with an estimate of a row or two it sorts the range
+ * rather than walking its index.
  */
-export function documentsScope(
+export function documentsPage(
   sql: Db,
-  scope: { organizationId: string; knowledgeBaseId: string; livemode: boolean },
-): Fragment {
-  return sql`organization_id = ${scope.organizationId} and knowledge_base_id = ${scope.knowledgeBaseId}
-    and ${scope.livemode}::boolean`;
+  scope: { knowledgeBaseId: string; livemode: boolean },
+  q: PageInput,
+): PageRequest<DocumentRow> {
+  return {
+    sql,
+    table: "documents",
+    ranges: scope.livemode ? [{ keys: [["knowledge_base_id", scope.knowledgeBaseId]] }] : [],
+    prefix: "doc",
+    limit: q.limit,
+    startingAfter: q.starting_after,
+    columns: documentListColumns(sql),
+  };
 }
 
 /** One document of a knowledge base of the organization, with its text put back together from its chunks. */

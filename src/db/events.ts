@@ -1,6 +1,6 @@
 import type { Fragment } from "postgres";
 import type { Db } from "./engine/connection.ts";
-import type { PageRequest } from "./engine/pages.ts";
+import type { IndexKey, IndexRange, PageInput, PageRequest } from "./engine/pages.ts";
 
 /** Statements of the events outbox. A trigger (sql/0011) creates each event's webhook deliveries. */
 
@@ -37,44 +37,32 @@ export async function insertEvents(sql: Db, events: readonly EventRow[]): Promis
 }
 
 /**
- * The scope of an events list; each shape has its index: (organization_id, livemode[, type | agent_id],
- * created_at desc, id desc). A key restricted to some agents sees only their objects' events.
- */
-export function eventsScope(
-  sql: Db,
-  scope: { organizationId: string; livemode: boolean; agentIds: string[] | null },
-  filters: { type?: string | undefined },
-): Fragment {
-  return sql`organization_id = ${scope.organizationId} and livemode = ${scope.livemode}
-    ${
-      scope.agentIds === null
-        ? sql``
-        : scope.agentIds.length === 1
-          ? sql`and agent_id = ${scope.agentIds[0]!}`
-          : sql`and agent_id = any(${scope.agentIds}::text[])`
-    }
-    ${filters.type !== undefined ? sql`and type = ${filters.type}` : sql``}`;
-}
-
-/**
- * The page of an events list (db/engine/pages.ts). For a key restricted to several agents the walk
- * probes each agent's index range: `agent_id = any(…)` on one index yields each agent's rows in turn,
- * not in time order (PostgreSQL 15), so a step planned on it sorts every matching row.
+ * The page of an events list (db/engine/pages.ts); each filter has its index: (organization_id,
+ * livemode[, type | agent_id], created_at desc, id desc). A key restricted to some agents sees only
+ * their objects' events, one range per agent (a type filter is then checked row by row within them).
+ * Every range is pinned: the retention's index on created_at alone would serve any of them too.
  */
 export function eventsPage(
   sql: Db,
   scope: { organizationId: string; livemode: boolean; agentIds: string[] | null },
-  q: { limit: number; starting_after?: string | undefined; type?: string | undefined },
+  q: PageInput & { type?: string | undefined },
 ): PageRequest<EventRow> {
-  const branches =
-    scope.agentIds && scope.agentIds.length > 1
-      ? scope.agentIds.map((agentId) => eventsScope(sql, { ...scope, agentIds: [agentId] }, q))
-      : undefined;
+  const mode: IndexKey[] = [
+    ["organization_id", scope.organizationId],
+    ["livemode", scope.livemode],
+  ];
+  const ranges: IndexRange[] =
+    scope.agentIds === null
+      ? [{ keys: q.type !== undefined ? [...mode, ["type", q.type]] : mode, pinned: true }]
+      : scope.agentIds.map((agentId) => ({
+          keys: [...mode, ["agent_id", agentId]],
+          pinned: true,
+          filter: q.type !== undefined ? sql`type = ${q.type}` : undefined,
+        }));
   return {
     sql,
     table: "events",
-    where: eventsScope(sql, scope, q),
-    ...(branches ? { branches } : {}),
+    ranges,
     prefix: "evt",
     limit: q.limit,
     startingAfter: q.starting_after,

@@ -1,5 +1,5 @@
-import type { Fragment } from "postgres";
 import type { Db } from "./engine/connection.ts";
+import type { PageInput, PageRequest } from "./engine/pages.ts";
 
 /** Statements of the organizations table. */
 
@@ -93,7 +93,17 @@ export async function updateOrganization(
 }
 
 /** The scope of the list of organizations: all of them (index organizations_created). */
-export const allOrganizations = (sql: Db): Fragment => sql`true`;
+/** The page of the list of every organization (db/engine/pages.ts), on organizations_created. */
+export function organizationsPage(sql: Db, q: PageInput): PageRequest<OrganizationRow> {
+  return {
+    sql,
+    table: "organizations",
+    ranges: [{ keys: [] }],
+    prefix: "org",
+    limit: q.limit,
+    startingAfter: q.starting_after,
+  };
+}
 
 export async function findOrganization(sql: Db, id: string): Promise<OrganizationRow | null> {
   const [row] = await sql<OrganizationRow[]>`select * from organizations where id = ${id}`;

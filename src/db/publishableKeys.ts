@@ -1,5 +1,6 @@
 import type { Fragment } from "postgres";
 import type { Db } from "./engine/connection.ts";
+import type { PageInput, PageRequest } from "./engine/pages.ts";
 
 /** Statements of the publishable_keys table. Only the SHA-256 of a key is stored. */
 
@@ -50,9 +51,6 @@ export async function monthlyMinuteCap(sql: Db, id: string): Promise<number> {
 }
 
 /** The scope of an organization's list of publishable keys (index publishable_keys_org_created). */
-export const publishableKeysOf = (sql: Db, organizationId: string): Fragment =>
-  sql`organization_id = ${organizationId}`;
-
 /** What the operators' list of publishable keys reads: never the hash; last use and this month's minutes. */
 export interface PublishableKeyListRow extends Omit<PublishableKeyRow, "key_hash"> {
   last_used_at: Date | null;
@@ -69,6 +67,27 @@ export const publishableKeyListColumns = (sql: Db, month: string): Fragment => s
     where s.publishable_key_id = publishable_keys.id order by s.day desc limit 1) as last_used_at,
   coalesce((select m.used_minutes from minute_usage m
     where m.kind = 'key' and m.subject_id = publishable_keys.id and m.month = ${month}::date), 0) as minutes_used`;
+
+/**
+ * The page of an organization's publishable keys (db/engine/pages.ts), on publishable_keys_org_created;
+ * `month` as for `publishableKeyListColumns`.
+ */
+export function publishableKeysPage(
+  sql: Db,
+  organizationId: string,
+  month: string,
+  q: PageInput,
+): PageRequest<PublishableKeyListRow> {
+  return {
+    sql,
+    table: "publishable_keys",
+    ranges: [{ keys: [["organization_id", organizationId]] }],
+    prefix: "key",
+    limit: q.limit,
+    startingAfter: q.starting_after,
+    columns: publishableKeyListColumns(sql, month),
+  };
+}
 
 export async function findPublishableKeyById(sql: Db, id: string): Promise<PublishableKeyRow | null> {
   const [row] = await sql<PublishableKeyRow[]>`select * from publishable_keys where id = ${id}`;

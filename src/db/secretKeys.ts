@@ -1,5 +1,6 @@
 import type { Fragment } from "postgres";
 import type { Db } from "./engine/connection.ts";
+import type { PageInput, PageRequest } from "./engine/pages.ts";
 
 /** Statements of the secret_keys table. Only the SHA-256 of a key is stored. */
 
@@ -63,9 +64,6 @@ export async function findMintingTestKey(
 }
 
 /** The scope of an organization's list of secret keys (index secret_keys_org_created). */
-export const secretKeysOf = (sql: Db, organizationId: string): Fragment =>
-  sql`organization_id = ${organizationId}`;
-
 /** What the operators' list of secret keys reads: never the hash; with the key's last use. */
 export interface SecretKeyListRow extends Omit<SecretKeyRow, "key_hash"> {
   last_used_at: Date | null;
@@ -74,3 +72,16 @@ export interface SecretKeyListRow extends Omit<SecretKeyRow, "key_hash"> {
 export const secretKeyListColumns = (sql: Db): Fragment => sql`
   id, organization_id, mode, start, scopes, agent_ids, revoked_at, created_at,
   (select u.last_used_at from secret_key_usage u where u.key_id = secret_keys.id) as last_used_at`;
+
+/** The page of an organization's secret keys (db/engine/pages.ts), on secret_keys_org_created. */
+export function secretKeysPage(sql: Db, organizationId: string, q: PageInput): PageRequest<SecretKeyListRow> {
+  return {
+    sql,
+    table: "secret_keys",
+    ranges: [{ keys: [["organization_id", organizationId]] }],
+    prefix: "key",
+    limit: q.limit,
+    startingAfter: q.starting_after,
+    columns: secretKeyListColumns(sql),
+  };
+}

@@ -10,9 +10,15 @@ const MIN_PAGES = 10;
 
 /**
  * The service's tables whose statistics lag behind: never analyzed though they hold data, grown by more
- * than a fifth (in pages) since they were, or (where the database counts them: PostgreSQL) more than a
- * tenth of their rows changed since. Pages are read from the files themselves, so growth is seen on the
- * embedded database too, where the statistics views count nothing.
+ * than a fifth (in pages) since they were, or with more than a tenth of their rows inserted, updated or
+ * deleted since (`n_mod_since_analyze`).
+ *
+ * Both databases keep that count (the embedded one is PostgreSQL too, statistics views included), but
+ * it arrives late: each session adds its changes to the shared count at most once a second, when idle
+ * (the embedded database's one session, at its first statement a second or more after its last
+ * report). Changes made just before an analyze may so be counted after it: the table is then found
+ * stale at the next check and analyzed once more a minute later, which costs one analyze. Pages are
+ * read from the files themselves and are never late: growth is seen at once.
  */
 export async function tablesWithStaleStatistics(sql: Db): Promise<string[]> {
   const rows = await sql<{ name: string }[]>`

@@ -1,6 +1,8 @@
 import type { Fragment, Sql } from "postgres";
+import { serialOf } from "../ids.ts";
 import { TIMER_KINDS, type TimerKind } from "../timers/kinds.ts";
 import { type Db, pipelinedTransaction, settledAll } from "./engine/connection.ts";
+import type { PageInput, PageRequest } from "./engine/pages.ts";
 
 /**
  * The SQL of durable timers. Every function takes `sql` first so it runs inside the caller's
@@ -199,15 +201,14 @@ export interface TimerClaim {
  * in the order of the `timers_due` index and stop at its limit: when the planner believes the table
  * small (never analyzed, or analyzed before a burst of inserts), it would rather fetch every due row
  * and sort them, and on a backlog each claim would then read the whole backlog. Without sorts, the
- * index's order is the cheapest way.
- *
- * A sort switched off is not forbidden, only priced out of reach, and the claim keeps one (of its few
- * claimed rows): its estimated cost is then far above `jit_above_cost`, and PostgreSQL would compile
- * every claim to machine code — a second of CPU on a busy machine, before any due timer is claimed.
- * So compilation is off for the claim too.
+ * index's order is the cheapest way. The claimed rows are then updated by primary key: the plan kept
+ * for the prepared statement cannot know the limit (a parameter) and joined them to the whole table by
+ * hashing it.
  */
 export function claimPlanning(tx: Db): Promise<unknown> {
-  return tx`select set_config('enable_sort', 'off', true), set_config('jit', 'off', true)`.execute();
+  return tx`
+    select set_config('enable_sort', 'off', true), set_config('enable_hashjoin', 'off', true),
+      set_config('enable_mergejoin', 'off', true)`.execute();
 }
 
 /** The statement of `claimDue`, run after `claimPlanning` (also explained by the plan tests). */
@@ -415,12 +416,23 @@ export interface FailedTimerRow {
   failed_at: Date | null;
 }
 
-/** The scope of the operators' list of failed timers (index timers_failed). */
-export const failedTimers = (sql: Db): Fragment => sql`status = 'failed'`;
-
 /** `id` as it is (the driver reads bigint as text): a cast named `id` would be what a page orders by. */
 export const failedTimerColumns = (sql: Db): Fragment =>
   sql`id, kind, payload, attempts, last_error, created_at, failed_at`;
+
+/** The page of the operators' list of failed timers (db/engine/pages.ts), on the partial index timers_failed. */
+export function failedTimersPage(sql: Db, q: PageInput): PageRequest<FailedTimerRow> {
+  return {
+    sql,
+    table: "timers",
+    ranges: [{ keys: [], filter: sql`status = 'failed'` }],
+    prefix: "tmr",
+    limit: q.limit,
+    startingAfter: q.starting_after,
+    cursorOf: (id) => serialOf(id, "tmr"),
+    columns: failedTimerColumns(sql),
+  };
+}
 
 /**
  * Puts a failed timer back to work: pending, due now, no attempt counted, free for any runner's next

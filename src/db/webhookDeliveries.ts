@@ -1,6 +1,8 @@
 import type { Fragment } from "postgres";
+import { serialOf } from "../ids.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
 import type { Db } from "./engine/connection.ts";
+import type { PageInput, PageRequest } from "./engine/pages.ts";
 import { type InsertedTimerRow, kindLiteral } from "./timers.ts";
 
 /**
@@ -142,8 +144,20 @@ export interface DeliveryLogRow {
   created_at: Date;
 }
 
-/** The scope of an endpoint's delivery log (index webhook_deliveries_endpoint_created). */
-export const deliveriesOf = (sql: Db, endpointId: string): Fragment => sql`endpoint_id = ${endpointId}`;
+/** The page of an endpoint's delivery log (db/engine/pages.ts), on webhook_deliveries_endpoint_created. */
+export function deliveriesPage(sql: Db, endpointId: string, q: PageInput): PageRequest<DeliveryLogRow> {
+  return {
+    sql,
+    table: "webhook_deliveries",
+    // Pinned: the retention's index on created_at alone would also serve it.
+    ranges: [{ keys: [["endpoint_id", endpointId]], pinned: true }],
+    prefix: "whd",
+    limit: q.limit,
+    startingAfter: q.starting_after,
+    cursorOf: (cursor) => serialOf(cursor, "whd"),
+    columns: deliveryLogColumns(sql),
+  };
+}
 
 /** What the log reads; `id` uncast, so that a page orders by the number, not its text. */
 export const deliveryLogColumns = (sql: Db): Fragment =>

@@ -1,5 +1,6 @@
 import type { Fragment } from "postgres";
 import type { Db } from "./engine/connection.ts";
+import type { PageInput, PageRequest } from "./engine/pages.ts";
 
 /**
  * Statements of webhook endpoints. An endpoint has the mode of the key that created them and is seen
@@ -59,6 +60,30 @@ export const webhookEndpointsScope = (
   sql: Db,
   scope: { organizationId: string; livemode: boolean },
 ): Fragment => sql`organization_id = ${scope.organizationId} and livemode = ${scope.livemode}`;
+
+/** The page of a list of endpoints (db/engine/pages.ts), on (organization_id, livemode, created_at desc, id desc). */
+export function webhookEndpointsPage(
+  sql: Db,
+  scope: { organizationId: string; livemode: boolean },
+  q: PageInput,
+): PageRequest<WebhookEndpointView> {
+  return {
+    sql,
+    table: "webhook_endpoints",
+    ranges: [
+      {
+        keys: [
+          ["organization_id", scope.organizationId],
+          ["livemode", scope.livemode],
+        ],
+      },
+    ],
+    prefix: "we",
+    limit: q.limit,
+    startingAfter: q.starting_after,
+    columns: webhookEndpointListColumns(sql),
+  };
+}
 
 /** What a list reads: never a secret. */
 export const webhookEndpointListColumns = (sql: Db): Fragment =>

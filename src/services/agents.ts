@@ -3,7 +3,7 @@ import {
   type AgentPatch,
   type AgentRow,
   agentOrganization,
-  agentsOf,
+  agentsPage,
   existingAgentIds,
   findAgent,
   insertAgent,
@@ -106,12 +106,7 @@ export async function listAgentsOf(
 ): Promise<Page<AgentDetailsView>> {
   await assertOrganization(deps, organizationId);
   return paginate<AgentRow, AgentDetailsView>({
-    sql: deps.sql,
-    table: "agents",
-    where: agentsOf(deps.sql, organizationId),
-    prefix: "agt",
-    limit: q.limit,
-    startingAfter: q.starting_after,
+    ...agentsPage(deps.sql, organizationId, q),
     map: agentDetailsView,
   });
 }

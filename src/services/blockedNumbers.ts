@@ -1,7 +1,7 @@
 import type { SecretKeyAuth } from "../auth/access.ts";
 import {
   type BlockedNumberRow,
-  blockedNumbersScope,
+  blockedNumbersPage,
   deleteBlockedNumber as deleteRow,
   upsertBlockedNumber,
 } from "../db/blockedNumbers.ts";
@@ -59,14 +59,8 @@ export function listBlockedNumbers(
   auth: Scope,
   q: { limit: number; starting_after?: string | undefined; phone?: string | undefined },
 ): Promise<Page<BlockedNumber>> {
-  const { sql } = deps;
   return paginate<BlockedNumberRow, BlockedNumber>({
-    sql,
-    table: "blocked_numbers",
-    where: blockedNumbersScope(sql, auth, q),
-    prefix: "bn",
-    limit: q.limit,
-    startingAfter: q.starting_after,
+    ...blockedNumbersPage(deps.sql, auth, q),
     map: blockedNumberView,
   });
 }

@@ -1,13 +1,11 @@
 import { agentAllowed, assertAgentAllowed, type ReadScope, type SecretKeyAuth } from "../auth/access.ts";
 import { type AgentRow, findAgent } from "../db/agents.ts";
 import {
-  CALL_COLUMNS,
   type CallRow,
   type CallStatus,
   type CallView,
-  callsScope,
+  callsPage,
   callView,
-  columnList,
   ENDED_STATUSES,
   findCall,
   findTranscript,
@@ -211,15 +209,5 @@ export function listCalls(
     campaignId?: string | undefined;
   },
 ): Promise<Page<CallView>> {
-  const { sql } = deps;
-  return paginate<CallRow, CallView>({
-    sql,
-    table: "calls",
-    where: callsScope(sql, auth, q),
-    prefix: "call",
-    limit: q.limit,
-    startingAfter: q.starting_after,
-    columns: columnList(sql, CALL_COLUMNS),
-    map: callView,
-  });
+  return paginate<CallRow, CallView>({ ...callsPage(deps.sql, auth, q), map: callView });
 }

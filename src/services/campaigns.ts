@@ -4,7 +4,7 @@ import {
   type CampaignRow,
   type CampaignTarget,
   type CampaignView,
-  campaignsScope,
+  campaignsPage,
   campaignView,
   cancelPending,
   countInProgress,
@@ -457,14 +457,5 @@ export async function listCampaigns(
   auth: ReadScope,
   q: { limit: number; starting_after?: string | undefined; status?: string | undefined },
 ) {
-  const { sql } = deps;
-  return paginate<CampaignRow, CampaignView>({
-    sql,
-    table: "campaigns",
-    where: campaignsScope(sql, auth, q),
-    prefix: "cmp",
-    limit: q.limit,
-    startingAfter: q.starting_after,
-    map: campaignView,
-  });
+  return paginate<CampaignRow, CampaignView>({ ...campaignsPage(deps.sql, auth, q), map: campaignView });
 }

@@ -1,6 +1,6 @@
 import {
   type ContactRow,
-  contactsScope,
+  contactsPage,
   deleteContactRow,
   findContact,
   insertContact,
@@ -164,15 +164,7 @@ export async function listContacts(
     email?: string | undefined;
   },
 ): Promise<Page<Contact>> {
-  return paginate<ContactRow, Contact>({
-    sql: deps.sql,
-    table: "contacts",
-    where: contactsScope(deps.sql, organizationId, q),
-    prefix: "ct",
-    limit: q.limit,
-    startingAfter: q.starting_after,
-    map: contactView,
-  });
+  return paginate<ContactRow, Contact>({ ...contactsPage(deps.sql, organizationId, q), map: contactView });
 }
 
 function sameFlat(a: ContactRow["metadata"], b: ContactRow["metadata"]): boolean {

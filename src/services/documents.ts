@@ -2,8 +2,7 @@ import type { SecretKeyAuth } from "../auth/access.ts";
 import {
   type DocumentRow,
   deleteDocument as deleteDocumentRow,
-  documentListColumns,
-  documentsScope,
+  documentsPage,
   findDocument,
   insertDocument,
 } from "../db/documents.ts";
@@ -118,20 +117,8 @@ export async function listDocuments(
   ) {
     throw noSuchKnowledgeBase();
   }
-  return paginate<DocumentRow, DocumentView>({
-    sql,
-    table: "documents",
-    where: documentsScope(sql, {
-      organizationId: auth.organizationId,
-      knowledgeBaseId,
-      livemode: auth.livemode,
-    }),
-    prefix: "doc",
-    limit: q.limit,
-    startingAfter: q.starting_after,
-    columns: documentListColumns(sql),
-    map: documentView,
-  });
+  const scope = { knowledgeBaseId, livemode: auth.livemode };
+  return paginate<DocumentRow, DocumentView>({ ...documentsPage(sql, scope, q), map: documentView });
 }
 
 /** One document with its text. A test key, an unknown document or another knowledge base's: 404. */

@@ -1,8 +1,7 @@
 import { type Page, type PageInput, paginate } from "../db/engine/pages.ts";
 import {
   type FailedTimerRow,
-  failedTimerColumns,
-  failedTimers,
+  failedTimersPage,
   retryFailedTimer as retryFailedTimerRow,
 } from "../db/timers.ts";
 import type { TxDeps } from "../deps.ts";
@@ -54,14 +53,7 @@ const failedTimerView =
 /** Failed timers, newest first, in the cursor convention. */
 export function listFailedTimers(deps: TxDeps, q: PageInput): Promise<Page<FailedTimer>> {
   return paginate<FailedTimerRow, FailedTimer>({
-    sql: deps.sql,
-    table: "timers",
-    where: failedTimers(deps.sql),
-    prefix: "tmr",
-    limit: q.limit,
-    startingAfter: q.starting_after,
-    cursorOf: (id) => serialOf(id, "tmr"),
-    columns: failedTimerColumns(deps.sql),
+    ...failedTimersPage(deps.sql, q),
     map: failedTimerView("failed"),
   });
 }

@@ -117,8 +117,9 @@ export async function afterBulkChange(sql: Db, rows: number): Promise<void> {
 }
 
 /**
- * The `statistics` timer: analyzes the tables whose statistics lag behind their growth (db/statistics.ts),
- * so that plans follow the data without autovacuum, then checks again in STATISTICS_EVERY_MS.
+ * The `statistics` timer: analyzes the tables whose statistics lag behind their rows (grown, or many
+ * inserted, updated or deleted: db/statistics.ts), so that plans follow the data without autovacuum,
+ * then checks again in STATISTICS_EVERY_MS.
  */
 export function refreshStatistics(deps: Deps): TimerHandler {
   return async ({ tx, schedule }: HandlerContext) => {

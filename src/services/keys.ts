@@ -3,16 +3,14 @@ import { type Page, type PageInput, paginate } from "../db/engine/pages.ts";
 import {
   insertPublishableKey,
   type PublishableKeyListRow,
-  publishableKeyListColumns,
-  publishableKeysOf,
+  publishableKeysPage,
   revokePublishableKey as revokePublishableKeyRow,
 } from "../db/publishableKeys.ts";
 import {
   insertSecretKey,
   revokeSecretKey as revokeSecretKeyRow,
   type SecretKeyListRow,
-  secretKeyListColumns,
-  secretKeysOf,
+  secretKeysPage,
 } from "../db/secretKeys.ts";
 import type { TxDeps } from "../deps.ts";
 import { isId } from "../ids.ts";
@@ -143,13 +141,7 @@ export async function listSecretKeys(
 ): Promise<Page<SecretKeySummary>> {
   await assertOrganization(deps, organizationId);
   return paginate<SecretKeyListRow, SecretKeySummary>({
-    sql: deps.sql,
-    table: "secret_keys",
-    where: secretKeysOf(deps.sql, organizationId),
-    prefix: "key",
-    limit: q.limit,
-    startingAfter: q.starting_after,
-    columns: secretKeyListColumns(deps.sql),
+    ...secretKeysPage(deps.sql, organizationId, q),
     map: secretKeySummary,
   });
 }
@@ -181,13 +173,7 @@ export async function listPublishableKeys(
 ): Promise<Page<PublishableKeySummary>> {
   await assertOrganization(deps, organizationId);
   return paginate<PublishableKeyListRow, PublishableKeySummary>({
-    sql: deps.sql,
-    table: "publishable_keys",
-    where: publishableKeysOf(deps.sql, organizationId),
-    prefix: "key",
-    limit: q.limit,
-    startingAfter: q.starting_after,
-    columns: publishableKeyListColumns(deps.sql, monthOf(deps.clock.now())),
+    ...publishableKeysPage(deps.sql, organizationId, monthOf(deps.clock.now()), q),
     map: publishableKeySummary,
   });
 }

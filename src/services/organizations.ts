@@ -1,12 +1,12 @@
 import { type Page, type PageInput, paginate } from "../db/engine/pages.ts";
 import { usageOf } from "../db/minutes.ts";
 import {
-  allOrganizations,
   type CallWindow,
   findOrganization,
   insertOrganization,
   type OrganizationPatchRow,
   type OrganizationRow,
+  organizationsPage,
   updateOrganization as updateOrganizationRow,
 } from "../db/organizations.ts";
 import type { TxDeps } from "../deps.ts";
@@ -114,12 +114,7 @@ export type OrganizationView = ReturnType<typeof organizationView>;
 /** Every organization, newest first, in the cursor convention. */
 export function listOrganizations(deps: TxDeps, q: PageInput): Promise<Page<OrganizationView>> {
   return paginate<OrganizationRow, OrganizationView>({
-    sql: deps.sql,
-    table: "organizations",
-    where: allOrganizations(deps.sql),
-    prefix: "org",
-    limit: q.limit,
-    startingAfter: q.starting_after,
+    ...organizationsPage(deps.sql, q),
     map: organizationView,
   });
 }

@@ -5,8 +5,7 @@ import { lockEvent } from "../db/events.ts";
 import type { InsertedTimerRow } from "../db/timers.ts";
 import {
   type DeliveryLogRow,
-  deliveriesOf,
-  deliveryLogColumns,
+  deliveriesPage,
   firstAttempts,
   redeliverEventRows,
 } from "../db/webhookDeliveries.ts";
@@ -17,12 +16,11 @@ import {
   rotateWebhookSecretRow,
   updateWebhookEndpointRow,
   type WebhookEndpointView,
-  webhookEndpointListColumns,
-  webhookEndpointsScope,
+  webhookEndpointsPage,
 } from "../db/webhookEndpoints.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
-import { isId, serialId, serialOf } from "../ids.ts";
+import { isId, serialId } from "../ids.ts";
 import { EVENT_TYPES, type EventType } from "./events.ts";
 import { webhookUrlProblem } from "./webhookUrls.ts";
 
@@ -140,13 +138,7 @@ export function listWebhookEndpoints(
   q: PageInput,
 ): Promise<Page<WebhookEndpoint>> {
   return paginate<WebhookEndpointView, WebhookEndpoint>({
-    sql,
-    table: "webhook_endpoints",
-    where: webhookEndpointsScope(sql, scope),
-    prefix: "we",
-    limit: q.limit,
-    startingAfter: q.starting_after,
-    columns: webhookEndpointListColumns(sql),
+    ...webhookEndpointsPage(sql, scope, q),
     map: webhookEndpointView,
   });
 }
@@ -244,17 +236,7 @@ export async function listEndpointDeliveries(
   q: PageInput,
 ): Promise<Page<Delivery>> {
   if (!isId(id, "we") || !(await findWebhookEndpoint(sql, scope, id))) throw noSuchEndpoint();
-  return paginate<DeliveryLogRow, Delivery>({
-    sql,
-    table: "webhook_deliveries",
-    where: deliveriesOf(sql, id),
-    prefix: "whd",
-    limit: q.limit,
-    startingAfter: q.starting_after,
-    cursorOf: (cursor) => serialOf(cursor, "whd"),
-    columns: deliveryLogColumns(sql),
-    map: deliveryView,
-  });
+  return paginate<DeliveryLogRow, Delivery>({ ...deliveriesPage(sql, id, q), map: deliveryView });
 }
 
 const noSuchEvent = () => new ApiError("not_found", "No such event.");

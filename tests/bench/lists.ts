@@ -8,14 +8,15 @@
  * It creates and drops its own database (TEST_PG_URL, default postgres://postgres@127.0.0.1:5432).
  * Another list joins by adding one entry to LISTS: how to seed it in bulk, its route, its filters.
  */
-import type { Fragment, Sql } from "postgres";
-import { callsScope } from "../../src/db/calls.ts";
-import { contactsScope } from "../../src/db/contacts.ts";
-import { pageQuery } from "../../src/db/engine/pages.ts";
-import { eventsScope } from "../../src/db/events.ts";
+import type { Sql } from "postgres";
+import { callsPage } from "../../src/db/calls.ts";
+import { contactsPage } from "../../src/db/contacts.ts";
+import { type PageRequest, pageQuery } from "../../src/db/engine/pages.ts";
+import { eventsPage } from "../../src/db/events.ts";
 import { type IdPrefix, isId } from "../../src/ids.ts";
 import { silentLogger } from "../../src/log.ts";
 import { createTestContext, seedOrganization } from "../helpers/app.ts";
+import { cursorAt } from "../helpers/plans.ts";
 import { percentile } from "./lib.ts";
 
 const ROWS = Number(process.env.BENCH_ROWS ?? 100_000);
@@ -38,8 +39,12 @@ interface ListCase {
   mode: "live" | "test";
   /** Inserts `rows` rows for the organization in one statement (generate_series). */
   seed(sql: Sql, s: Seeded, rows: number): Promise<void>;
-  /** Query strings to time ("" = no filter) and the scope the helper reads for each. */
-  filters: { label: string; query: string; where(sql: Sql, s: Seeded): Fragment }[];
+  /** Query strings to time ("" = no filter) and the list's page statement for each. */
+  filters: {
+    label: string;
+    query: string;
+    page(sql: Sql, s: Seeded, q: { limit: number; starting_after?: string }): PageRequest<never>;
+  }[];
 }
 
 /**
@@ -69,11 +74,11 @@ const LISTS: ListCase[] = [
       );
     },
     filters: [
-      { label: "no filter", query: "", where: (sql, s) => callsScope(sql, testScope(s), {}) },
+      { label: "no filter", query: "", page: (sql, s, q) => callsPage(sql, testScope(s), q) },
       {
         label: "status=ringing",
         query: "status=ringing",
-        where: (sql, s) => callsScope(sql, testScope(s), { status: "ringing" }),
+        page: (sql, s, q) => callsPage(sql, testScope(s), { ...q, status: "ringing" }),
       },
     ],
   },
@@ -93,11 +98,11 @@ const LISTS: ListCase[] = [
       );
     },
     filters: [
-      { label: "no filter", query: "", where: (sql, s) => contactsScope(sql, s.orgId, {}) },
+      { label: "no filter", query: "", page: (sql, s, q) => contactsPage(sql, s.orgId, q) },
       {
         label: "phone=+33600000003",
         query: "phone=%2B33600000003",
-        where: (sql, s) => contactsScope(sql, s.orgId, { phone: "+33600000003" }),
+        page: (sql, s, q) => contactsPage(sql, s.orgId, { ...q, phone: "+33600000003" }),
       },
     ],
   },
@@ -121,20 +126,11 @@ const LISTS: ListCase[] = [
       );
     },
     filters: [
-      {
-        label: "no filter",
-        query: "",
-        where: (sql, s) => eventsScope(sql, { organizationId: s.orgId, livemode: false, agentIds: null }, {}),
-      },
+      { label: "no filter", query: "", page: (sql, s, q) => eventsPage(sql, testScope(s), q) },
       {
         label: "type=contact.created",
         query: "type=contact.created",
-        where: (sql, s) =>
-          eventsScope(
-            sql,
-            { organizationId: s.orgId, livemode: false, agentIds: null },
-            { type: "contact.created" },
-          ),
+        page: (sql, s, q) => eventsPage(sql, testScope(s), { ...q, type: "contact.created" }),
       },
     ],
   },
@@ -170,11 +166,10 @@ async function main() {
       const key = list.mode === "live" ? seed.liveKey : seed.testKey;
 
       for (const f of list.filters) {
-        const where = f.where(sql, s);
-        const [deep] = await sql<{ id: string }[]>`
-          select id from ${sql(list.table)} where ${where}
-          order by created_at desc, id desc offset ${DEPTH - 1} limit 1`;
-        if (!deep || !isId(deep.id, list.prefix)) throw new Error(`${list.name}: fewer than ${DEPTH} rows`);
+        const deep = {
+          id: await cursorAt((limit, after) => f.page(sql, s, { limit, starting_after: after }), DEPTH),
+        };
+        if (!isId(deep.id, list.prefix)) throw new Error(`${list.name}: ${deep.id} is not an id`);
         const sep = f.query ? "&" : "";
         const page1 = `${list.route}?${f.query}${sep}limit=${LIMIT}`;
         const deepPage = `${page1}&starting_after=${deep.id}`;
@@ -209,14 +204,9 @@ async function main() {
           ["page 1", undefined],
           [`depth ${DEPTH}`, deep.id],
         ] as const) {
-          const statement = pageQuery({
-            sql,
-            table: list.table,
-            where,
-            prefix: list.prefix,
-            limit: LIMIT,
-            startingAfter,
-          });
+          const statement = pageQuery(
+            f.page(sql, s, { limit: LIMIT, ...(startingAfter ? { starting_after: startingAfter } : {}) }),
+          );
           const plan = await sql<
             { "QUERY PLAN": string }[]
           >`explain (analyze, buffers, costs off) ${statement}`;

@@ -4,14 +4,19 @@
  * writing its events) and their webhooks being delivered to a local receiver.
  *
  *   npm run bench:mixed -- [--db postgres,embedded] [--autovacuum off,on] [--rows 100000]
- *                          [--inflight 10000] [--seconds 10] [--connections 32]
+ *                          [--inflight 10000] [--seconds 10] [--connections 32] [--depth N]
+ *                          [--pair-connections 64]
  *
  * Measured, each for `--seconds` at `--connections`:
  * - first page     GET /api/v1/calls?limit=20
- * - deep page      the same after `starting_after` 5,000 deep (its ratio to the first page)
+ * - deep page      the same after a cursor `--depth` items deep (default: 5,000, or half the grown rows
+ *                  if fewer), found by walking the list right before the measure (the calls created
+ *                  since the table grew are in front of the grown ones); its ratio to the first page
  * - create         POST /api/v1/calls with a test key (simulated calls: they join those in flight)
- * - pairs          mint a test session token, then redeem it from its own client address (the server
- *                  trusts 127.0.0.1 as a proxy and reads X-Forwarded-For): pairs per second
+ * - pairs          at `--pair-connections`: mint a test session token, then redeem it from its own
+ *                  client address (the server trusts 127.0.0.1 as a proxy and reads X-Forwarded-For):
+ *                  pairs per second, and each pair's latency from the mint's request to the redeem's
+ *                  answer
  * - agents         GET /api/v1/agents, against a bare Bun.serve answering the same JSON in a process of
  *                  its own, in the same run (the ratio of the two)
  *
@@ -52,7 +57,8 @@ const ROWS = Number(arg("rows", "100000"));
 const INFLIGHT = Number(arg("inflight", "10000"));
 const SECONDS = Number(arg("seconds", "10"));
 const CONNECTIONS = Number(arg("connections", "32"));
-const DEPTH = 5000;
+const DEPTH = Number(arg("depth", String(Math.min(5000, Math.floor(ROWS / 2)))));
+const PAIR_CONNECTIONS = Number(arg("pair-connections", "64"));
 const ADMIN_TOKEN = "bench-admin-token-0123456789abcdef0123456789";
 
 interface Seeded {
@@ -117,22 +123,57 @@ console.log(s.port);`,
   return { url: `http://127.0.0.1:${port}/`, stop: () => proc.kill() };
 }
 
-async function pairs(url: string, s: Seeded): Promise<LoadResult> {
+/** Pairs per second, and each pair's latency (mint + redeem), from tests/bench/pairs-load.mjs. */
+interface PairResult {
+  pairsPerSecond: number;
+  p50: number;
+  p99: number;
+  /** Pairs whose mint or redeem was refused. */
+  failed: number;
+  errors: number;
+}
+
+async function pairs(url: string, s: Seeded): Promise<PairResult> {
   const proc = Bun.spawn(
     [
       "node",
       join(ROOT, "tests", "bench", "pairs-load.mjs"),
-      JSON.stringify({ url, key: s.key, agentId: s.agentId, connections: CONNECTIONS, seconds: SECONDS }),
+      JSON.stringify({
+        url,
+        key: s.key,
+        agentId: s.agentId,
+        connections: PAIR_CONNECTIONS,
+        seconds: SECONDS,
+      }),
     ],
     { stdout: "pipe", stderr: "ignore", cwd: ROOT },
   );
   const out = await new Response(proc.stdout).text();
   await proc.exited;
-  return JSON.parse(out) as LoadResult;
+  return JSON.parse(out) as PairResult;
 }
 
-const fmt = (r: LoadResult, per = 1) =>
-  `${Math.round(r.requestsPerSecond / per)}/s p50 ${r.p50} ms p99 ${r.p99} ms${r.non2xx ? ` (${r.non2xx} non-2xx)` : ""}`;
+/**
+ * The id of the call `depth` items into the list, walking it 100 at a time as a client would: the
+ * cursor of a page `depth` deep, whatever was created since the table grew.
+ */
+async function cursorAtDepth(url: string, headers: Record<string, string>, depth: number): Promise<string> {
+  let cursor: string | undefined;
+  for (let seen = 0; seen < depth; ) {
+    const limit = Math.min(100, depth - seen);
+    const after = cursor ? `&starting_after=${cursor}` : "";
+    const res = await fetch(`${url}/api/v1/calls?limit=${limit}${after}`, { headers });
+    const page = (await res.json()) as { data: { id: string }[] };
+    if (res.status !== 200 || page.data.length < limit)
+      throw new Error(`the list ends before ${depth} calls`);
+    cursor = page.data.at(-1)!.id;
+    seen += limit;
+  }
+  return cursor!;
+}
+
+const fmt = (r: LoadResult) =>
+  `${Math.round(r.requestsPerSecond)}/s p50 ${r.p50} ms p99 ${r.p99} ms${r.non2xx ? ` (${r.non2xx} non-2xx)` : ""}`;
 
 async function run(label: string, env: Record<string, string>, s: Seeded) {
   const receiver = startReceiver();
@@ -167,15 +208,6 @@ async function run(label: string, env: Record<string, string>, s: Seeded) {
       }),
     );
     const inflightSeconds = (performance.now() - started) / 1000;
-    const deep = (await (
-      await fetch(
-        `${server.url}/api/v1/calls?limit=100&starting_after=call_00${String(ROWS - DEPTH).padStart(24, "0")}`,
-        {
-          headers: auth,
-        },
-      )
-    ).json()) as { data: { id: string }[] };
-    const deepCursor = deep.data[0]!.id;
 
     const first = await load({
       url: `${server.url}/api/v1/calls?limit=20`,
@@ -183,6 +215,8 @@ async function run(label: string, env: Record<string, string>, s: Seeded) {
       seconds: SECONDS,
       headers: auth,
     });
+    // Found now: calls created until this moment are in front of it.
+    const deepCursor = await cursorAtDepth(server.url, auth, DEPTH);
     const deepPage = await load({
       url: `${server.url}/api/v1/calls?limit=20&starting_after=${deepCursor}`,
       connections: CONNECTIONS,
@@ -219,10 +253,14 @@ async function run(label: string, env: Record<string, string>, s: Seeded) {
     );
     console.log(`  first page   ${fmt(first)}`);
     console.log(
-      `  deep page    ${fmt(deepPage)}  (deep/first p99 ×${(deepPage.p99 / Math.max(first.p99, 1)).toFixed(2)})`,
+      `  deep page    ${fmt(deepPage)}  (${DEPTH.toLocaleString("en")} deep; deep/first p99 ×${(deepPage.p99 / Math.max(first.p99, 1)).toFixed(2)})`,
     );
     console.log(`  create       ${fmt(create)}`);
-    console.log(`  pairs        ${fmt(pairResult, 2)} (requests: p50/p99 per request)`);
+    console.log(
+      `  pairs        ${Math.round(pairResult.pairsPerSecond)}/s p50 ${pairResult.p50} ms p99 ${pairResult.p99} ms ` +
+        `per pair (mint + redeem), ${PAIR_CONNECTIONS} connections` +
+        `${pairResult.failed ? ` (${pairResult.failed} refused)` : ""}${pairResult.errors ? ` (${pairResult.errors} errors)` : ""}`,
+    );
     console.log(
       `  agents       ${fmt(agents)}  vs bare Bun.serve ${fmt(floor)}  (×${(agents.requestsPerSecond / floor.requestsPerSecond).toFixed(2)})`,
     );
@@ -246,7 +284,9 @@ async function withAutovacuum<T>(value: string, fn: () => Promise<T>): Promise<T
   }
 }
 
-console.log(`bench:mixed — ${machine()}, ${CONNECTIONS} connections, ${SECONDS} s per measure`);
+console.log(
+  `bench:mixed — ${machine()}, ${CONNECTIONS} connections (pairs ${PAIR_CONNECTIONS}), ${SECONDS} s per measure`,
+);
 for (const kind of DBS) {
   if (kind === "postgres") {
     for (const av of AUTOVACUUM) {

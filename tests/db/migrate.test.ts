@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import postgres from "postgres";
 import { migrate } from "../../src/db/engine/migrate.ts";
 import { migrations } from "../../src/db/engine/migrations.ts";
-import { PG_ADMIN_URL } from "../helpers/db.ts";
+import { createTestDatabase, PG_ADMIN_URL } from "../helpers/db.ts";
 import { spawnService } from "./serviceProcess.ts";
 
 // The advisory lock matters on PostgreSQL, where several processes share one database; the
@@ -143,6 +143,26 @@ describe("upgrading a database that has knowledge-base chunks (0031_cjk_search)"
       expect(plainAfter).toEqual(plainBefore!);
     } finally {
       await db.end();
+    }
+  });
+});
+
+describe("migrate: statistics", () => {
+  test("the tables a migration creates and fills have statistics once it is applied", async () => {
+    const db = await createTestDatabase();
+    try {
+      // A table made and filled, with no index (an index's build would count its rows too).
+      const probe = {
+        name: "9999_statistics_probe",
+        sql: "create table statistics_probe (n integer); insert into statistics_probe select generate_series(1, 1000);",
+      };
+      expect(await migrate(db.sql, undefined, [...migrations, probe])).toEqual([probe.name]);
+      const [row] = await db.sql<{ rows: number }[]>`
+        select reltuples::int as rows from pg_class where relname = 'statistics_probe'`;
+      // Never analyzed, it would be -1: the planner would guess its size.
+      expect(row!.rows).toBe(1000);
+    } finally {
+      await db.close();
     }
   });
 });

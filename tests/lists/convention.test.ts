@@ -204,7 +204,14 @@ describe("livemode filter, as calls and campaigns use the helper", () => {
       const page = await paginate<{ id: string }>({
         sql,
         table: "events",
-        where: sql`organization_id = ${auth.organizationId} and livemode = ${auth.livemode}`,
+        ranges: [
+          {
+            keys: [
+              ["organization_id", auth.organizationId],
+              ["livemode", auth.livemode],
+            ],
+          },
+        ],
         prefix: "evt",
         limit: q.limit,
         startingAfter: q.starting_after,

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { Sql } from "postgres";
 import { ManualClock } from "../../src/clock.ts";
 import { paginate } from "../../src/db/engine/pages.ts";
+import { eventsPage } from "../../src/db/events.ts";
 import { recordEvent } from "../../src/services/events.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 
@@ -39,25 +40,11 @@ test("page 1 and a page after a cursor each run on a reused generic plan", async
   const conn = await ctx.deps.sql.reserve();
   try {
     const sql = conn as unknown as Sql;
-    const where = sql`organization_id = ${orgId} and livemode = false`;
+    const scope = { organizationId: orgId, livemode: false, agentIds: null };
     for (let i = 0; i < 8; i++) {
-      const first = await paginate({
-        sql,
-        table: "events",
-        where,
-        prefix: "evt",
-        limit: 7,
-        startingAfter: undefined,
-      });
+      const first = await paginate(eventsPage(sql, scope, { limit: 7 }));
       expect(first.data.length).toBe(7);
-      const after = await paginate({
-        sql,
-        table: "events",
-        where,
-        prefix: "evt",
-        limit: 7,
-        startingAfter: ids[20],
-      });
+      const after = await paginate(eventsPage(sql, scope, { limit: 7, starting_after: ids[20] }));
       expect((after.data as { id: string }[]).map((r) => r.id)).toEqual(ids.slice(13, 20).reverse());
     }
     const plans = await conn<{ statement: string; generic_plans: number; custom_plans: number }[]>`

@@ -109,6 +109,21 @@ describe("the housekeeping timer", () => {
   });
 });
 
+/**
+ * The rows changed in `table` since its last analysis, once the statistics views show at least `atLeast`
+ * of them: sessions report their changes to the views up to a second or so later (db/statistics.ts).
+ */
+async function changesSinceAnalyze(table: string, atLeast: number): Promise<number> {
+  let n = 0;
+  await waitUntil(`${atLeast} changes of ${table} to reach the statistics views`, async () => {
+    const [row] = await ctx.db.sql<{ n: number }[]>`
+      select n_mod_since_analyze::int as n from pg_stat_user_tables where relname = ${table}`;
+    n = row!.n;
+    return n >= atLeast;
+  });
+  return n;
+}
+
 describe("the statistics timer", () => {
   test("analyzes a table that grew since its statistics, and only then; then checks again in a minute", async () => {
     const sql = ctx.db.sql;
@@ -121,7 +136,11 @@ describe("the statistics timer", () => {
       insert into calls (id, organization_id, livemode, status, agent_id, direction, created_at)
       select 'call_' || lpad(i::text, 26, '0'), ${seed.org.id}, false, 'completed', ${seed.agent.id}, 'web', now()
       from generate_series(1, 5000) i`;
+    // Growth is seen at once, from the table's pages.
     expect(await tablesWithStaleStatistics(sql)).toContain("calls");
+    // The pass runs once the insert is counted too: counted after the analyze, it would make the table
+    // stale again (and analyzed once more at the next check, a minute later).
+    await changesSinceAnalyze("calls", 5000);
     const before = await reltuples();
     await sql`update timers set due_at = now() where kind = 'statistics'`;
     const runner = testRunner(ctx.db);
@@ -138,6 +157,41 @@ describe("the statistics timer", () => {
     }
     expect(await reltuples()).toBeGreaterThanOrEqual(before + 5000);
     expect(await tablesWithStaleStatistics(sql)).not.toContain("calls");
+  });
+
+  test("sees rows updated in place and rows deleted, which leave the table's pages as they were", async () => {
+    const sql = ctx.db.sql;
+    // On one session, which then reports its changes at once: every change so far is counted before
+    // the analyze, none after it.
+    const conn = await sql.reserve();
+    try {
+      await conn`delete from calls`;
+      await conn`
+        insert into calls (id, organization_id, livemode, status, agent_id, direction, created_at)
+        select 'call_' || lpad(i::text, 26, '0'), ${seed.org.id}, false, 'ringing', ${seed.agent.id}, 'web', now()
+        from generate_series(1, 5000) i`;
+      await conn`select pg_stat_force_next_flush()`;
+      await conn`select 1`;
+    } finally {
+      conn.release();
+    }
+    await sql`analyze calls`;
+    expect(await tablesWithStaleStatistics(sql)).not.toContain("calls");
+    const pages = async () =>
+      (await sql<{ n: number }[]>`select relpages as n from pg_class where oid = 'calls'::regclass`)[0]!.n;
+    const analyzedPages = await pages();
+
+    // 700 of 5,000 rows (more than a tenth) change status: the table grows by less than a fifth.
+    await sql`update calls set status = 'completed' where id <= ${`call_${"0".repeat(22)}0700`}`;
+    expect(await changesSinceAnalyze("calls", 700)).toBeLessThan(1000);
+    expect(await tablesWithStaleStatistics(sql)).toContain("calls");
+    await sql`analyze calls`;
+    expect(await pages()).toBeLessThan(analyzedPages * 1.2);
+
+    // 700 rows go: the table keeps its pages.
+    await sql`delete from calls where id > ${`call_${"0".repeat(22)}4300`}`;
+    await changesSinceAnalyze("calls", 700);
+    expect(await tablesWithStaleStatistics(sql)).toContain("calls");
   });
 });
 
