@@ -43,7 +43,7 @@ type DialOutcome =
 export function dialCalls(deps: Deps): BatchTimerHandler {
   return async ({ tx, timers, schedule, afterCommit }) => {
     const ids = [...new Set(timers.map((t) => String(t.payload.callId)))];
-    const calls = await ringPhoneCalls(tx, ids);
+    const calls = await ringPhoneCalls(tx, ids, deps.clock.now());
     if (calls.length === 0) return;
     const nets = await schedule(calls.map((c) => safetyNet(c.id, DIAL_CHECK_DELAY_MS)));
     const netOf = new Map(nets.map((n) => [String(n.payload.callId), n.id]));

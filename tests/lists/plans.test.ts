@@ -53,9 +53,9 @@ async function insertCalls(
   tag: string,
 ) {
   await sql`
-    insert into calls (id, organization_id, livemode, status, agent_id, direction, created_at)
+    insert into calls (id, organization_id, livemode, status, agent_id, direction, created_at, updated_at)
     select 'call_' || ${tag} || lpad(i::text, 25, '0'), ${seed.org.id}, false, 'completed', ${seed.agent.id},
-      'web', now() - i * interval '1 millisecond'
+      'web', now() - i * interval '1 millisecond', now()
     from generate_series(1, ${count}) i`;
 }
 

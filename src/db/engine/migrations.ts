@@ -27,6 +27,7 @@ import m0024 from "../../../sql/0024_blocked_numbers.sql" with { type: "text" };
 import m0025 from "../../../sql/0025_call_limits.sql" with { type: "text" };
 import m0026 from "../../../sql/0026_live_campaigns.sql" with { type: "text" };
 import m0027 from "../../../sql/0027_agent_changes.sql" with { type: "text" };
+import m0028 from "../../../sql/0028_updated_at.sql" with { type: "text" };
 
 export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0001_init", sql: m0001 },
@@ -56,4 +57,5 @@ export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0025_call_limits", sql: m0025 },
   { name: "0026_live_campaigns", sql: m0026 },
   { name: "0027_agent_changes", sql: m0027 },
+  { name: "0028_updated_at", sql: m0028 },
 ];
