@@ -5,21 +5,13 @@ import type { EventType } from "../../services/events.ts";
 import { CallSchema, TranscriptSchema } from "../calls/schema.ts";
 import { CampaignSchema } from "../campaigns/schema.ts";
 import { ContactSchema, DeletedContactSchema } from "../contacts/schema.ts";
+import { DocumentReadySchema } from "../knowledge-bases/schema.ts";
 
 /**
  * The `webhooks` section of the OpenAPI document: what the service POSTs to webhook endpoints, one
  * entry per event type, with the payload of each (the objects the API returns) and the signature
  * headers. The API reference (/api/docs) lists them under "Webhooks".
  */
-
-const DocumentReadySchema = z
-  .object({
-    documentId: z.string().openapi({ example: "doc_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
-    knowledgeBaseId: z.string().openapi({ example: "kb_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
-    chunkCount: z.number().int().openapi({ description: "Fictitious for a test-mode upload.", example: 3 }),
-    livemode: z.boolean(),
-  })
-  .openapi("DocumentReady");
 
 /** Each event type: its payload's object, its schema name and what emits it. */
 const EVENTS: Record<EventType, { data: z.ZodType; name: string; when: string }> = {
