@@ -14,7 +14,7 @@ import { DocumentReadySchema } from "../knowledge-bases/schema.ts";
  */
 
 /** Each event type: its payload's object, its schema name and what emits it. */
-const EVENTS: Record<EventType, { data: z.ZodType; name: string; when: string }> = {
+const EVENTS: Record<EventType, { data: z.ZodType; name: string; when: string; orderBy?: string }> = {
   "call.started": {
     data: CallSchema,
     name: "CallStartedEvent",
@@ -65,6 +65,8 @@ const EVENTS: Record<EventType, { data: z.ZodType; name: string; when: string }>
     data: DocumentReadySchema,
     name: "DocumentReadyEvent",
     when: "A knowledge-base document was chunked and indexed (test mode: fictitious, nothing stored).",
+    // A document has this one event and never changes.
+    orderBy: "createdAt",
   },
 };
 
@@ -84,6 +86,13 @@ const SignatureHeaders = z.object({
     example: "v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=",
   }),
 });
+
+/** How deliveries arrive, said on every webhook and on the Events tag (routes/docs/document.ts). */
+export const DELIVERY_ORDER =
+  "Deliveries are at least once and unordered: an event may arrive more than once (ignore a " +
+  "`webhook-id` already processed: it is the event's id) and the events of one object in any order (a " +
+  "call's `call.analysis_ready` before its `call.ended`, a contact's `contact.deleted` before its " +
+  "`contact.updated`).";
 
 export function registerWebhookDocs(app: App) {
   for (const [type, e] of Object.entries(EVENTS) as [EventType, (typeof EVENTS)[EventType]][]) {
@@ -108,7 +117,9 @@ export function registerWebhookDocs(app: App) {
       summary: type,
       description:
         `${e.when} Sent to every enabled endpoint that subscribes to \`${type}\`: live endpoints receive the ` +
-        "events of both modes, test endpoints only `livemode` false ones.",
+        `events of both modes, test endpoints only \`livemode\` false ones. ${DELIVERY_ORDER} To order ` +
+        `them, \`data.${e.orderBy ?? "updatedAt"}\` is the time of the change this event reports, strictly ` +
+        "increasing per object: keep the data with the latest one.",
       // The receiver authenticates the sender by the signature headers, not by a credential of this API.
       security: [],
       request: {
