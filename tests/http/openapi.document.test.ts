@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createTestContext } from "../helpers/app.ts";
+import { repeatsField } from "../helpers/errors.ts";
 import { FULL_ENV, HTTP_METHODS } from "../helpers/openapi.ts";
 
 /**
@@ -181,21 +182,6 @@ function deliveryNoticeProblems(doc: Json): string[] {
     if (section === "webhooks") says(label, op.description, [orderField(path)]);
   }
   return problems;
-}
-
-/**
- * A message that names its field twice, as `"to: to must be …"`: the field (its whole path or its last
- * part), then the field again, after a colon or a space.
- */
-function repeatsField(message: string, param: string): boolean {
-  const names = [param, param.slice(param.lastIndexOf(".") + 1)];
-  return names.some((name) =>
-    [": ", " "].some((sep) => {
-      if (!message.startsWith(name + sep)) return false;
-      const rest = message.slice(name.length + sep.length);
-      return names.some((again) => rest.startsWith(`${again} `) || rest.startsWith(`${again}:`));
-    }),
-  );
 }
 
 /** An error example that names a field (`param`) names it once in its message: never "to: to must …". */
