@@ -13,16 +13,28 @@ import { routes } from "./routes/index.ts";
 /**
  * Validation failures in the one envelope: query → `invalid_query`, path → `not_found`
  * (a malformed id is just an unknown id), body and headers → `invalid_request`.
+ * PostgreSQL text cannot hold U+0000: a NUL in any query or path value is refused here, before the
+ * route's own schema is consulted, for every route at once (bodies: http/body.ts).
  */
 export const defaultHook: Hook<unknown, AppEnv, string, unknown> = (result, c) => {
+  const target = (result as { target?: string }).target;
+  if (target === "query") {
+    const param = Object.entries(c.req.queries()).find(([, values]) => values.some(hasNul))?.[0];
+    if (param !== undefined) throw new ApiError("invalid_query", `${param} ${NUL_MESSAGE}`, { param });
+  }
+  if (target === "param" && Object.values(c.req.param() as Record<string, string>).some(hasNul)) {
+    throw new ApiError("not_found", "No such object.");
+  }
   if (result.success) return;
   const { message, param } = describeIssues(result.error.issues);
-  const target = (result as { target?: string }).target;
   if (target === "query") throw new ApiError("invalid_query", message, param ? { param } : {});
   // An id in the path that is malformed is just an unknown id: the same 404, naming no parameter.
   if (target === "param") throw new ApiError("not_found", "No such object.");
   return errorResponse(c, new ApiError("invalid_request", message, param ? { param } : {}));
 };
+
+const NUL_MESSAGE = "must not contain the NUL character (%00).";
+const hasNul = (value: string) => value.includes("\0");
 
 export function createApp(deps: Deps) {
   const app = new OpenAPIHono<AppEnv>({ defaultHook });

@@ -338,6 +338,38 @@ export async function completeLiveCall(sql: Db, id: string, at: Date, now: Date)
   return row ?? null;
 }
 
+/**
+ * An end LiveKit reported for a phone call still `ringing` (its callee answered and hung up before the
+ * answer was written): kept, the earliest one, for the answer to apply. False when the call is not
+ * ringing (any more). The engine's own bookkeeping, not part of the call object (which stays `ringing`
+ * until the answer applies it), so its `updated_at` stays.
+ */
+export async function noteHangUpWhileRinging(sql: Db, id: string, at: Date): Promise<boolean> {
+  const rows = await sql`
+    update calls set hung_up_while_ringing_at = least(hung_up_while_ringing_at, ${at}::timestamptz)
+    where id = ${id} and status = 'ringing' and livemode and direction = 'outbound'
+    returning id`;
+  return rows.length > 0;
+}
+
+/**
+ * A phone call's callee answered at `at`: `ringing` → `ongoing` with `startedAt`, changed at `now` (the
+ * service's clock), returning the call and the end LiveKit reported while it still rang, if any (see
+ * `noteHangUpWhileRinging`). Null when it was not ringing.
+ */
+export async function answerPhoneCall(
+  sql: Db,
+  id: string,
+  at: Date,
+  now: Date,
+): Promise<(CallRow & { hung_up_while_ringing_at: Date | null }) | null> {
+  const [row] = await sql<(CallRow & { hung_up_while_ringing_at: Date | null })[]>`
+    update calls set status = 'ongoing', started_at = ${at}, updated_at = ${nextUpdatedAt(sql, now)}
+    where id = ${id} and status = 'ringing' and livemode and direction = 'outbound'
+    returning ${columnList(sql, CALL_COLUMNS)}, hung_up_while_ringing_at`;
+  return row ?? null;
+}
+
 /** The scope of a calls list or read: organization, mode, the key's agents, and filters. */
 export function callsScope(
   sql: Db,
@@ -374,14 +406,16 @@ export interface DialRow {
   /** The organization's own carrier settings (null: the environment's). */
   sip_trunk_id: string | null;
   caller_number: string | null;
-  /** From the call's reservation. */
-  max_seconds: number;
+  /** From the call's reservation; null when the call has none (it must not be dialled). */
+  max_seconds: number | null;
 }
 
 /**
  * `initiated` → `ringing` at `now` for the live phone calls of `ids` that are still `initiated`, in one
  * statement, returning what their dials need (the agent, the organization's carrier settings, the
- * reservation's `maxSeconds`). A call that moved already (a repeated timer) is not returned.
+ * reservation's `maxSeconds`). A call that moved already (a repeated timer) is not returned. Every
+ * call moved is returned, one without a reservation too (`max_seconds` null), so that none is left
+ * ringing unseen.
  */
 export function ringPhoneCalls(sql: Db, ids: readonly string[], now: Date): Promise<DialRow[]> {
   return sql<DialRow[]>`
@@ -395,7 +429,7 @@ export function ringPhoneCalls(sql: Db, ids: readonly string[], now: Date): Prom
     from moved m
       join agents a on a.id = m.agent_id
       join organizations o on o.id = m.organization_id
-      join minute_reservations r on r.call_id = m.id`;
+      left join minute_reservations r on r.call_id = m.id`;
 }
 
 /** A call by id alone, for the service's own work (a task firing): no organization or mode scope. */

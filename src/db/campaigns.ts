@@ -1,3 +1,4 @@
+import { CALL_COLUMNS, type CallRow, columnList } from "./calls.ts";
 import type { Db } from "./engine/connection.ts";
 import { nextUpdatedAt } from "./engine/updatedAt.ts";
 
@@ -199,15 +200,11 @@ export async function nextPending(
   return rows.map(pendingTarget);
 }
 
-/** Every pending contact, due or not, in order (those a campaign gives up on when the organization can call no more). */
-export async function allPending(
-  sql: Db,
-  campaignId: string,
-): Promise<(CampaignTarget & { position: number })[]> {
-  const rows = await sql<PendingRow[]>`
-    select position, phone, name, contact_id, variables from campaign_contacts
-    where campaign_id = ${campaignId} and status = 'pending' order by position`;
-  return rows.map(pendingTarget);
+/** The positions of every pending contact, due or not, in order (those a campaign gives up on when the organization can call no more). */
+export async function pendingPositions(sql: Db, campaignId: string): Promise<number[]> {
+  const rows = await sql<{ position: number }[]>`
+    select position from campaign_contacts where campaign_id = ${campaignId} and status = 'pending' order by position`;
+  return rows.map((r) => r.position);
 }
 
 /** When the earliest retry not due at `now` becomes due, or null when none waits. */
@@ -226,18 +223,45 @@ export async function setWake(sql: Db, campaignId: string, at: Date): Promise<vo
   await sql`update campaigns set wake_at = ${at} where id = ${campaignId}`;
 }
 
-/** Contacts refused by a calling rule: failed at once, never retried; `callId` the call that says why. */
-export async function markRefused(
+/** A pending contact refused by a calling rule, the id of the call that says why, and the rule's code. */
+export interface Refusal {
+  position: number;
+  callId: string;
+  code: string;
+}
+
+/**
+ * Contacts refused by a calling rule, however many, in one statement: each still pending fails, never
+ * retried, with a live call of its own written `failed` at `at` with the rule's code as `outcome`
+ * (never placed: counted in no limit, nothing reserved). Returns those calls in the order given.
+ */
+export async function refuseContacts(
   sql: Db,
-  campaignId: string,
-  refused: readonly { position: number; callId: string }[],
-): Promise<void> {
-  if (refused.length === 0) return;
-  await sql`
-    update campaign_contacts cc set status = 'failed', call_id = v.call_id, retry_at = null
-    from unnest(${refused.map((s) => s.position)}::integer[], ${refused.map((s) => s.callId)}::text[])
-      as v(position, call_id)
-    where cc.campaign_id = ${campaignId} and cc.position = v.position and cc.status = 'pending'`;
+  campaign: Pick<CampaignRow, "id" | "organization_id" | "agent_id">,
+  language: string,
+  refusals: readonly Refusal[],
+  at: Date,
+): Promise<CallRow[]> {
+  if (refusals.length === 0) return [];
+  return sql<CallRow[]>`
+    with v as (
+      select * from unnest(${refusals.map((r) => r.position)}::integer[], ${refusals.map((r) => r.callId)}::text[],
+        ${refusals.map((r) => r.code)}::text[]) with ordinality as v(position, call_id, code, ord)
+    ), refused as (
+      update campaign_contacts cc set status = 'failed', call_id = v.call_id, retry_at = null
+      from v
+      where cc.campaign_id = ${campaign.id} and cc.position = v.position and cc.status = 'pending'
+      returning cc.phone, cc.contact_id, cc.variables, v.call_id, v.code, v.ord
+    ), calls as (
+      insert into calls (id, organization_id, livemode, status, agent_id, to_number, contact_id, campaign_id,
+        direction, variables, language, created_at, updated_at, ended_at, successful, outcome)
+      select call_id, ${campaign.organization_id}, true, 'failed', ${campaign.agent_id}, phone, contact_id,
+        ${campaign.id}, 'outbound', variables, ${language}, ${at}::timestamptz, ${at}::timestamptz,
+        ${at}::timestamptz, false, code
+      from refused
+      returning ${columnList(sql, CALL_COLUMNS)}
+    )
+    select calls.* from calls join refused on refused.call_id = calls.id order by refused.ord`;
 }
 
 export async function markCalling(

@@ -43,7 +43,8 @@ export async function insertDocument(
   if (inserted.length === 0) return false;
   await tx`
     insert into document_chunks (document_id, position, content, separator, search_vector)
-    select ${d.id}, ordinality - 1, content, separator, to_tsvector(k.search_config::regconfig, content)
+    select ${d.id}, ordinality - 1, content, separator,
+      to_tsvector(k.search_config::regconfig, search_text(content))
     from unnest(${d.chunks.map((c) => c.text)}::text[], ${d.chunks.map((c) => c.separator)}::text[])
       with ordinality as c(content, separator, ordinality)
       cross join (select search_config from knowledge_bases where id = ${d.knowledgeBaseId}) k`;

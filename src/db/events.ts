@@ -87,37 +87,66 @@ export function eventListColumns(sql: Db): Fragment {
   return sql`id, type, livemode, data, created_at`;
 }
 
-/** One event of the organization and mode, or null. */
-export async function findEvent(
-  sql: Db,
+/**
+ * One event of the organization and mode, locked against its removal until the transaction ends (a
+ * removal under way is waited for: then null), for a statement that refers to it.
+ */
+export async function lockEvent(
+  tx: Db,
   scope: { organizationId: string; livemode: boolean },
   id: string,
 ): Promise<EventRow | null> {
-  const [row] = await sql<EventRow[]>`
+  const [row] = await tx<EventRow[]>`
     select * from events where id = ${id} and organization_id = ${scope.organizationId}
-      and livemode = ${scope.livemode}`;
+      and livemode = ${scope.livemode}
+    for key share`;
   return row ?? null;
 }
 
 /**
- * Removes up to `limit` webhook deliveries created before `before`, oldest first, and then up to `limit`
- * events created before it that no delivery refers to any more (a recent redelivery keeps its event).
- * Rows another transaction holds are skipped for a later pass. Returns how many went of each.
+ * One bounded step of retention (in a transaction), walking the events in id order (the order they were created in: ids
+ * begin with their creation time) from after `from`: the next `limit` events are read; of those created
+ * before `before`, the finished deliveries made before it go, and then the events that no delivery refers
+ * to any more. A delivery still pending (retries run for more than a day) stays, and so does a delivery
+ * made after `before` (a redelivery): each keeps its event. Events another transaction holds (a
+ * redelivery under way) are left for a later pass. Returns how many went of each and, when the step
+ * read a whole batch of old events, the last id read: the next step goes on after it. The walk ends at
+ * the first recent event (or the last event).
  */
 export async function deleteEventsBefore(
-  sql: Db,
+  tx: Db,
   before: Date,
   limit: number,
-): Promise<{ deliveries: number; events: number }> {
-  const deliveries = await sql`
-    delete from webhook_deliveries where id in (
-      select id from webhook_deliveries where created_at < ${before}
-      order by created_at limit ${limit} for update skip locked)`;
-  const events = await sql`
-    delete from events where id in (
-      select e.id from events e
-      where e.created_at < ${before}
-        and not exists (select from webhook_deliveries d where d.event_id = e.id)
-      order by e.created_at limit ${limit} for update skip locked)`;
-  return { deliveries: deliveries.count, events: events.count };
+  from: string | null,
+): Promise<{ deliveries: number; events: number; next: string | null }> {
+  const batch = await tx<{ id: string; old: boolean }[]>`
+    select id, created_at < ${before} as old from events ${from === null ? tx`` : tx`where id > ${from}`}
+    order by id
+    limit ${limit}`;
+  const old = batch.filter((e) => e.old).map((e) => e.id);
+  // Found by their keys (`= any`), whatever the planner believes of the tables' sizes.
+  const [row] =
+    old.length === 0
+      ? [{ deliveries: 0, events: 0 }]
+      : await tx<{ deliveries: number; events: number }[]>`
+          with locked as (
+            select id from events where id = any(${old}::text[]) for update skip locked
+          ), deliveries as (
+            delete from webhook_deliveries d
+            where d.event_id = any(${old}::text[]) and d.event_id in (select id from locked)
+              and d.status <> 'pending' and d.created_at < ${before}
+            returning d.id
+          ), gone as (
+            delete from events e
+            where e.id = any(${old}::text[]) and e.id in (select id from locked) and not exists (
+              select from webhook_deliveries d
+              where d.event_id = e.id and (d.status = 'pending' or d.created_at >= ${before}))
+            returning e.id
+          )
+          select (select count(*) from deliveries)::int as deliveries, (select count(*) from gone)::int as events`;
+  return {
+    deliveries: row!.deliveries,
+    events: row!.events,
+    next: batch.length === limit && old.length === limit ? batch[limit - 1]!.id : null,
+  };
 }

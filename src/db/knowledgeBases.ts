@@ -48,7 +48,7 @@ export async function updateKnowledgeBase(
  */
 export async function reindexKnowledgeBase(tx: Db, id: string): Promise<void> {
   await tx`
-    update document_chunks c set search_vector = to_tsvector(k.search_config::regconfig, c.content)
+    update document_chunks c set search_vector = to_tsvector(k.search_config::regconfig, search_text(c.content))
     from documents d join knowledge_bases k on k.id = d.knowledge_base_id
     where d.id = c.document_id and k.id = ${id}`;
 }
@@ -85,6 +85,8 @@ export async function existingKnowledgeBaseIds(
  * A knowledge base of the organization and `text` parsed as a query with its configuration (stemmed,
  * stop words dropped), as tsquery text in which the words are alternatives: a chunk matches with any
  * of them. The query is empty when `text` has no word to look for. Null without such a knowledge base.
+ * Queries and chunks both go through `search_text` (sql/0031_cjk_search.sql), which makes Chinese,
+ * Japanese and Korean text words of two characters.
  */
 export async function parseSearchQuery(
   sql: Db,
@@ -94,7 +96,7 @@ export async function parseSearchQuery(
 ): Promise<{ query: string } | null> {
   // plainto_tsquery joins the words with & (all required); `|` makes each one enough.
   const [row] = await sql<{ query: string }[]>`
-    select replace(plainto_tsquery(search_config::regconfig, ${text})::text, ' & ', ' | ') as query
+    select replace(plainto_tsquery(search_config::regconfig, search_text(${text}))::text, ' & ', ' | ') as query
     from knowledge_bases where id = ${id} and organization_id = ${organizationId}`;
   return row ?? null;
 }

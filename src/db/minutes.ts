@@ -116,3 +116,16 @@ export async function settleOpenReservation(
     from r`;
   return row ?? null;
 }
+
+/**
+ * Whether the organization has calls in progress holding reserved minutes: all but what those calls use
+ * come back when they end (the index of open reservations, sql/0030, finds them).
+ */
+export async function hasOpenReservations(sql: Db, organizationId: string): Promise<boolean> {
+  const [row] = await sql<{ open: boolean }[]>`
+    select exists(
+      select 1 from minute_reservations r join calls c on c.id = r.call_id
+      where r.organization_id = ${organizationId} and r.settled_at is null
+        and c.status in ('initiated', 'ringing', 'ongoing')) as open`;
+  return row!.open;
+}

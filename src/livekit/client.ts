@@ -115,6 +115,15 @@ export interface AnsweredSipCall {
   sipCallId: string;
 }
 
+/** A room as LiveKit knows it (ListRooms). */
+export interface RoomInfo {
+  /** When LiveKit created it, or null when it did not say. */
+  createdAt: Date | null;
+  /** Seconds it waits for its first participant before LiveKit closes it. */
+  emptyTimeoutSeconds: number;
+  numParticipants: number;
+}
+
 /** DeleteRoom's answer: the room was closed now, or LiveKit no longer knew it (closed before). */
 export type DeleteRoomResult = "deleted" | "already_closed";
 
@@ -270,6 +279,18 @@ export class LiveKit {
         joinedAt: joinedAt > 0 ? new Date(joinedAt) : null,
       };
     });
+  }
+
+  /** The room, or null when LiveKit has none of that name (never created, or closed). */
+  async findRoom(name: string): Promise<RoomInfo | null> {
+    const [room] = await this.#call("ListRooms", () => this.#rooms.listRooms([name]));
+    if (!room || room.name !== name) return null;
+    const createdMs = Number(room.creationTimeMs) || Number(room.creationTime) * 1000;
+    return {
+      createdAt: createdMs > 0 ? new Date(createdMs) : null,
+      emptyTimeoutSeconds: room.emptyTimeout,
+      numParticipants: room.numParticipants,
+    };
   }
 
   /**

@@ -7,7 +7,8 @@ export type LiveKitStep =
   | "CreateDispatch"
   | "AccessToken"
   | "CreateSIPParticipant"
-  | "ListParticipants";
+  | "ListParticipants"
+  | "ListRooms";
 
 /**
  * Why a LiveKit request failed, when there was no Twirp answer to name it: `timeout` (no answer

@@ -33,8 +33,7 @@ export type DialEnd =
  * The end of a call whose dial failed, for any error the dial can throw (a LiveKitError, or the
  * SDK's own SipCallError / ServerError / network error):
  * - SIP 486, 600, 603 → `busy`; SIP 408, 480, 487 → `no_answer`;
- * - the ringing timeout → `no_answer`: LiveKit answers it with Twirp `canceled` and no SIP status
- *   ("sip request timed out", which is also its answer when the room closes while the phone rings);
+ * - the ringing timeout, in each shape LiveKit gives it (`isRingingTimeout`) → `no_answer`;
  * - anything else → `failed` with `outcome` the SIP code ("503"), else the error's code: LiveKit's
  *   Twirp code (`unavailable`, `not_found`, …) or a local one (`timeout`, `network_error`, …).
  */
@@ -50,8 +49,30 @@ export function dialFailureEnd(err: unknown): DialEnd {
   return { status: "failed", outcome: e.code, sipStatusCode: null };
 }
 
-function isRingingTimeout(e: LiveKitError): boolean {
-  return e.code === "canceled" && /sip request timed out/i.test(e.detail);
+/** LiveKit SIP's message for an INVITE given up when its time ran out (the ringing timeout). */
+const SIP_REQUEST_TIMED_OUT = /sip request timed out/i;
+/** An INVITE transaction that ended without a final answer, after `n` provisional ones (ringing). */
+const NO_FINAL_ANSWER = /transaction failed to complete \((\d+) intermediate responses?\)/i;
+
+/**
+ * Whether a failure without SIP status says the phone rang until nobody could answer any more. LiveKit
+ * SIP has answered the ringing timeout in several shapes over its versions, none with a SIP status:
+ * - Twirp `canceled`, "sip request timed out" (its answer since March 2026; the same when the room
+ *   closes while the phone rings);
+ * - Twirp `deadline_exceeded`, whatever the message: "sip request timed out" (early 2026), "context
+ *   deadline exceeded" when the ringing timeout ends while the INVITE is still being sent, or the
+ *   server's own deadline for the request passing: in every case time ran out before an answer;
+ * - Twirp `canceled`, "canceled" (before February 2026);
+ * - Twirp `canceled`, "transaction failed to complete (n intermediate responses)" with n > 0: the
+ *   callee's side rang (provisional answers) and never gave a final answer. With n = 0 the carrier
+ *   never answered at all: a trunk failure, not an unanswered phone.
+ */
+export function isRingingTimeout(e: Pick<LiveKitError, "code" | "detail">): boolean {
+  if (e.code === "deadline_exceeded") return true;
+  if (e.code !== "canceled") return false;
+  if (SIP_REQUEST_TIMED_OUT.test(e.detail) || /^\s*canceled\s*$/i.test(e.detail)) return true;
+  const rang = NO_FINAL_ANSWER.exec(e.detail);
+  return rang !== null && Number(rang[1]) > 0;
 }
 
 /** A participant of a room as ListParticipants reports it. */

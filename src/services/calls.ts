@@ -40,8 +40,9 @@ export interface CreateCallInput {
   runAt?: string | undefined;
 }
 
-/** The furthest a call can be scheduled. */
-const MAX_SCHEDULE_AHEAD_MS = 366 * 24 * 3600 * 1000;
+/** The furthest a live call can be scheduled. */
+export const MAX_SCHEDULE_AHEAD_DAYS = 366;
+const MAX_SCHEDULE_AHEAD_MS = MAX_SCHEDULE_AHEAD_DAYS * 24 * 3600 * 1000;
 
 /**
  * POST /v1/calls. Everything is checked before anything is written.
@@ -116,6 +117,13 @@ async function createLiveCall(deps: Deps, auth: SecretKeyAuth, input: CreateCall
   const runAt = input.runAt ? new Date(input.runAt) : null;
   const now = deps.clock.now();
   const scheduled = runAt !== null && runAt.getTime() > now.getTime();
+  // A property of the body alone: refused like any other bad field, before anything is looked up.
+  // (Test keys ignore runAt, however far.)
+  if (scheduled && runAt.getTime() - now.getTime() > MAX_SCHEDULE_AHEAD_MS) {
+    throw new ApiError("invalid_request", `runAt must be at most ${MAX_SCHEDULE_AHEAD_DAYS} days ahead.`, {
+      param: "runAt",
+    });
+  }
   const agentId = isId(input.agentId, "agt") ? input.agentId : null;
   const contactId = input.contactId ?? null;
   return pipelinedTransaction(deps.sql, async (tx) => {
@@ -129,9 +137,6 @@ async function createLiveCall(deps: Deps, auth: SecretKeyAuth, input: CreateCall
     const facts = await reading;
     const agent = facts.agent;
     await checkAgentAndContact(tx, auth, agent, contactId, contactFound);
-    if (scheduled && runAt.getTime() - now.getTime() > MAX_SCHEDULE_AHEAD_MS) {
-      throw new ApiError("invalid_request", "runAt must be within a year.", { param: "runAt" });
-    }
     // Paid plan → plan minutes → carrier → agent active → blocked → country → call window (at runAt
     // for a scheduled call, which checks nothing further until its task fires and checks everything).
     checkPhoneCall(deps, facts, agent!, { to: input.to, at: scheduled ? runAt : now, scheduled });

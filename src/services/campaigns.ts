@@ -1,8 +1,6 @@
 import { assertAgentAllowed, type SecretKeyAuth } from "../auth/access.ts";
 import { type AgentRow, findAgent } from "../db/agents.ts";
-import { insertCall } from "../db/calls.ts";
 import {
-  allPending,
   type CampaignRow,
   type CampaignTarget,
   type CampaignView,
@@ -15,15 +13,18 @@ import {
   insertCampaign,
   lockCampaign,
   markCalling,
-  markRefused,
   nextPending,
+  pendingPositions,
+  type Refusal,
   refreshCampaign,
+  refuseContacts,
   settleEndedCalls,
   setWake,
 } from "../db/campaigns.ts";
 import { findContactTargets } from "../db/contacts.ts";
 import { type Db, pipelinedTransaction } from "../db/engine/connection.ts";
 import { paginate } from "../db/engine/pages.ts";
+import { hasOpenReservations } from "../db/minutes.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError, type ErrorCode } from "../errors.ts";
 import { isId } from "../ids.ts";
@@ -32,9 +33,9 @@ import { TIMER_KINDS } from "../timers/kinds.ts";
 import type { BatchTimerHandler } from "../timers/types.ts";
 import { callFacts, carrierOf, checkPhoneCall } from "./admission.ts";
 import { nextOpening } from "./callWindow.ts";
-import { recordEvent } from "./events.ts";
+import { callEvent, recordEvent, recordEvents } from "./events.ts";
 import { afterBulkChange } from "./housekeeping.ts";
-import { endLiveCall, placePhoneCall } from "./liveCalls.ts";
+import { placePhoneCall } from "./liveCalls.ts";
 import { createSimulatedCall } from "./simulatedCalls.ts";
 
 /**
@@ -230,14 +231,26 @@ const WAITS: ReadonlySet<ErrorCode> = new Set([
   "concurrency_limit_reached",
   "hourly_limit_reached",
 ]);
-/** While the organization's calls in progress are at their limit (other calls than ours), look again after this. */
+/**
+ * Waits on the organization's calls in progress: a place among them, or the plan minutes they hold
+ * reserved (each phone call reserves up to an hour's; what it does not use comes back at its end).
+ * This campaign's own calls advance it when they end; while only others' are in progress, it looks
+ * again after this.
+ */
+const ORGANIZATION_WAITS: ReadonlySet<ErrorCode> = new Set([
+  "concurrency_limit_reached",
+  "plan_minutes_exhausted",
+]);
 const ORGANIZATION_BUSY_WAIT_MS = 5_000;
+
+type Wait = { code: ErrorCode; retryAfterSeconds: number | null; opensAt: Date | null };
 
 /**
  * Places the live calls of `next`, each through every calling rule (as a `POST /v1/calls` would),
- * until one says to wait. A contact refused by the do-not-call list or its country fails at once;
- * when the organization can call no more (no paid plan, no minutes left, no carrier, the agent
- * inactive), every contact not yet called fails with that code as its call's outcome.
+ * until one says to wait. A contact refused by the do-not-call list or its country fails at once.
+ * Plan minutes used up are a wait while the organization's calls in progress hold some reserved.
+ * When the organization can call no more (no paid plan, no minutes left nor coming back, no carrier,
+ * the agent inactive), every contact not yet called fails with that code as its call's outcome.
  */
 async function callLive(
   tx: Db,
@@ -248,17 +261,17 @@ async function callLive(
   knownAgent?: AgentRow,
 ): Promise<void> {
   let agent = knownAgent;
-  let wait: { code: ErrorCode; retryAfterSeconds: number | null; opensAt: Date | null } | null = null;
-  let stopped = false;
+  let wait: Wait | null = null;
+  let stop: ErrorCode | null = null;
   // A refused contact leaves its place to the next one, so the candidates are read again until the
-  // places are taken, none is left, or a rule says to wait.
-  while (free > 0 && !wait && !stopped) {
+  // places are taken, none is left, or a rule says to wait or stop.
+  while (free > 0 && !wait && !stop) {
     const next = await nextPending(tx, campaign.id, free, now);
     if (next.length === 0) break;
     agent ??= (await findAgent(tx, campaign.organization_id, campaign.agent_id)) ?? undefined;
     if (!agent) break;
     const started: { position: number; callId: string }[] = [];
-    const refused: { position: number; callId: string }[] = [];
+    const refused: Refusal[] = [];
     for (const target of next) {
       const callId = deps.ids.next("call");
       try {
@@ -278,94 +291,94 @@ async function callLive(
         // A refusal is decided before anything is written, so the transaction goes on.
         if (!(err instanceof ApiError)) throw err;
         if (CONTACT_REFUSALS.has(err.code)) {
-          refused.push({
-            position: target.position,
-            callId: await refusedCall(tx, deps, campaign, agent, target, err.code),
-          });
+          refused.push({ position: target.position, callId, code: err.code });
           continue;
         }
-        if (WAITS.has(err.code)) {
-          const retryAfter = Number(err.headers["Retry-After"]);
-          wait = {
-            code: err.code,
-            retryAfterSeconds: Number.isFinite(retryAfter) ? retryAfter : null,
-            opensAt: null,
-          };
-          if (err.code === "outside_call_window") {
-            const facts = await callFacts(deps, tx, campaign.organization_id, { to: target.phone });
-            const window = facts.organization.call_window;
-            wait.opensAt = window ? nextOpening(window, now) : null;
-          }
-          break;
-        }
-        // The organization can call no more: every contact not yet called fails, with this code.
-        deps.log.info("live campaign stops calling", { campaignId: campaign.id, code: err.code });
-        await markCalling(tx, campaign.id, started);
-        started.length = 0;
-        for (const rest of await allPending(tx, campaign.id)) {
-          if (refused.some((r) => r.position === rest.position)) continue;
-          refused.push({
-            position: rest.position,
-            callId: await refusedCall(tx, deps, campaign, agent, rest, err.code),
-          });
-        }
-        stopped = true;
+        wait = await waitFor(tx, deps, campaign, err, now);
+        if (!wait) stop = err.code;
         break;
       }
     }
     await markCalling(tx, campaign.id, started);
-    await markRefused(tx, campaign.id, refused);
+    await refuse(tx, deps, campaign, agent, refused);
     free -= started.length;
+  }
+  if (stop && agent) {
+    // The organization can call no more: every contact not yet called fails, with this code.
+    deps.log.info("live campaign stops calling", { campaignId: campaign.id, code: stop });
+    const positions = await pendingPositions(tx, campaign.id);
+    const code = stop;
+    await refuse(
+      tx,
+      deps,
+      campaign,
+      agent,
+      positions.map((position) => ({ position, callId: deps.ids.next("call"), code })),
+    );
   }
   if (wait) {
     const at =
       wait.opensAt ??
       new Date(
         now.getTime() +
-          (wait.code === "concurrency_limit_reached"
+          (ORGANIZATION_WAITS.has(wait.code)
             ? ORGANIZATION_BUSY_WAIT_MS
             : (wait.retryAfterSeconds ?? 60) * 1000),
       );
     // While calls of this campaign are in progress, their ends advance it; otherwise a timer does.
-    if (wait.code !== "concurrency_limit_reached" || (await countInProgress(tx, campaign.id)) === 0) {
+    if (!ORGANIZATION_WAITS.has(wait.code) || (await countInProgress(tx, campaign.id)) === 0) {
       await wakeAt(tx, deps, campaign, at, now);
     }
   }
 }
 
+/** The wait a refusal calls for, or null when it means the organization can call no more. */
+async function waitFor(
+  tx: Db,
+  deps: Deps,
+  campaign: CampaignRow,
+  err: ApiError,
+  now: Date,
+): Promise<Wait | null> {
+  if (err.code === "plan_minutes_exhausted") {
+    return (await hasOpenReservations(tx, campaign.organization_id))
+      ? { code: err.code, retryAfterSeconds: null, opensAt: null }
+      : null;
+  }
+  if (!WAITS.has(err.code)) return null;
+  const retryAfter = Number(err.headers["Retry-After"]);
+  const wait: Wait = {
+    code: err.code,
+    retryAfterSeconds: Number.isFinite(retryAfter) ? retryAfter : null,
+    opensAt: null,
+  };
+  if (err.code === "outside_call_window") {
+    const facts = await callFacts(deps, tx, campaign.organization_id, { to: null });
+    const window = facts.organization.call_window;
+    wait.opensAt = window ? nextOpening(window, now) : null;
+  }
+  return wait;
+}
+
 /**
- * A call that was refused before being placed (never dialled, nothing reserved): written, then ended
- * `failed` with the refusal's code as outcome through the one end of live calls (`call.ended`).
+ * Contacts refused before being placed (never dialled, nothing reserved), however many, in a fixed
+ * number of statements: each fails with a call written `failed`, the refusal's code as outcome, and
+ * its `call.ended`.
  */
-async function refusedCall(
+async function refuse(
   tx: Db,
   deps: Deps,
   campaign: CampaignRow,
   agent: AgentRow,
-  target: CampaignTarget,
-  code: ErrorCode,
-): Promise<string> {
-  const id = deps.ids.next("call");
-  const now = deps.clock.now();
-  await insertCall(tx, {
-    id,
-    organization_id: campaign.organization_id,
-    livemode: true,
-    // Not yet placed: counted in no limit.
-    status: "scheduled",
-    agent_id: agent.id,
-    to_number: target.phone,
-    contact_id: target.contactId,
-    campaign_id: campaign.id,
-    direction: "outbound",
-    variables: target.variables,
-    simulated_duration_seconds: null,
-    language: agent.content_language,
-    task_id: null,
-    created_at: now,
-  });
-  await endLiveCall(tx, deps, id, now, { reason: "not_connected", status: "failed", outcome: code });
-  return id;
+  refusals: readonly Refusal[],
+): Promise<void> {
+  if (refusals.length === 0) return;
+  const calls = await refuseContacts(tx, campaign, agent.content_language, refusals, deps.clock.now());
+  await recordEvents(
+    tx,
+    deps,
+    calls.map((call) => callEvent("call.ended", call)),
+  );
 }
 
 /** A running live campaign with retries not due yet is woken when the earliest is. */

@@ -32,18 +32,43 @@ export const DIAL_CHECK_DELAY_MS = 5_000;
 /** A net whose look at LiveKit failed looks again after this. */
 const DIAL_CHECK_RETRY_MS = 30_000;
 
+/** A dial that did not connect: how the call ends. */
+type NotConnected = { kind: "not_connected"; end: Extract<LiveCallEnd, { reason: "not_connected" }> };
+
 /** What the dial came to. */
 type DialOutcome =
   | { kind: "answered"; at: Date }
-  | { kind: "not_connected"; end: Extract<LiveCallEnd, { reason: "not_connected" }> }
-  /** The request timed out or the connection dropped: LiveKit may have connected the callee all the same. */
-  | { kind: "unknown"; code: string };
+  | NotConnected
+  /**
+   * The request timed out, the connection dropped, or LiveKit's own deadline passed: LiveKit may have
+   * connected the callee all the same. Asked of LiveKit; `otherwise` when the callee is not there.
+   */
+  | { kind: "unknown"; otherwise: NotConnected };
 
 /** The `call.dial` timers due together: one statement moves their calls, then each dial runs after the commit. */
 export function dialCalls(deps: Deps): BatchTimerHandler {
   return async ({ tx, timers, schedule, afterCommit }) => {
     const ids = [...new Set(timers.map((t) => String(t.payload.callId)))];
-    const calls = await ringPhoneCalls(tx, ids, deps.clock.now());
+    const now = deps.clock.now();
+    const moved = await ringPhoneCalls(tx, ids, now);
+    // A call is placed with its reservation, which says how long it may last; one without any cannot be
+    // dialled (LiveKit would not know when to hang up, nor the service how to charge it): it ends
+    // failed here, in the transaction that moved it, never left ringing.
+    const calls: ReservedDial[] = [];
+    for (const call of moved) {
+      if (call.max_seconds !== null) {
+        calls.push({ ...call, max_seconds: call.max_seconds });
+        continue;
+      }
+      deps.log.error("a phone call without a minute reservation ends failed, never dialled", {
+        callId: call.id,
+      });
+      await endLiveCall(tx, deps, call.id, now, {
+        reason: "not_connected",
+        status: "failed",
+        outcome: "internal_error",
+      });
+    }
     if (calls.length === 0) return;
     const nets = await schedule(calls.map((c) => safetyNet(c.id, DIAL_CHECK_DELAY_MS)));
     const netOf = new Map(nets.map((n) => [String(n.payload.callId), n.id]));
@@ -53,12 +78,15 @@ export function dialCalls(deps: Deps): BatchTimerHandler {
   };
 }
 
+/** A call to dial: with its reservation's `maxSeconds`. */
+type ReservedDial = DialRow & { max_seconds: number };
+
 function safetyNet(callId: string, delayMs: number) {
   return { kind: TIMER_KINDS.callDialCheck, delayMs, payload: { callId }, hold: true };
 }
 
 /** Runs one dial and writes its outcome; the call is known to be dialling in this process meanwhile. */
-function startDial(deps: Deps, call: DialRow, netId: string): void {
+function startDial(deps: Deps, call: ReservedDial, netId: string): void {
   const underWay = { done: Promise.resolve(), netId };
   deps.dialing.set(call.id, underWay);
   underWay.done = (async () => {
@@ -79,7 +107,7 @@ function startDial(deps: Deps, call: DialRow, netId: string): void {
 }
 
 /** Room, agent, then the callee: what the carrier answered. */
-async function dial(deps: Deps, call: DialRow): Promise<DialOutcome> {
+async function dial(deps: Deps, call: ReservedDial): Promise<DialOutcome> {
   const liveKit = deps.liveKit;
   const trunkId = call.sip_trunk_id ?? deps.env.LIVEKIT_SIP_TRUNK_ID ?? null;
   if (!liveKit || !trunkId) {
@@ -114,7 +142,9 @@ async function dial(deps: Deps, call: DialRow): Promise<DialOutcome> {
     return { kind: "answered", at: deps.clock.now() };
   } catch (err) {
     const e = LiveKitError.from("CreateSIPParticipant", err);
-    if (e.code === "timeout" || e.code === "network_error") return { kind: "unknown", code: e.code };
+    if (e.code === "timeout" || e.code === "network_error") {
+      return { kind: "unknown", otherwise: notConnected("failed", e.code) };
+    }
     const end = dialFailureEnd(e);
     deps.log.info("phone call not connected", {
       callId: call.id,
@@ -122,12 +152,18 @@ async function dial(deps: Deps, call: DialRow): Promise<DialOutcome> {
       sipStatusCode: end.sipStatusCode,
       ...(end.outcome ? { outcome: end.outcome } : {}),
     });
+    // LiveKit's deadline for the request passed (the ringing timeout, as some versions answer it, or
+    // its own), with no answer from the carrier: an answer just before it would still have connected
+    // the callee.
+    if (e.code === "deadline_exceeded" && e.sipStatusCode === null) {
+      return { kind: "unknown", otherwise: notConnected(end.status, end.outcome) };
+    }
     return notConnected(end.status, end.outcome);
   }
 }
 
-function notConnected(status: "busy" | "no_answer" | "failed", outcome: string | null) {
-  return { kind: "not_connected", end: { reason: "not_connected", status, outcome } } as const;
+function notConnected(status: "busy" | "no_answer" | "failed", outcome: string | null): NotConnected {
+  return { kind: "not_connected", end: { reason: "not_connected", status, outcome } };
 }
 
 /**
@@ -148,20 +184,22 @@ async function settleDial(
     // Not answered: the room must be gone before the call is said to have failed, or a phone still
     // ringing could be picked up afterwards. Until then the net tries again.
     if (!answered && !(await closeRoom(deps, callId))) return;
-    known = answered ? { kind: "answered", at: deps.clock.now() } : notConnected("failed", outcome.code);
+    known = answered ? { kind: "answered", at: deps.clock.now() } : outcome.otherwise;
   } else {
     known = outcome;
     // The agent is in the room already: closing it sends the agent away.
     if (known.kind === "not_connected") await closeRoom(deps, callId);
   }
-  await pipelinedTransaction(deps.sql, async (tx) => {
-    await settledAll([
+  const [, call] = await pipelinedTransaction(deps.sql, (tx) =>
+    settledAll([
       deps.timers.cancel(tx, netId),
       known.kind === "answered"
         ? markLiveCallStarted(tx, deps, callId, known.at, "answered", maxSeconds ? { maxSeconds } : {})
         : endLiveCall(tx, deps, callId, deps.clock.now(), known.end),
-    ] as const);
-  });
+    ] as const),
+  );
+  // Answered, and already hung up before the answer was written: it ended at once; the agent leaves.
+  if (known.kind === "answered" && call?.status === "completed") await closeRoom(deps, callId);
 }
 
 /** Whether the callee is connected, from the room's participants; null when LiveKit could not be asked. */
@@ -198,7 +236,10 @@ export function checkDial(deps: Deps): TimerHandler {
     const net = await schedule(safetyNet(callId, DIAL_CHECK_RETRY_MS));
     afterCommit(() => {
       deps.log.warn("phone call left ringing without a dial: asking the media server", { callId });
-      settleDial(deps, callId, net.id, { kind: "unknown", code: "interrupted" }).catch((err) =>
+      settleDial(deps, callId, net.id, {
+        kind: "unknown",
+        otherwise: notConnected("failed", "interrupted"),
+      }).catch((err) =>
         deps.log.error("a phone call left ringing could not be resolved; its net tries again", {
           callId,
           error: (err as Error).message,

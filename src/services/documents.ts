@@ -250,12 +250,20 @@ function splitToFit(paragraph: string, max: number): Chunk[] {
   return pieces;
 }
 
+/** Closing quotes and brackets: a sentence that ends inside them ends after them. */
+const CLOSERS = "\"'’”»›)\\]）】〕〗〙〛〉》」』｣";
+
 /**
  * Where a sentence ends: after `.`, `!`, `?` or `…` followed by a space, or after the ideographic
  * full stop, exclamation and question marks (。！？), which Chinese and Japanese write with no space
- * after them. The match is what separates the two sentences ("" or " ").
+ * after them; in both cases after the closing quotes and brackets that follow the mark
+ * (`「はい。」` is one sentence), so no sentence starts with one. The match is what separates the two
+ * sentences ("" or " ").
  */
-const SENTENCE_END = /(?<=[.!?…])\s+|(?<=[。！？])\s*/g;
+const SENTENCE_END = new RegExp(
+  `(?<=[.!?…][${CLOSERS}]*)\\s+|(?<=[。！？][${CLOSERS}]*)(?![${CLOSERS}])\\s*`,
+  "g",
+);
 
 /** The sentences of a paragraph (single spaces only), each with what came before it. */
 function sentencesOf(paragraph: string): Chunk[] {

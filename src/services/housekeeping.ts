@@ -19,16 +19,21 @@ import { IDEMPOTENCY_TTL_MS, SESSION_TOKEN_TTL_MS } from "./sessionTokens.ts";
  *   may still need a token's row until its record expires);
  * - rate-limit windows whose hits all left the window;
  * - accepted bot-check tokens past the time they are remembered;
- * - events and webhook deliveries older than EVENT_RETENTION_DAYS, a bounded batch per pass (so a pass
- *   never holds locks long); while batches come out full, the next pass comes sooner.
+ * - events and webhook deliveries older than EVENT_RETENTION_DAYS, a bounded batch of events per pass
+ *   (so a pass never holds locks long, nor reads more than its batch): the oldest events with their
+ *   finished deliveries. A delivery still pending a retry is never removed (its retries run for more
+ *   than a day), nor one made after the limit (a redelivery); each keeps its event. While batches come
+ *   out full of old events, the next pass comes sooner and goes on after the last event it read, so
+ *   events kept that way are stepped over rather than read again and again; once a pass reaches recent
+ *   events, the next walk starts from the oldest again.
  * Every decision that these rows serve stays right whether or not a pass has run.
  */
 
 export const HOUSEKEEPING_EVERY_MS = 10 * 60 * 1000;
 /** The next pass when the last one left old events behind. */
 export const HOUSEKEEPING_CATCH_UP_MS = 10 * 1000;
-/** Events, and deliveries, removed per pass at most. */
-export const RETENTION_BATCH = 2_000;
+/** Events looked at per pass at most (each with its deliveries: one per endpoint that received it). */
+export const RETENTION_BATCH = 1_000;
 const DAY_MS = 24 * 60 * 60 * 1000;
 
 /** How often the statistics are checked against the tables' growth. */
@@ -43,19 +48,27 @@ export async function scheduleHousekeeping(deps: Pick<Deps, "sql">): Promise<voi
   await ensureSingleTimer(deps.sql, TIMER_KINDS.statistics, 0);
 }
 
-/** One pass: removes what has served its time; returns how many rows of each kind went. */
-export async function housekeepingPass(sql: Db, deps: Pick<Deps, "clock" | "env">) {
+/**
+ * One pass: removes what has served its time; returns how many rows of each kind went, and where the
+ * next pass's walk through old events goes on from (`retentionFrom`, null: from the oldest).
+ */
+export async function housekeepingPass(
+  sql: Db,
+  deps: Pick<Deps, "clock" | "env">,
+  retentionFrom: string | null = null,
+) {
   const now = deps.clock.now().getTime();
   const retention = await deleteEventsBefore(
     sql,
     new Date(now - deps.env.EVENT_RETENTION_DAYS * DAY_MS),
     RETENTION_BATCH,
+    retentionFrom,
   );
   return {
     events: retention.events,
     deliveries: retention.deliveries,
-    /** Old events or deliveries are left for another pass. */
-    more: retention.events === RETENTION_BATCH || retention.deliveries === RETENTION_BATCH,
+    /** Old events may be left for another pass, which goes on from here. */
+    retentionFrom: retention.next,
     ...(await deleteStaleSessionData(
       sql,
       new Date(now - IDEMPOTENCY_TTL_MS),
@@ -75,13 +88,18 @@ async function removeIdleWindows(sql: Db, now: number): Promise<number> {
   return removed;
 }
 
-/** The `housekeeping` timer: one pass, then the next one in HOUSEKEEPING_EVERY_MS (sooner to catch up). */
+/**
+ * The `housekeeping` timer: one pass, then the next one in HOUSEKEEPING_EVERY_MS, or sooner to catch
+ * up (its payload says where the walk through old events goes on from).
+ */
 export function housekeeping(deps: Deps): TimerHandler {
-  return async ({ tx, schedule }: HandlerContext) => {
-    const removed = await housekeepingPass(tx, deps);
+  return async ({ tx, timer, schedule }: HandlerContext) => {
+    const from = timer.payload.retentionFrom;
+    const removed = await housekeepingPass(tx, deps, typeof from === "string" ? from : null);
     await schedule({
       kind: TIMER_KINDS.housekeeping,
-      delayMs: removed.more ? HOUSEKEEPING_CATCH_UP_MS : HOUSEKEEPING_EVERY_MS,
+      delayMs: removed.retentionFrom ? HOUSEKEEPING_CATCH_UP_MS : HOUSEKEEPING_EVERY_MS,
+      payload: removed.retentionFrom ? { retentionFrom: removed.retentionFrom } : {},
     });
     deps.log.debug("housekeeping", removed);
   };

@@ -1,6 +1,14 @@
 import type { WebhookEvent } from "livekit-server-sdk";
 import type { AgentRow } from "../db/agents.ts";
-import { type CallRow, completeLiveCall, findCallState, insertCall, moveCall } from "../db/calls.ts";
+import {
+  answerPhoneCall,
+  type CallRow,
+  completeLiveCall,
+  findCallState,
+  insertCall,
+  moveCall,
+  noteHangUpWhileRinging,
+} from "../db/calls.ts";
 import { type Db, pipelinedTransaction, settledAll } from "../db/engine/connection.ts";
 import { reservationMaxSeconds } from "../db/minutes.ts";
 import type { OrganizationRow } from "../db/organizations.ts";
@@ -10,6 +18,7 @@ import {
   LiveKit,
   LiveKitError,
   liveKitAgentName,
+  type RoomInfo,
   visitorIdentity,
   type WebCallRoom,
 } from "../livekit/client.ts";
@@ -195,7 +204,9 @@ export async function startRoom(
 export type LiveCallEnd =
   /**
    * It is over (the room closed, the callee hung up, `maxSeconds`): `ongoing` → `completed` with its
-   * duration; a web call nobody joined (`initiated`) → `no_answer`.
+   * duration; a web call nobody joined (`initiated`) → `no_answer`; a phone call still `ringing` was
+   * answered and hung up before its answer was written: the end is kept for the answer, which
+   * completes the call at once (`markLiveCallStarted`).
    */
   | { reason: "over" }
   /**
@@ -204,8 +215,9 @@ export type LiveCallEnd =
    */
   | { reason: "not_connected"; status: "busy" | "no_answer" | "failed"; outcome: string | null }
   /**
-   * Nobody reported how it went (a web call still `initiated` at `maxSeconds`, nobody in its room: the
-   * webhook is missing): `failed` with outcome `end_not_reported`, every reserved minute kept.
+   * Nobody reported how it went (a web call still `initiated` at `maxSeconds`, its visitor not in its
+   * room, which was joined: the webhook is missing): `failed` with outcome `end_not_reported`, every
+   * reserved minute kept.
    */
   | { reason: "unreported" };
 
@@ -272,6 +284,12 @@ async function endOtherwise(
     });
     return { moved, from, actualSeconds: null };
   }
+  if (call.status === "ringing" && call.direction === "outbound") {
+    if (await noteHangUpWhileRinging(tx, callId, at)) return { moved: null, from: null, actualSeconds: null };
+    // The answer was written in between: the call is ongoing now, and ends.
+    const moved = await completeLiveCall(tx, callId, at, deps.clock.now());
+    return { moved, from: "ongoing", actualSeconds: moved?.duration_seconds ?? null };
+  }
   if (call.status === "initiated" && call.direction === "web") {
     if (end.reason === "unreported") {
       const moved = await moveCall(tx, callId, "initiated", "failed", deps.clock.now(), {
@@ -292,7 +310,8 @@ async function endOtherwise(
  * its room (`initiated` → `ongoing`), a phone call only when the callee answers (`ringing` →
  * `ongoing`: the agent joining the room does not start it). A phone call's `maxSeconds` count from
  * its answer: the timer that ends it is written here (`maxSeconds` given, or read from its
- * reservation).
+ * reservation). A phone call whose end LiveKit reported while it still rang (answered and hung up
+ * before this) ends at once instead: the call as it ends is returned.
  */
 export async function markLiveCallStarted(
   tx: Db,
@@ -302,24 +321,21 @@ export async function markLiveCallStarted(
   by: "joined" | "answered",
   opts: { maxSeconds?: number } = {},
 ): Promise<CallRow | null> {
+  const now = deps.clock.now();
   const [moved, maxSeconds] = await settledAll([
-    moveCall(
-      tx,
-      callId,
-      by === "joined" ? "initiated" : "ringing",
-      "ongoing",
-      deps.clock.now(),
-      { started_at: at },
-      { liveDirection: by === "joined" ? "web" : "outbound" },
-    ),
+    by === "joined"
+      ? moveCall(tx, callId, "initiated", "ongoing", now, { started_at: at }, { liveDirection: "web" })
+      : answerPhoneCall(tx, callId, at, now),
     by === "answered" && opts.maxSeconds === undefined
       ? reservationMaxSeconds(tx, callId)
       : Promise.resolve(opts.maxSeconds ?? null),
   ] as const);
   if (!moved) return null;
+  const hungUpAt: Date | null =
+    "hung_up_while_ringing_at" in moved ? (moved.hung_up_while_ringing_at as Date | null) : null;
   await settledAll([
     recordEvent(tx, deps, callEvent("call.started", moved)),
-    by === "answered" && maxSeconds !== null
+    by === "answered" && maxSeconds !== null && !hungUpAt
       ? deps.timers.schedule(tx, {
           kind: TIMER_KINDS.liveCallMaxDuration,
           at: new Date(at.getTime() + maxSeconds * 1000),
@@ -327,6 +343,7 @@ export async function markLiveCallStarted(
         })
       : Promise.resolve(null),
   ] as const);
+  if (hungUpAt) return (await endLiveCall(tx, deps, callId, hungUpAt)) ?? moved;
   return moved;
 }
 
@@ -424,9 +441,11 @@ function runningAtMaxSeconds(call: { status: string; direction: string }): boole
 /**
  * At `maxSeconds`: the room is closed (everyone disconnected) and the call ends at `endAt`. When
  * LiveKit never reported the end (or the start) the webhook is probably not configured; LiveKit's
- * room tells what it can: a web call's visitor still there started when it joined. When nothing can
- * tell, the reserved minutes are kept rather than none: a call's minutes never depend on a report
- * that may not come. A warning names the webhook either way.
+ * room tells what it can: a web call's visitor still there started when it joined; a web call's room
+ * still open and empty before LiveKit's empty timeout could close it was never joined (`no_answer`,
+ * nothing kept: a room someone left closes 20 s later). When nothing can tell, the reserved minutes
+ * are kept rather than none: a call's minutes never depend on a report that may not come, and a
+ * warning names the webhook.
  */
 async function endAtMaxSeconds(deps: Deps, callId: string, endAt: Date, netId: string): Promise<void> {
   const call = await findCallState(deps.sql, callId);
@@ -434,24 +453,36 @@ async function endAtMaxSeconds(deps: Deps, callId: string, endAt: Date, netId: s
     await pipelinedTransaction(deps.sql, (tx) => deps.timers.cancel(tx, netId));
     return;
   }
-  const participants = deps.liveKit ? await deps.liveKit.listParticipants(LiveKit.roomName(callId)) : [];
+  const room = LiveKit.roomName(callId);
+  const participants = deps.liveKit ? await deps.liveKit.listParticipants(room) : [];
   const callerIdentity = call.direction === "web" ? visitorIdentity(callId) : sipIdentity(callId);
   const caller = participants.find((p) => p.identity === callerIdentity);
+  const nobodyJoined =
+    call.status === "initiated" &&
+    participants.length === 0 &&
+    deps.liveKit !== null &&
+    neverJoined(await deps.liveKit.findRoom(room), deps.clock.now());
   if (!(await closeRoom(deps, callId))) throw new Error("the room could not be closed");
   await pipelinedTransaction(deps.sql, async (tx) => {
     await deps.timers.cancel(tx, netId);
-    if (call.status === "ongoing") return endLiveCall(tx, deps, callId, endAt);
+    if (call.status === "ongoing" || nobodyJoined) return endLiveCall(tx, deps, callId, endAt);
     if (caller?.joinedAt) {
       await markLiveCallStarted(tx, deps, callId, caller.joinedAt, "joined");
       return endLiveCall(tx, deps, callId, endAt);
     }
     return endLiveCall(tx, deps, callId, endAt, { reason: "unreported" });
   });
-  if (!caller || call.status !== "ongoing") {
+  if (!nobodyJoined && (!caller || call.status !== "ongoing")) {
     deps.log.warn(
       "a live call reached its maximum duration without LiveKit reporting its end: configure LiveKit to send " +
         "webhooks to /api/livekit/webhook (without them a call keeps all its reserved minutes)",
       { callId, status: call.status, callerInRoom: caller !== undefined },
     );
   }
+}
+
+/** A room still open with nobody in it, younger than its empty timeout: nobody has joined it yet. */
+function neverJoined(room: RoomInfo | null, now: Date): boolean {
+  if (!room?.createdAt || room.numParticipants > 0) return false;
+  return now.getTime() - room.createdAt.getTime() < room.emptyTimeoutSeconds * 1000;
 }

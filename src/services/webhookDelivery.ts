@@ -13,9 +13,9 @@ import type { HandlerContext, TimerHandler } from "../timers/types.ts";
  *
  * Fair and bounded: each organization has its own queue in memory (at most `queuePerOrganization`
  * deliveries, counting those promised a place by a handler whose transaction has not committed yet)
- * and its own request slots (at most `perOrganization` at once, out of `concurrency`), and the slots go
- * round the organizations in
- * turn. So one organization's slow or dead receivers occupy its own slots and queue only: another
+ * and its own request slots (at most `perOrganization` at once; its first always from sockets kept for
+ * organizations with nothing in flight, the others from a shared pool: webhookSender.ts tells the
+ * bounds). So one organization's slow or dead receivers occupy its own slots and queue only: another
  * organization's deliveries never wait behind them, and never fail for them. An attempt is counted when
  * its request starts, never while it waits.
  *

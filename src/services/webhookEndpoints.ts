@@ -1,7 +1,7 @@
 import { Buffer } from "node:buffer";
 import { pipelinedTransaction } from "../db/engine/connection.ts";
 import { type Page, type PageInput, paginate } from "../db/engine/pages.ts";
-import { findEvent } from "../db/events.ts";
+import { lockEvent } from "../db/events.ts";
 import type { InsertedTimerRow } from "../db/timers.ts";
 import {
   type DeliveryLogRow,
@@ -257,6 +257,8 @@ export async function listEndpointDeliveries(
   });
 }
 
+const noSuchEvent = () => new ApiError("not_found", "No such event.");
+
 /**
  * Sends an event of the key's mode again: a new delivery to every enabled endpoint that receives it
  * and subscribes to its type (the endpoints of both modes that would receive it today), each with its
@@ -267,9 +269,12 @@ export async function redeliverEvent(
   scope: EndpointScope,
   eventId: string,
 ): Promise<{ eventId: string; deliveries: Delivery[] }> {
-  const event = isId(eventId, "evt") ? await findEvent(deps.sql, scope, eventId) : null;
-  if (!event) throw new ApiError("not_found", "No such event.");
+  if (!isId(eventId, "evt")) throw noSuchEvent();
   const { rows, timers } = await pipelinedTransaction(deps.sql, async (tx) => {
+    // Locked against its removal by retention until the deliveries refer to it; one being removed
+    // meanwhile is gone when the lock is granted.
+    const event = await lockEvent(tx, scope, eventId);
+    if (!event) throw noSuchEvent();
     const created = await redeliverEventRows(tx, event);
     const ids = created.map((d) => d.id);
     const scheduled: InsertedTimerRow[] =

@@ -23,6 +23,23 @@ import { isPrivateAddress, webhookUrlProblem } from "./webhookUrls.ts";
 /**
  * The process's sender of webhook attempts (how deliveries move is told in webhookDelivery.ts): queues
  * and request slots per organization, the attempt counted as its request starts, the outcome recorded.
+ *
+ * Slots. A receiver that hangs holds its request's slot for the whole time bound (15 s), so the slots
+ * are shared out so that no number of hanging receivers can hold the slot a healthy organization needs:
+ * - an organization has at most `perOrganization` (4) requests in flight;
+ * - its first one needs only a free socket (fewer than `concurrency`, 512, in flight in all);
+ * - its 2nd to 4th come from a pool of `shared` (64) for all organizations together.
+ * Organizations with nothing in flight are served first, the others in turn. So hanging receivers hold
+ * one slot per organization plus the shared pool at most, and an organization whose receiver answers
+ * gets its first slot at once unless `concurrency − shared` (448) organizations hang in this one
+ * process at the same moment (and its other three as soon as the shared pool has room: always while
+ * fewer than 22 organizations hang with all their four).
+ *
+ * Bounds. Sockets: at most `concurrency` requests (one connection each, never pooled), which leaves
+ * room within the usual limit of 1,024 open files for the database's and the server's own connections.
+ * Memory: per request its body and its socket's buffers, a few tens of kilobytes for the usual event,
+ * so some megabytes at most; queues: at most `queuePerOrganization` (256) small records per
+ * organization, the rest waiting in the timers table.
  */
 
 /** Beyond an attempt's own bound, how long its outcome may take to be written before it is taken as lost. */
@@ -53,10 +70,15 @@ type Outcome =
 
 export interface SenderOptions {
   timeoutMs?: number;
-  /** Requests in flight at once, all organizations together. */
+  /** Requests in flight at once, all organizations together: the bound on sockets. */
   concurrency?: number;
   /** Requests in flight at once for one organization. */
   perOrganization?: number;
+  /**
+   * Requests in flight beyond each organization's first, all organizations together; the rest of
+   * `concurrency` is kept for the first request of organizations that have none in flight.
+   */
+  shared?: number;
   /** Deliveries of one organization waiting in memory at most. */
   queuePerOrganization?: number;
   resolve?: Resolve;
@@ -85,11 +107,19 @@ export class WebhookSender implements DeliveryQueue {
   readonly #timeoutMs: number;
   readonly #concurrency: number;
   readonly #perOrganization: number;
+  readonly #shared: number;
   readonly #queuePerOrganization: number;
   readonly #resolve: Resolve;
   readonly #organizations = new Map<string, Organization>();
-  /** Organizations with waiting deliveries, in the order their turn comes. */
-  readonly #turns: string[] = [];
+  /**
+   * Organizations with waiting deliveries and a free slot, in the order their turn comes: those with
+   * nothing in flight (served first, from the sockets kept for them), and the others (from the shared
+   * pool). An organization whose slots are all busy is in neither until a request of its ends.
+   */
+  readonly #idleTurns = new Set<string>();
+  readonly #busyTurns = new Set<string>();
+  /** Organizations with a request in flight: each holds one slot outside the shared pool. */
+  #busyOrganizations = 0;
   /** Deliveries this process holds (waiting or under way), by id. */
   readonly #held = new Map<number, QueuedDelivery>();
   readonly #running = new Set<Promise<void>>();
@@ -97,8 +127,9 @@ export class WebhookSender implements DeliveryQueue {
   constructor(deps: Deps, opts: SenderOptions = {}) {
     this.#deps = deps;
     this.#timeoutMs = opts.timeoutMs ?? ATTEMPT_TIMEOUT_MS;
-    this.#concurrency = opts.concurrency ?? 32;
+    this.#concurrency = opts.concurrency ?? 512;
     this.#perOrganization = Math.min(opts.perOrganization ?? 4, this.#concurrency);
+    this.#shared = Math.min(opts.shared ?? 64, this.#concurrency);
     this.#queuePerOrganization = opts.queuePerOrganization ?? 256;
     this.#resolve = opts.resolve ?? resolveWithDns;
   }
@@ -210,8 +241,19 @@ export class WebhookSender implements DeliveryQueue {
     org.promised.delete(d.deliveryId);
     org.queue.push(d);
     this.#held.set(d.deliveryId, d);
-    if (org.queue.length === 1) this.#turns.push(d.organizationId);
+    this.#takeTurn(d.organizationId, org);
     this.#pump();
+  }
+
+  /** Puts an organization with waiting deliveries and a free slot in line (once), by what it has in flight. */
+  #takeTurn(organizationId: string, org: Organization): void {
+    if (org.queue.length === 0 || org.running >= this.#perOrganization) return;
+    if (org.running === 0) {
+      this.#busyTurns.delete(organizationId);
+      this.#idleTurns.add(organizationId);
+    } else if (!this.#idleTurns.has(organizationId)) {
+      this.#busyTurns.add(organizationId);
+    }
   }
 
   /** Resolves when every delivery handed over so far has been sent and recorded (or dropped by `drain`). */
@@ -233,7 +275,8 @@ export class WebhookSender implements DeliveryQueue {
       }
       org.queue.length = 0;
     }
-    this.#turns.length = 0;
+    this.#idleTurns.clear();
+    this.#busyTurns.clear();
     await makeTimersDue(this.#deps.sql, waiting).catch((err) =>
       // Their timers still fire when they were due to.
       this.#deps.log.warn("webhook deliveries not handed back at shutdown", {
@@ -251,40 +294,49 @@ export class WebhookSender implements DeliveryQueue {
     return done;
   }
 
-  /** Starts requests while slots are free, one organization after another. */
+  /**
+   * Starts requests while slots are free: first for organizations with nothing in flight (any free
+   * socket), then in turn for the others (the shared pool).
+   */
   #pump(): void {
-    let skipped = 0;
-    while (this.#running.size < this.#concurrency && this.#turns.length > skipped) {
-      const orgId = this.#turns.shift()!;
-      const org = this.#organizations.get(orgId)!;
-      if (org.running >= this.#perOrganization) {
-        // Its slots are busy: its turn waits at the back; the others go first.
-        this.#turns.push(orgId);
-        skipped++;
-        continue;
-      }
-      skipped = 0;
-      const d = org.queue.shift()!;
-      if (org.queue.length > 0) this.#turns.push(orgId);
-      org.running++;
-      const run = this.#attempt(d)
-        .catch((err) =>
-          // Its timers still bring it back.
-          this.#deps.log.error("webhook delivery attempt not recorded", {
-            deliveryId: d.deliveryId,
-            error: (err as Error).message,
-          }),
-        )
-        .finally(() => {
-          org.running--;
-          this.#held.delete(d.deliveryId);
-          this.#running.delete(run);
-          this.#pull(d.organizationId, org);
-          this.#forgetIfIdle(d.organizationId, org);
-          this.#pump();
-        });
-      this.#running.add(run);
+    while (this.#running.size < this.#concurrency) {
+      const orgId =
+        first(this.#idleTurns) ?? (this.#sharedInUse() < this.#shared ? first(this.#busyTurns) : undefined);
+      if (orgId === undefined) return;
+      this.#idleTurns.delete(orgId);
+      this.#busyTurns.delete(orgId);
+      this.#start(orgId, this.#organizations.get(orgId)!);
     }
+  }
+
+  /** Requests in flight beyond each organization's first. */
+  #sharedInUse(): number {
+    return this.#running.size - this.#busyOrganizations;
+  }
+
+  #start(orgId: string, org: Organization): void {
+    const d = org.queue.shift()!;
+    if (org.running++ === 0) this.#busyOrganizations++;
+    // Its next delivery waits for its next turn, behind the organizations already in line.
+    this.#takeTurn(orgId, org);
+    const run = this.#attempt(d)
+      .catch((err) =>
+        // Its timers still bring it back.
+        this.#deps.log.error("webhook delivery attempt not recorded", {
+          deliveryId: d.deliveryId,
+          error: (err as Error).message,
+        }),
+      )
+      .finally(() => {
+        if (--org.running === 0) this.#busyOrganizations--;
+        this.#held.delete(d.deliveryId);
+        this.#running.delete(run);
+        this.#takeTurn(orgId, org);
+        this.#pull(orgId, org);
+        this.#forgetIfIdle(orgId, org);
+        this.#pump();
+      });
+    this.#running.add(run);
   }
 
   async #attempt(d: QueuedDelivery): Promise<void> {
@@ -358,6 +410,12 @@ export class WebhookSender implements DeliveryQueue {
           : null,
     });
   }
+}
+
+/** The first of a set in its order, if any. */
+function first<T>(set: Set<T>): T | undefined {
+  for (const v of set) return v;
+  return undefined;
 }
 
 /**

@@ -46,20 +46,51 @@ export function parseIPv4(host: string): number[] | null {
   return bytes.every((b) => b <= 255) ? bytes : null;
 }
 
-export function isPrivateIPv4([a, b]: number[]): boolean {
-  if (a === undefined || b === undefined) return true;
-  return (
-    a === 0 || // "this network", 0.0.0.0
-    a === 10 ||
-    a === 127 ||
-    (a === 100 && b >= 64 && b <= 127) || // shared address space (carrier NAT)
-    (a === 169 && b === 254) || // link-local, cloud metadata
-    (a === 172 && b >= 16 && b <= 31) ||
-    (a === 192 && b === 168) ||
-    (a === 192 && b === 0) || // IETF protocol assignments, documentation
-    (a === 198 && (b === 18 || b === 19)) || // benchmarking
-    a >= 224 // multicast, reserved, broadcast
-  );
+/**
+ * IPv4 blocks never connected to: those of the IANA IPv4 Special-Purpose Address Registry that are not
+ * globally reachable (and the deprecated 6to4 relay anycast), and multicast. Everything else is
+ * public, 192.0.78.0/24 (real sites) or 100.63.255.255 as much as 8.8.8.8.
+ */
+const PRIVATE_V4 = [
+  "0.0.0.0/8", // "this network"
+  "10.0.0.0/8", // private use
+  "100.64.0.0/10", // shared address space (carrier-grade NAT)
+  "127.0.0.0/8", // loopback
+  "169.254.0.0/16", // link-local, cloud metadata
+  "172.16.0.0/12", // private use
+  "192.0.0.0/24", // IETF protocol assignments (but see PUBLIC_V4)
+  "192.0.2.0/24", // documentation (TEST-NET-1)
+  "192.88.99.0/24", // 6to4 relay anycast, deprecated
+  "192.168.0.0/16", // private use
+  "198.18.0.0/15", // benchmarking
+  "198.51.100.0/24", // documentation (TEST-NET-2)
+  "203.0.113.0/24", // documentation (TEST-NET-3)
+  "224.0.0.0/4", // multicast
+  "240.0.0.0/4", // reserved, and the limited broadcast 255.255.255.255
+].map(v4Block);
+
+/** Globally reachable addresses inside a block above: the PCP and TURN anycast addresses. */
+const PUBLIC_V4 = ["192.0.0.9/32", "192.0.0.10/32"].map(v4Block);
+
+/** A block as its first address (a 32-bit number) and its prefix length. */
+function v4Block(cidr: string): readonly [number, number] {
+  const [address, bits] = cidr.split("/");
+  return [v4Number(parseIPv4(address!)!), Number(bits)];
+}
+
+function v4Number(bytes: number[]): number {
+  return bytes.reduce((n, b) => n * 256 + b, 0);
+}
+
+function inV4Block(address: number, [base, bits]: readonly [number, number]): boolean {
+  return bits === 0 || (address ^ base) >>> (32 - bits) === 0;
+}
+
+/** Whether an IPv4 address (four bytes) is one never to connect to. */
+export function isPrivateIPv4(bytes: number[]): boolean {
+  if (bytes.length !== 4) return true;
+  const n = v4Number(bytes);
+  return PRIVATE_V4.some((b) => inV4Block(n, b)) && !PUBLIC_V4.some((b) => inV4Block(n, b));
 }
 
 /** Eight 16-bit words, or null when not an IPv6 address. */
@@ -85,33 +116,64 @@ export function parseIPv6(text: string): number[] | null {
 }
 
 /**
- * IPv6 addresses that are not globally routable. Forms that carry an IPv4 address are judged by that
- * address, since traffic to them reaches it: IPv4-mapped `::ffff:a.b.c.d`, IPv4-translated
- * `::ffff:0:a.b.c.d`, NAT64 `64:ff9b::a.b.c.d`, 6to4 `2002:aabb:ccdd::` and Teredo `2001:0:…` (whose
- * client address is the last 32 bits inverted).
+ * IPv6 blocks never connected to, inside the global unicast space 2000::/3 (everything outside it is
+ * link-local, unique local, multicast or not allocated): those of the IANA IPv6 Special-Purpose Address
+ * Registry that are not globally reachable.
+ */
+const PRIVATE_V6 = [
+  "2001::/23", // IETF protocol assignments (but see PUBLIC_V6)
+  "2001:db8::/32", // documentation
+  "3fff::/20", // documentation
+].map(v6Block);
+
+/** Globally reachable blocks inside 2001::/23 (anycast services, AMT, AS112, ORCHIDv2, drone remote ID). */
+const PUBLIC_V6 = [
+  "2001:1::1/128",
+  "2001:1::2/128",
+  "2001:1::3/128",
+  "2001:3::/32",
+  "2001:4:112::/48",
+  "2001:20::/28",
+  "2001:30::/28",
+].map(v6Block);
+
+const GLOBAL_UNICAST = v6Block("2000::/3");
+
+/** A block as its first address (a 128-bit number) and its prefix length. */
+function v6Block(cidr: string): readonly [bigint, number] {
+  const [address, bits] = cidr.split("/");
+  return [v6Number(parseIPv6(address!)!), Number(bits)];
+}
+
+function v6Number(words: number[]): bigint {
+  return words.reduce((n, w) => (n << 16n) | BigInt(w), 0n);
+}
+
+function inV6Block(address: bigint, [base, bits]: readonly [bigint, number]): boolean {
+  return (address ^ base) >> BigInt(128 - bits) === 0n;
+}
+
+/**
+ * IPv6 addresses never connected to. Forms that carry an IPv4 address are judged by that address,
+ * since traffic to them reaches it: IPv4-mapped `::ffff:a.b.c.d`, IPv4-translated `::ffff:0:a.b.c.d`,
+ * NAT64 `64:ff9b::a.b.c.d`, 6to4 `2002:aabb:ccdd::` and Teredo `2001:0:…` (whose client address is
+ * the last 32 bits inverted).
  */
 export function isPrivateIPv6(w: number[]): boolean {
   const [w0 = 0, w1 = 0, w2 = 0, w3 = 0, w4 = 0, w5 = 0, w6 = 0, w7 = 0] = w;
   const zeroUntil = (n: number) => w.slice(0, n).every((x) => x === 0);
   const v4 = (hi: number, lo: number) => [hi >> 8, hi & 255, lo >> 8, lo & 255];
-  if (zeroUntil(8)) return true; // ::
-  if (zeroUntil(7) && w7 === 1) return true; // ::1
   if (zeroUntil(5) && w5 === 0xffff) return isPrivateIPv4(v4(w6, w7)); // ::ffff:a.b.c.d
   if (zeroUntil(4) && w4 === 0xffff && w5 === 0) return isPrivateIPv4(v4(w6, w7)); // ::ffff:0:a.b.c.d
-  if (zeroUntil(6)) return true; // deprecated IPv4-compatible ::a.b.c.d
-  if (w0 === 0x64 && w1 === 0xff9b) {
-    // 64:ff9b::/96 is NAT64 to the embedded address; 64:ff9b:1::/48 is for local networks only.
-    return w2 === 0 && w3 === 0 && w4 === 0 && w5 === 0 ? isPrivateIPv4(v4(w6, w7)) : true;
+  if (w0 === 0x64 && w1 === 0xff9b && w2 === 0 && w3 === 0 && w4 === 0 && w5 === 0) {
+    return isPrivateIPv4(v4(w6, w7)); // NAT64 64:ff9b::/96 (64:ff9b:1::/48 is for local networks only)
   }
   if (w0 === 0x2002) return isPrivateIPv4(v4(w1, w2)); // 6to4 2002:aabb:ccdd::/48
   if (w0 === 0x2001 && w1 === 0) return isPrivateIPv4(v4(w6 ^ 0xffff, w7 ^ 0xffff)); // Teredo 2001::/32
+  const n = v6Number(w);
   return (
-    (w0 & 0xfe00) === 0xfc00 || // unique local fc00::/7
-    (w0 & 0xffc0) === 0xfe80 || // link-local fe80::/10
-    (w0 & 0xffc0) === 0xfec0 || // site-local (deprecated) fec0::/10
-    (w0 & 0xff00) === 0xff00 || // multicast
-    (w0 === 0x2001 && w1 === 0x0db8) || // documentation
-    (w0 === 0x100 && w1 === 0 && w2 === 0 && w3 === 0) // discard-only 100::/64
+    !inV6Block(n, GLOBAL_UNICAST) ||
+    (PRIVATE_V6.some((b) => inV6Block(n, b)) && !PUBLIC_V6.some((b) => inV6Block(n, b)))
   );
 }
 

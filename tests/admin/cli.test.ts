@@ -223,6 +223,113 @@ describe("commands through runAdmin", () => {
     expect(row!.revoked_at).toBeInstanceOf(Date);
   });
 
+  test("list-secret-keys: newest first, revoked ones included, never the key, in pages", async () => {
+    const org = await ok("create-organization", "--name", "Listed Keys Co");
+    const agent = await ok("create-agent", "--organization", org.id, "--name", "A");
+    const first = await ok("create-secret-key", "--organization", org.id, "--mode", "live", "--scopes", "*");
+    const second = await ok(
+      "create-secret-key",
+      "--organization",
+      org.id,
+      "--mode",
+      "test",
+      "--scopes",
+      "calls:read",
+      "--agent-ids",
+      agent.id,
+    );
+    await ok("revoke-secret-key", first.id);
+    const list = await ok("list-secret-keys", "--organization", org.id);
+    expect(list.has_more).toBe(false);
+    expect(list.data.map((k: { id: string; revoked: boolean }) => [k.id, k.revoked])).toEqual([
+      [second.id, false],
+      [first.id, true],
+    ]);
+    for (const [item, created] of [
+      [list.data[0], second],
+      [list.data[1], first],
+    ]) {
+      const { key, ...rest } = created;
+      expect(item).toMatchObject({ ...rest, lastUsedAt: null });
+      // Its first characters, then an ellipsis.
+      expect(item.start).toBe(`${key.slice(0, item.start.length - 1)}…`);
+      expect(JSON.stringify(item)).not.toContain(key);
+    }
+    expect(list.data[1].revokedAt).toEqual(expect.any(String));
+    const page = await ok("list-secret-keys", "--organization", org.id, "--limit", "1");
+    expect({ ids: page.data.map((k: { id: string }) => k.id), more: page.has_more }).toEqual({
+      ids: [second.id],
+      more: true,
+    });
+    const next = await ok(
+      "list-secret-keys",
+      "--organization",
+      org.id,
+      "--limit",
+      "1",
+      "--starting-after",
+      second.id,
+    );
+    expect({ ids: next.data.map((k: { id: string }) => k.id), more: next.has_more }).toEqual({
+      ids: [first.id],
+      more: false,
+    });
+  });
+
+  test("list-publishable-keys: newest first, revoked ones included, never the key, minutes this month, in pages", async () => {
+    const org = await ok("create-organization", "--name", "Listed Widgets Co");
+    const agent = await ok("create-agent", "--organization", org.id, "--name", "Web");
+    const create = (origin: string) =>
+      ok(
+        "create-publishable-key",
+        "--organization",
+        org.id,
+        "--agent",
+        agent.id,
+        "--origins",
+        origin,
+        "--monthly-minute-cap",
+        "60",
+      );
+    const first = await create("https://one.example.com");
+    const second = await create("https://two.example.com");
+    await ok("revoke-publishable-key", second.id);
+    const list = await ok("list-publishable-keys", "--organization", org.id);
+    expect(list.has_more).toBe(false);
+    expect(list.data.map((k: { id: string; revoked: boolean }) => [k.id, k.revoked])).toEqual([
+      [second.id, true],
+      [first.id, false],
+    ]);
+    for (const [item, created] of [
+      [list.data[0], second],
+      [list.data[1], first],
+    ]) {
+      const { key, ...rest } = created;
+      expect(item).toMatchObject({ ...rest, minutesUsedThisMonth: 0, lastUsedAt: null });
+      // Its first characters, then an ellipsis.
+      expect(item.start).toBe(`${key.slice(0, item.start.length - 1)}…`);
+      expect(JSON.stringify(item)).not.toContain(key);
+    }
+    const page = await ok("list-publishable-keys", "--organization", org.id, "--limit", "1");
+    expect({ ids: page.data.map((k: { id: string }) => k.id), more: page.has_more }).toEqual({
+      ids: [second.id],
+      more: true,
+    });
+    const next = await ok(
+      "list-publishable-keys",
+      "--organization",
+      org.id,
+      "--limit",
+      "1",
+      "--starting-after",
+      second.id,
+    );
+    expect({ ids: next.data.map((k: { id: string }) => k.id), more: next.has_more }).toEqual({
+      ids: [first.id],
+      more: false,
+    });
+  });
+
   test("create-knowledge-base", async () => {
     const org = await ok("create-organization", "--name", "KB Co");
     const kb = await ok("create-knowledge-base", "--organization", org.id, "--name", "FAQ");

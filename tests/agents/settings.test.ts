@@ -135,6 +135,26 @@ describe("admin API", () => {
     expect(cleared.body).toEqual({ ...kept.body, instructions: null, greeting: null, knowledgeBaseIds: [] });
   });
 
+  test('an empty instructions or greeting is stored as null, at creation and by PATCH (as the CLI\'s "")', async () => {
+    const created = await admin(ctx, "POST", `/organizations/${seed.org.id}/agents`, {
+      json: { name: "Blank", instructions: "", greeting: "" },
+    });
+    expect(created.status).toBe(201);
+    expect(created.body).toMatchObject({ instructions: null, greeting: null });
+    const id = created.body.id;
+    const set = await admin(ctx, "PATCH", `/agents/${id}`, {
+      json: { instructions: "Be kind.", greeting: "Hi!" },
+    });
+    expect(set.body).toMatchObject({ instructions: "Be kind.", greeting: "Hi!" });
+    const cleared = await admin(ctx, "PATCH", `/agents/${id}`, { json: { instructions: "", greeting: "" } });
+    expect(cleared.status).toBe(200);
+    expect(cleared.body).toEqual({ ...set.body, instructions: null, greeting: null });
+    expect((await readAgent(id)).body).toMatchObject({ instructions: null, greeting: null });
+    // Blank but not empty is text the operator typed: kept as it is.
+    const spaces = await admin(ctx, "PATCH", `/agents/${id}`, { json: { greeting: " " } });
+    expect(spaces.body.greeting).toBe(" ");
+  });
+
   test("PATCH of an unknown agent with knowledge bases is 404 for the agent", async () => {
     const res = await admin(ctx, "PATCH", "/agents/agt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C", {
       json: { knowledgeBaseIds: [seed.kb.id] },
@@ -176,9 +196,55 @@ describe("CLI", () => {
     const cleared = await ok("update-agent", agent.id, "--greeting", "", "--knowledge-bases", "");
     expect(cleared).toEqual({ ...agent, greeting: null, knowledgeBaseIds: [] });
 
+    const cleared2 = await ok("update-agent", agent.id, "--instructions", "");
+    expect(cleared2).toEqual({ ...cleared, instructions: null });
+
     const refused = await runAdmin(["update-agent", agent.id, "--knowledge-bases", otherOrgKb], ctx.deps);
     expect(refused.code).toBe(1);
     expect(JSON.parse(refused.stderr).error).toMatchObject({ code: "not_found", param: "knowledgeBaseIds" });
+  });
+});
+
+describe("the admin API and the CLI agree", () => {
+  test('"" for instructions and greeting: null both ways, at creation and on update', async () => {
+    const fromCli = JSON.parse(
+      (
+        await runAdmin(
+          [
+            "create-agent",
+            "--organization",
+            seed.org.id,
+            "--name",
+            "Both",
+            "--instructions",
+            "",
+            "--greeting",
+            "",
+          ],
+          ctx.deps,
+        )
+      ).stdout,
+    );
+    const fromApi = (
+      await admin(ctx, "POST", `/organizations/${seed.org.id}/agents`, {
+        json: { name: "Both", instructions: "", greeting: "" },
+      })
+    ).body;
+    const settings = (a: Record<string, unknown>) => ({ instructions: a.instructions, greeting: a.greeting });
+    expect(settings(fromCli)).toEqual({ instructions: null, greeting: null });
+    expect(settings(fromApi)).toEqual(settings(fromCli));
+
+    for (const agent of [fromCli, fromApi]) {
+      await admin(ctx, "PATCH", `/agents/${agent.id}`, { json: { instructions: "x", greeting: "y" } });
+    }
+    const viaCli = JSON.parse(
+      (await runAdmin(["update-agent", fromCli.id, "--instructions", "", "--greeting", ""], ctx.deps)).stdout,
+    );
+    const viaApi = (
+      await admin(ctx, "PATCH", `/agents/${fromApi.id}`, { json: { instructions: "", greeting: "" } })
+    ).body;
+    expect(settings(viaCli)).toEqual({ instructions: null, greeting: null });
+    expect(settings(viaApi)).toEqual(settings(viaCli));
   });
 });
 
@@ -218,6 +284,11 @@ describe("GET /api/v1/agents/{id}", () => {
     ] as const) {
       await expectApiError(await ctx.request(`/api/v1/agents/${id}`, { key }), 404, "not_found");
     }
+    // The document says so, as it does for calls.
+    const doc = await (await ctx.request("/api/openapi.json")).json();
+    expect(doc.paths["/api/v1/agents/{id}"].get.description).toContain(
+      "for a key restricted to some agents, every other agent of the organization",
+    );
   });
 
   test("the admin token is no secret key", async () => {

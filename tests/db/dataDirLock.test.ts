@@ -43,10 +43,13 @@ function foreignLock(dir: string, opts: { heartbeatAgeMs?: number } = {}): strin
   return content;
 }
 
-/** Keeps a lock's heartbeat going, as its live holder would. */
-function beating(dir: string, everyMs: number): () => void {
+/**
+ * Keeps a lock's heartbeat going, as its live holder would; `clockOffsetMs`: the holder's clock (or the
+ * file server's) that far off ours, so every beat looks that old here.
+ */
+function beating(dir: string, everyMs: number, clockOffsetMs = 0): () => void {
   const timer = setInterval(() => {
-    const now = new Date();
+    const now = new Date(Date.now() + clockOffsetMs);
     utimesSync(lockPath(dir), now, now);
   }, everyMs);
   return () => clearInterval(timer);
@@ -104,13 +107,32 @@ describe("the DATA_DIR lock", () => {
     }
   });
 
-  test("a holder elsewhere whose heartbeat is stale (it crashed) is taken over at once", async () => {
+  test("an old modification time is no proof: a holder elsewhere whose clock is an hour behind, still beating, is never taken over", async () => {
     const dir = tempDir();
-    foreignLock(dir, { heartbeatAgeMs: LOCK_TIMING.staleMs + 5_000 });
+    const HOUR = 3600_000;
+    const content = foreignLock(dir, { heartbeatAgeMs: HOUR });
+    const stop = beating(dir, FAST.heartbeatMs, -HOUR);
+    try {
+      const until = Date.now() + 3 * FAST.staleMs;
+      while (Date.now() < until) {
+        const error = await lockDataDir(dir, dir, { timing: FAST }).catch((err) => err);
+        expect(error).toBeInstanceOf(DataDirInUseError);
+      }
+      expect(readFileSync(lockPath(dir), "utf8")).toBe(content);
+    } finally {
+      stop();
+    }
+  });
+
+  test("a holder elsewhere that stopped beating is taken over only once unchanged for the stale period, by our own clock", async () => {
+    const dir = tempDir();
+    // Its last beat looks an hour old here: still watched for the whole stale period before any decision.
+    foreignLock(dir, { heartbeatAgeMs: 3600_000 });
+    const waits: number[] = [];
     const started = performance.now();
-    const lock = await lockDataDir(dir);
-    expect(performance.now() - started).toBeLessThan(LOCK_TIMING.heartbeatMs / 2);
-    expect(readLock(dir).pid).toBe(process.pid);
+    const lock = await lockDataDir(dir, dir, { timing: FAST, onWait: ({ pid }) => waits.push(pid) });
+    expect(performance.now() - started).toBeGreaterThanOrEqual(FAST.staleMs);
+    expect(waits).toEqual([process.pid]);
     expect(readLock(dir).owner).not.toBe("f".repeat(32));
     lock.release();
   });
@@ -141,6 +163,31 @@ describe("the DATA_DIR lock", () => {
     expect(readLock(dir).owner).toBe("f".repeat(32));
   });
 
+  test("refresh beats when the event loop was held past a beat, and finds out at once that the lock was lost", async () => {
+    const dir = tempDir();
+    let lost = 0;
+    const lock = await lockDataDir(dir, dir, { timing: FAST, onLost: () => lost++ });
+    const old = new Date(Date.now() - 60_000);
+    utimesSync(lockPath(dir), old, old);
+    // No beat due yet: nothing is touched.
+    lock.refresh();
+    expect(statSync(lockPath(dir)).mtimeMs).toBe(old.getTime());
+    // The thread held past a beat (as by a long statement): the interval could not run; refresh beats.
+    const heldUntil = performance.now() + 3 * FAST.heartbeatMs;
+    while (performance.now() < heldUntil) {}
+    lock.refresh();
+    expect(Date.now() - statSync(lockPath(dir)).mtimeMs).toBeLessThan(5_000);
+    // Held again, and meanwhile another process took the lock: refresh says so before returning,
+    // so nothing more is written.
+    const stalledUntil = performance.now() + 3 * FAST.heartbeatMs;
+    while (performance.now() < stalledUntil) {}
+    foreignLock(dir);
+    lock.refresh();
+    expect(lost).toBe(1);
+    lock.release();
+    expect(readLock(dir).owner).toBe("f".repeat(32));
+  });
+
   test("a second lock in the same process is refused", async () => {
     const dir = tempDir();
     const lock = await lockDataDir(dir);
@@ -152,7 +199,14 @@ describe("the DATA_DIR lock", () => {
     const dir = tempDir();
     foreignLock(dir, { heartbeatAgeMs: LOCK_TIMING.staleMs + 5_000 });
     const children = Array.from({ length: 6 }, () =>
-      spawnService([], { command: [process.execPath, TAKE_LOCK], env: { DATA_DIR: dir } }),
+      spawnService([], {
+        command: [process.execPath, TAKE_LOCK],
+        env: {
+          DATA_DIR: dir,
+          LOCK_HEARTBEAT_MS: String(FAST.heartbeatMs),
+          LOCK_STALE_MS: String(FAST.staleMs),
+        },
+      }),
     );
     // The five refused exit at once; the one holding the lock waits to be told to let go.
     let exited = 0;

@@ -12,6 +12,7 @@ import {
   expectIndexWalk,
   forgetStatistics,
   nodes,
+  type PlanNode,
   readsOf,
   withGenericPlans,
 } from "../helpers/plans.ts";
@@ -132,6 +133,30 @@ describe("the claim of due timers stops after its limit on a backlog", () => {
       });
     });
   }
+});
+
+describe("the claim of due timers is never compiled", () => {
+  test("its sorts priced out of reach do not make PostgreSQL compile it to machine code (JIT) at every poll", async () => {
+    const sql = ctx.deps.sql;
+    const [jit] = await sql<{ available: boolean }[]>`select pg_jit_available() as available`;
+    await withGenericPlans(ctx, async (conn) => {
+      const s = conn as unknown as Sql;
+      const claim = claimDueSql(s, { runner: 1, horizonMs: 500, leaseMs: 30_000, limit: 50 });
+      const explained = async () => {
+        const [row] = await conn<{ "QUERY PLAN": [{ Plan: PlanNode; JIT?: unknown }] }[]>`
+          explain (analyze, format json) ${claim}`;
+        return row!["QUERY PLAN"][0];
+      };
+      if (jit!.available) {
+        // Without the claim's own settings compilation stays on; with the sorts off, the estimate
+        // passes every threshold and the claim is compiled (a second of CPU on a loaded machine).
+        await s`set local enable_sort = off`;
+        expect((await explained()).JIT).toBeDefined();
+      }
+      await claimPlanning(s);
+      expect((await explained()).JIT).toBeUndefined();
+    });
+  });
 });
 
 /** `count` events of an organization's test mode and one of its agents, one per millisecond backwards, of two types. */

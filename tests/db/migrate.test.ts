@@ -106,3 +106,43 @@ describe("upgrading a database that has webhook endpoints and events (0020_webho
     }
   });
 });
+
+describe("upgrading a database that has knowledge-base chunks (0031_cjk_search)", () => {
+  test("chunks holding Chinese, Japanese or Korean text are indexed again in pairs; the others are left alone", async () => {
+    const url = await freshDatabase();
+    const db = postgres(url, { max: 2, onnotice: () => {} });
+    try {
+      const upTo = migrations.findIndex((m) => m.name === "0031_cjk_search");
+      expect(upTo).toBeGreaterThan(0);
+      await migrate(db, undefined, migrations.slice(0, upTo));
+      const now = new Date();
+      await db`insert into organizations (id, name, created_at) values ('org_1', 'Acme', ${now})`;
+      await db`insert into knowledge_bases (id, organization_id, name, created_at) values ('kb_1', 'org_1', 'K', ${now})`;
+      await db`
+        insert into documents (id, organization_id, knowledge_base_id, title, chunk_count, created_at)
+        values ('doc_1', 'org_1', 'kb_1', 'T', 3, ${now})`;
+      // Indexed as they were before: a clause without spaces is one word.
+      await db`
+        insert into document_chunks (document_id, position, content, separator, search_vector)
+        select 'doc_1', p, content, '', to_tsvector('simple', content)
+        from unnest(${["说明退货政策。", "返品は30日以内です。", "Plain words only."]}::text[])
+          with ordinality as c(content, p)`;
+      const matches = async (query: string) => {
+        const rows = await db<{ position: number }[]>`
+          select position from document_chunks where search_vector @@ ${query}::tsquery order by position`;
+        return rows.map((r) => Number(r.position));
+      };
+      expect(await matches("退货")).toEqual([]);
+      const [plainBefore] = await db`select search_vector::text as v from document_chunks where position = 3`;
+
+      await migrate(db);
+      expect(await matches("退货")).toEqual([1]);
+      expect(await matches("返品")).toEqual([2]);
+      expect(await matches("words")).toEqual([3]);
+      const [plainAfter] = await db`select search_vector::text as v from document_chunks where position = 3`;
+      expect(plainAfter).toEqual(plainBefore!);
+    } finally {
+      await db.end();
+    }
+  });
+});

@@ -102,3 +102,18 @@ test.skipIf(TEST_DATABASE === "embedded")(
     expect(await count()).toBe(1);
   },
 );
+
+test.skipIf(TEST_DATABASE === "embedded")(
+  "PostgreSQL sessions never JIT-compile statements, whatever the server's setting",
+  async () => {
+    const sessions = await Promise.all(
+      Array.from(
+        { length: 4 },
+        () => db.sql<{ setting: string; source: string }[]>`
+          select setting, source from pg_settings where name = 'jit'`,
+      ),
+    );
+    // Set by the connection itself ("client"), not inherited from the server's configuration.
+    expect(sessions.map((r) => r[0])).toEqual(Array(4).fill({ setting: "off", source: "client" }));
+  },
+);

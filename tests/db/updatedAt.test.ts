@@ -13,7 +13,12 @@ import { join } from "node:path";
 const DB = join(import.meta.dir, "..", "..", "src", "db");
 const TABLES = ["calls", "campaigns"];
 /** Columns that are not part of the API object: writing only these is not a change of the object. */
-const BOOKKEEPING: Record<string, string[]> = { campaigns: ["wake_at"] };
+const BOOKKEEPING: Record<string, string[]> = {
+  campaigns: ["wake_at"],
+  // An end reported while the phone still rang, kept for the answer to apply: the call stays `ringing`
+  // (no event) until then, and the answer that applies it sets updated_at.
+  calls: ["hung_up_while_ringing_at"],
+};
 
 /**
  * Each template literal of a source file, whole: with the text of the fragments nested in its `${…}`

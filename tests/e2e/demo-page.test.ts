@@ -109,4 +109,15 @@ describe("GET /demo mints at most a few tokens per visitor address per minute", 
     // Another visitor is not held back.
     expect((await load("203.0.113.51")).status).toBe(200);
   });
+
+  test("IPv6 visitors are counted by their /64, as web calls are: one allocation is one visitor", async () => {
+    await ctx.deps.sql`truncate organizations, settings cascade`;
+    expect(await seedDemo(ctx.deps)).not.toBeNull();
+    const load = (from: string) => ctx.request("/demo", { remoteAddress: from });
+    // Five loads from addresses of one /64, then a sixth from yet another of them.
+    for (let i = 1; i <= 5; i++) expect((await load(`2001:db8:7:1::${i}`)).status).toBe(200);
+    expect((await load("2001:db8:7:1:ffff:ffff:ffff:ffff")).status).toBe(429);
+    // The next /64 is another visitor.
+    expect((await load("2001:db8:7:2::1")).status).toBe(200);
+  });
 });

@@ -107,3 +107,97 @@ describe("GET /v1/events with a key restricted to some agents", () => {
     }
   });
 });
+
+describe("campaigns, contacts and knowledge, for a key restricted to some agents", () => {
+  let mine: string[] = [];
+  let others = "";
+  beforeAll(async () => {
+    const campaign = async (agentId: string) => {
+      const res = await ctx.request("/api/v1/campaigns", {
+        method: "POST",
+        key: seed.testKey,
+        json: { name: "Reminders", agentId, contacts: [{ phone: "+33612345670" }] },
+      });
+      expect(res.status).toBe(201);
+      return (await res.json()).id as string;
+    };
+    // Its agent's campaigns: one played to its end, one cancelled; another agent's, played out.
+    const done = await campaign(seed.agent.id);
+    const cancelled = await campaign(seed.agent.id);
+    const cancel = await ctx.request(`/api/v1/campaigns/${cancelled}/cancel`, {
+      method: "POST",
+      key: seed.testKey,
+    });
+    expect(cancel.status).toBe(200);
+    others = await campaign(otherAgentId);
+    mine = [done, cancelled];
+    await waitUntil(
+      "both played campaigns to complete",
+      async () => {
+        const all = await events(seed.testKey, "&type=campaign.completed");
+        return [done, others].every((id) => all.some((e) => e.data.id === id)) ? true : undefined;
+      },
+      { timeoutMs: 30_000 },
+    );
+    // Organization-wide events: a contact created, changed and deleted, and a document.
+    const contact = await ctx.request("/api/v1/contacts", {
+      method: "POST",
+      key: seed.testKey,
+      json: { phone: "+33612345679" },
+    });
+    const { id } = await contact.json();
+    await ctx.request(`/api/v1/contacts/${id}`, {
+      method: "PATCH",
+      key: seed.testKey,
+      json: { name: "Ada" },
+    });
+    await ctx.request(`/api/v1/contacts/${id}`, { method: "DELETE", key: seed.testKey });
+    const document = await ctx.request(`/api/v1/knowledge-bases/${seed.kb.id}/documents`, {
+      method: "POST",
+      key: seed.testKey,
+      json: { title: "Hours", text: "Open from nine to five." },
+    });
+    expect(document.status).toBe(201);
+  }, 60_000);
+
+  test("its agents' campaign events are listed; another agent's, contacts' and knowledge's never", async () => {
+    const all = await events(seed.testKey);
+    const restricted = await events(mineKey);
+    const campaignEvents = (list: Json[]) =>
+      list.filter((e) => e.type.startsWith("campaign.")).map((e) => `${e.type} ${e.data.id}`);
+    // Every organization-wide event exists, for an unrestricted key.
+    for (const type of [
+      "contact.created",
+      "contact.updated",
+      "contact.deleted",
+      "knowledge.document_ready",
+    ]) {
+      expect(all.some((e) => e.type === type)).toBe(true);
+    }
+    expect(campaignEvents(restricted).sort()).toEqual(
+      [
+        `campaign.started ${mine[0]}`,
+        `campaign.completed ${mine[0]}`,
+        `campaign.started ${mine[1]}`,
+        `campaign.cancelled ${mine[1]}`,
+      ].sort(),
+    );
+    expect(campaignEvents(all)).toContain(`campaign.completed ${others}`);
+    expect(
+      restricted.filter((e) => e.type.startsWith("contact.") || e.type.startsWith("knowledge.")),
+    ).toEqual([]);
+    for (const type of ["campaign.started", "contact.created", "knowledge.document_ready"]) {
+      const typed = await events(mineKey, `&type=${type}`);
+      expect(typed.map((e) => e.data.id)).toEqual(type === "campaign.started" ? [mine[1], mine[0]] : []);
+    }
+  });
+
+  test("the events list's OpenAPI description says so", async () => {
+    const document = await (await ctx.request("/api/openapi.json")).json();
+    const description: string = document.paths["/api/v1/events"].get.description;
+    expect(description).toContain("restricted to some agents");
+    for (const named of ["campaigns", "`contact.*`", "`knowledge.document_ready`", "unrestricted key"]) {
+      expect(description).toContain(named);
+    }
+  });
+});

@@ -2,7 +2,7 @@ import { AccessToken, type ClaimGrants, TokenVerifier } from "livekit-server-sdk
 
 /**
  * A local stand-in for a LiveKit server's API: a real HTTP server speaking LiveKit's Twirp JSON
- * protocol for the calls the service makes: RoomService CreateRoom / DeleteRoom / ListParticipants,
+ * protocol for the calls the service makes: RoomService CreateRoom / DeleteRoom / ListParticipants / ListRooms,
  * AgentDispatchService CreateDispatch, and the SIP service's CreateSIPParticipant (outbound dialling,
  * scriptable per dialled number). Each request must carry `Authorization: Bearer <JWT>` signed with
  * the API secret, issued by the API key, with the grants LiveKit requires for the method. Every
@@ -14,6 +14,7 @@ export type TwirpMethod =
   | "DeleteRoom"
   | "CreateDispatch"
   | "ListParticipants"
+  | "ListRooms"
   | "CreateSIPParticipant";
 
 export interface RecordedLiveKitRequest {
@@ -49,6 +50,8 @@ export interface FakeRoom {
   departureTimeout: number;
   maxParticipants: number;
   metadata: string;
+  /** Seconds since the epoch (a test may date it back). */
+  creationTime: number;
   participants: Map<string, FakeParticipant>;
 }
 
@@ -61,7 +64,9 @@ export interface FakeDispatch {
 
 /**
  * What the dialled number does, as LiveKit SIP reports it:
- * - `answer`: picks up after `afterMs` (default 200 ms);
+ * - `answer`: picks up after `afterMs` (default 200 ms); with `hangUpBeforeAnswer`, the callee hangs up
+ *   at once, before LiveKit's answer to the dial goes out: it leaves the room, and LiveKit's signed
+ *   `participant_left` webhook is handed to that function (which delivers it), then the answer follows;
  * - `sip_error`: the carrier answers with this SIP status (486, 480, 408, 603, …) after `afterMs`:
  *   a Twirp error whose metadata carries `sip_status_code` and `sip_status`;
  * - `error`: a failure without SIP status (e.g. 503 `unavailable`, 404 `not_found` for a trunk);
@@ -70,7 +75,11 @@ export interface FakeDispatch {
  * - `ring_timeout`: rings through the request's ringing timeout (× `timeScale`), then LiveKit gives up.
  */
 export type DialScript =
-  | { kind: "answer"; afterMs?: number }
+  | {
+      kind: "answer";
+      afterMs?: number;
+      hangUpBeforeAnswer?: (webhook: { body: string; headers: Record<string, string> }) => Promise<unknown>;
+    }
   | { kind: "sip_error"; sipStatus: number; reason?: string; afterMs?: number }
   | { kind: "error"; status: number; code: string; msg?: string; afterMs?: number }
   | { kind: "drop"; afterMs?: number }
@@ -191,6 +200,8 @@ function authorized(method: string, claims: ClaimGrants, body: Record<string, un
     case "CreateRoom":
     case "DeleteRoom":
       return video.roomCreate === true;
+    case "ListRooms":
+      return video.roomList === true;
     case "CreateDispatch":
     case "ListParticipants":
       return video.roomAdmin === true && typeof body.room === "string" && video.room === body.room;
@@ -285,6 +296,7 @@ export async function startFakeLiveKit(
         departureTimeout: 0,
         maxParticipants: 0,
         metadata: "",
+        creationTime: nowSeconds(),
         participants: new Map(),
       };
       rooms.set(name, room);
@@ -306,6 +318,12 @@ export async function startFakeLiveKit(
     };
     ensureRoom(roomName).participants.set(p.identity, participant);
     return participant;
+  }
+
+  /** A room in protobuf JSON (int64 as strings). */
+  function roomJson(room: FakeRoom) {
+    const { participants, creationTime, ...info } = room;
+    return { ...info, numParticipants: participants.size, creationTime: String(creationTime) };
   }
 
   function participantJson(p: FakeParticipant) {
@@ -385,10 +403,16 @@ export async function startFakeLiveKit(
       timers.push(setTimeout(() => end(script), ms));
     });
 
-    const outcome = ending.then((e): Response => {
+    const outcome = ending.then(async (e): Promise<Response> => {
       if (e.kind === "answer") {
         setStatus("active");
-        if (hangUp) scheduleHangUp(hangUp, roomName, d);
+        if (e.hangUpBeforeAnswer) {
+          leave();
+          d.state = "hung_up";
+          await e.hangUpBeforeAnswer(
+            await handle.signWebhook(liveKitEvents.participantLeft(roomName, d.identity)),
+          );
+        } else if (hangUp) scheduleHangUp(hangUp, roomName, d);
         return twirpJson({
           participantId: participant.sid,
           participantIdentity: d.identity,
@@ -522,14 +546,17 @@ export async function startFakeLiveKit(
             departureTimeout: Number(body.departureTimeout ?? 0),
             maxParticipants: Number(body.maxParticipants ?? 0),
             metadata: String(body.metadata ?? ""),
+            creationTime: nowSeconds(),
             participants: new Map(),
           };
           rooms.set(name, room);
         }
-        const { participants, ...info } = room;
-        return answer(
-          twirpJson({ ...info, numParticipants: participants.size, creationTime: String(nowSeconds()) }),
-        );
+        return answer(twirpJson(roomJson(room)));
+      }
+      if (service === "RoomService" && method === "ListRooms") {
+        const names = Array.isArray(body.names) ? body.names.map(String) : null;
+        const listed = [...rooms.values()].filter((r) => !names?.length || names.includes(r.name));
+        return answer(twirpJson({ rooms: listed.map(roomJson) }));
       }
       if (service === "RoomService" && method === "DeleteRoom") {
         const name = String(body.room ?? "");

@@ -1,18 +1,34 @@
 import { afterAll, describe, expect, test } from "bun:test";
-import { createTestContext, seedOrganization } from "../helpers/app.ts";
 import { expectApiError, outcomeOf } from "../helpers/errors.ts";
+import { liveKitEvents } from "../helpers/fakeLivekit.ts";
+import { mintToken, seedOrganization, startCall, startWorld } from "../webcalls/support.ts";
 
 /**
- * Flat objects (call and session `variables`, contact `metadata`, campaign contacts' `variables`) keep
- * every key exactly as sent, or are refused: a key an object cannot hold as its own (`__proto__`) is
- * 400 `invalid_request` naming it, never silently dropped; keys named like Object's members are kept.
- * Each route that takes one is tried, and what was stored is read back from the database.
+ * Flat objects (call and session `variables`, contact `metadata`, campaign contacts' `variables`, a
+ * live call's reported `collectedData`) keep every key exactly as sent, or are refused: a key an object
+ * cannot hold as its own (`__proto__`) is 400 `invalid_request` naming it, never silently dropped; keys
+ * named like Object's members are kept. Each route that takes one is tried, and what was stored is read
+ * back from the database.
  */
 
-const ctx = await createTestContext();
-afterAll(() => ctx.close());
-const seed = await seedOrganization(ctx);
+// A fake media server, for the live calls whose results carry `collectedData`.
+const world = await startWorld();
+const ctx = world.ctx;
+afterAll(() => world.close());
+const seed = await seedOrganization(ctx, { planMinutes: 100_000, cap: 100_000 });
 const sql = ctx.deps.sql;
+
+/** A live web call its visitor joined (`ongoing`): the results of each can be reported once. */
+async function ongoingCall(): Promise<string> {
+  const res = await startCall(ctx, { sessionToken: await mintToken(ctx, seed.liveKey, seed.agent.id) });
+  expect(res.status).toBe(201);
+  const { callId } = await res.json();
+  const { body, headers } = await world.liveKit.signWebhook(
+    liveKitEvents.participantJoined(callId, `visitor-${callId}`),
+  );
+  expect((await ctx.request("/api/livekit/webhook", { method: "POST", body, headers })).status).toBe(200);
+  return callId;
+}
 
 const contact = await (
   await ctx.request("/api/v1/contacts", {
@@ -78,6 +94,20 @@ const routes: FlatRoute[] = [
       return (
         await sql`select variables from campaign_contacts where campaign_id = ${id} and position = 1`
       )[0]!.variables;
+    },
+  },
+  {
+    name: "POST /api/v1/calls/{id}/results collectedData",
+    send: async (collectedData) =>
+      ctx.request(`/api/v1/calls/${await ongoingCall()}/results`, {
+        method: "POST",
+        key: seed.liveKey,
+        json: { collectedData },
+      }),
+    param: "collectedData",
+    stored: async (res) => {
+      const { id } = await res.json();
+      return (await sql`select collected_data from calls where id = ${id}`)[0]!.collected_data;
     },
   },
 ];

@@ -310,6 +310,18 @@ test("no error example names its field twice", () => {
   expect(repeatsField("contacts.0.phone contacts.0.phone must be set", "contacts.0.phone")).toBe(true);
 });
 
+test("the description says how a carrier is configured and where LiveKit sends its webhooks", () => {
+  const description = String((served.info as Json).description);
+  for (const words of [
+    "LIVEKIT_SIP_TRUNK_ID",
+    "LIVEKIT_SIP_FROM_NUMBER",
+    "/api/livekit/webhook",
+    "carrier_unavailable",
+  ]) {
+    expect(description).toContain(words);
+  }
+});
+
 test("the document has a license", () => {
   const license = (served.info as Json).license as Json | undefined;
   expect(license?.name).toBeString();

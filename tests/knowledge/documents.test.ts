@@ -273,6 +273,31 @@ describe("chunkText", () => {
     ]);
   });
 
+  test("a sentence ends after the closing quotes and brackets that follow its mark: no chunk starts with one", () => {
+    const closers = ["」", "』", "）", "】", "”", "’", '"', "'", "»", ")", "]"];
+    for (const closer of closers) {
+      const text = `第一句话很长很长很长。${closer}第二句话也很长很长！${closer}${closer}第三句？${closer}`;
+      const chunks = chunkText(text, 14);
+      expect(chunks.map((c) => c.text)).toEqual([
+        `第一句话很长很长很长。${closer}`,
+        `第二句话也很长很长！${closer}${closer}`,
+        `第三句？${closer}`,
+      ]);
+      expect(chunks.map((c) => c.separator + c.text).join("")).toBe(text);
+    }
+    expect(texts(chunkText("彼は「はい。」と言った。「本当ですか？」", 8))).toEqual([
+      "彼は「はい。」",
+      "と言った。",
+      "「本当ですか？」",
+    ]);
+    // Latin text too: the space after the closer is where the sentence ends.
+    expect(chunkText('He said "Stop." Then (at last!) he left.', 16)).toEqual([
+      { text: 'He said "Stop."', separator: "" },
+      { text: "Then (at last!)", separator: " " },
+      { text: "he left.", separator: " " },
+    ]);
+  });
+
   test("a CJK sentence longer than a chunk is still cut by length", () => {
     const sentence = `${"长".repeat(2500)}。`;
     const chunks = chunkText(`${sentence}短句。`);

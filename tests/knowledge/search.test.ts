@@ -6,6 +6,7 @@ import { createKnowledgeBase, updateKnowledgeBase } from "../../src/services/kno
 import { admin, createAdminTestContext } from "../admin/support.ts";
 import { seedOrganization, type TestContext } from "../helpers/app.ts";
 import { TEST_DATABASE } from "../helpers/db.ts";
+import { expectApiError } from "../helpers/errors.ts";
 
 /** GET /v1/knowledge-bases/{id}/search: full-text search with each knowledge base's configuration. */
 
@@ -54,22 +55,11 @@ type Result = { documentId: string; title: string; chunkIndex: number; text: str
 
 async function search(kb: string, query: string, key = seed.liveKey) {
   const res = await ctx.request(`/api/v1/knowledge-bases/${kb}/search?${query}`, { key });
-  const body = await res.json();
-  return { status: res.status, body, results: (body.results ?? []) as Result[] };
+  const body = await res.clone().json();
+  return { res, status: res.status, body, results: (body.results ?? []) as Result[] };
 }
 
 const q = (text: string, extra = "") => `q=${encodeURIComponent(text)}${extra}`;
-
-async function expectError(
-  res: { status: number; body: { error: Record<string, unknown> } },
-  status: number,
-  code: string,
-  param?: string,
-) {
-  expect(res.status).toBe(status);
-  expect(res.body.error.code).toBe(code);
-  if (param !== undefined) expect(res.body.error.param).toBe(param);
-}
 
 describe("ranking and languages", () => {
   test("English: stemmed words; a chunk holding more of them ranks first; the answer's shape", async () => {
@@ -128,6 +118,47 @@ describe("ranking and languages", () => {
     ]);
   });
 
+  test("Chinese: a word inside a clause written without spaces is found (pairs of characters on both sides)", async () => {
+    const kb = (await createKnowledgeBase(ctx.deps, seed.org.id, { name: "退货", language: "zh-CN" })).id;
+    await upload(kb, "退货政策", "说明退货政策。商品可在三十天内退货，请保留发票。");
+    await upload(kb, "营业时间", "我们周一至周五营业。");
+    expect((await search(kb, q("退货"))).results.map((r) => r.title)).toEqual(["退货政策"]);
+    expect((await search(kb, q("怎么退货？"))).results.map((r) => r.title)).toEqual(["退货政策"]);
+    expect((await search(kb, q("营业"))).results.map((r) => r.title)).toEqual(["营业时间"]);
+    // Any pair is enough (as any word is): each document holds one of these.
+    const either = (await search(kb, q("发票和营业"))).results.map((r) => r.title);
+    expect(either.sort()).toEqual(["营业时间", "退货政策"].sort());
+    expect((await search(kb, q("快递"))).results).toEqual([]);
+    // A single character is looked for as a word of its own (as the document says): only where it stands alone.
+    expect((await search(kb, q("票"))).results).toEqual([]);
+    await upload(kb, "单字", "票 是一个字。");
+    expect((await search(kb, q("票"))).results.map((r) => r.title)).toEqual(["单字"]);
+    // The text comes back as it was written.
+    expect((await search(kb, q("退货"))).results[0]!.text).toBe(
+      "说明退货政策。商品可在三十天内退货，请保留发票。",
+    );
+  });
+
+  test("Japanese (kana and kanji) and Korean too, and CJK text in a knowledge base of another language", async () => {
+    const ja = (await createKnowledgeBase(ctx.deps, seed.org.id, { name: "返品", language: "ja" })).id;
+    await upload(ja, "返品について", "返品は30日以内に受け付けます。「レシート」をお持ちください。");
+    await upload(ja, "営業時間", "土曜日は10時から営業します。");
+    expect((await search(ja, q("返品"))).results.map((r) => r.title)).toEqual(["返品について"]);
+    expect((await search(ja, q("レシートは必要ですか"))).results.map((r) => r.title)).toEqual([
+      "返品について",
+    ]);
+    expect((await search(ja, q("土曜日"))).results.map((r) => r.title)).toEqual(["営業時間"]);
+
+    const ko = (await createKnowledgeBase(ctx.deps, seed.org.id, { name: "한국어", language: "ko" })).id;
+    await upload(ko, "환불", "환불은 영수증이 있어야 가능합니다.");
+    expect((await search(ko, q("영수증"))).results.map((r) => r.title)).toEqual(["환불"]);
+
+    // English configuration: English words stemmed as before, the Chinese ones in pairs.
+    await upload(english, "国际", "International orders: 国际订单需要十天。");
+    expect((await search(english, q("订单"))).results.map((r) => r.title)).toEqual(["国际"]);
+    expect((await search(english, q("order"))).results.map((r) => r.title)).toEqual(["国际"]);
+  });
+
   test("a deleted document is no longer found", async () => {
     const kb = (await createKnowledgeBase(ctx.deps, seed.org.id, { name: "Temp", language: "en" })).id;
     const doc = await upload(kb, "Temporary", "A unicorn was seen.");
@@ -156,7 +187,7 @@ describe("test keys and refusals", () => {
       [other.kb.id, seed.testKey],
       [seed.agent.id, seed.liveKey],
     ] as const) {
-      await expectError(await search(kb, q("Saturday"), key), 404, "not_found");
+      await expectApiError((await search(kb, q("Saturday"), key)).res, 404, "not_found");
     }
   });
 
@@ -176,7 +207,7 @@ describe("test keys and refusals", () => {
     ],
     ["an unknown parameter", q("a", "&lang=fr"), "lang"],
   ])("%s is 400 invalid_query", async (_name, query, param) => {
-    await expectError(await search(english, query), 400, "invalid_query", param);
+    await expectApiError((await search(english, query)).res, 400, "invalid_query", { param });
   });
 
   test("a q of 500 characters is accepted", async () => {
@@ -249,7 +280,7 @@ describe("the language of a knowledge base", () => {
     const change = admin(ctx, "PATCH", `/knowledge-bases/${kb}`, { json: { language: "en" } });
     await Promise.all([...uploads, change]);
     const [row] = await ctx.deps.sql<{ stale: number; total: number }[]>`
-      select count(*) filter (where c.search_vector <> to_tsvector('english', c.content))::int as stale,
+      select count(*) filter (where c.search_vector <> to_tsvector('english', search_text(c.content)))::int as stale,
         count(*)::int as total
       from document_chunks c join documents d on d.id = c.document_id where d.knowledge_base_id = ${kb}`;
     expect(row).toEqual({ stale: 0, total: 10 });

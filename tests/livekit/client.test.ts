@@ -15,7 +15,7 @@ beforeAll(async () => {
 afterAll(() => fake.close());
 beforeEach(() => {
   fake.requests.length = 0;
-  for (const m of ["CreateRoom", "DeleteRoom", "CreateDispatch", "ListParticipants"] as const)
+  for (const m of ["CreateRoom", "DeleteRoom", "CreateDispatch", "ListParticipants", "ListRooms"] as const)
     fake.fail(m, null);
 });
 
@@ -151,6 +151,27 @@ describe("listParticipants", () => {
       step: "ListParticipants",
       code: "internal",
     });
+  });
+});
+
+describe("findRoom", () => {
+  test("a room's creation time, empty timeout and participants; null for a room LiveKit does not know", async () => {
+    const callId = newId("call");
+    const before = Math.floor(Date.now() / 1000) * 1000;
+    await lk.createRoom(callId);
+    fake.addParticipant(callId, { identity: `visitor-${callId}` });
+    const room = await lk.findRoom(callId);
+    expect(room).toEqual({ createdAt: expect.any(Date), emptyTimeoutSeconds: 120, numParticipants: 1 });
+    expect(room!.createdAt!.getTime()).toBeGreaterThanOrEqual(before);
+    expect(await lk.findRoom("no-such-room")).toBeNull();
+    // Asked by name, with the list grant LiveKit requires.
+    const asked = fake.requests.filter((r) => r.method === "ListRooms");
+    expect(asked.map((r) => [r.status, r.body.names, r.claims?.video?.roomList])).toEqual([
+      [200, [callId], true],
+      [200, ["no-such-room"], true],
+    ]);
+    fake.fail("ListRooms");
+    expect(await lk.findRoom(callId).catch((e) => e)).toMatchObject({ step: "ListRooms", code: "internal" });
   });
 });
 

@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import { ServerError, SipCallError } from "livekit-server-sdk";
 import { LiveKitError } from "../../src/livekit/errors.ts";
-import { dialFailureEnd } from "../../src/livekit/sip.ts";
+import { dialFailureEnd, isRingingTimeout } from "../../src/livekit/sip.ts";
 
 /**
  * The mapping from a failed dial to the end of the call, on errors built the way the SDK builds
@@ -48,12 +48,46 @@ describe("dialFailureEnd", () => {
     });
   });
 
-  test("the ringing timeout (Twirp canceled, 'sip request timed out', no SIP status): no answer", () => {
-    const err = new ServerError("Request Timeout", "sip request timed out", 408, "canceled");
+  test.each<[string, string, string, number]>([
+    ["LiveKit SIP today", "canceled", "sip request timed out", 408],
+    ["LiveKit SIP of early 2026", "deadline_exceeded", "sip request timed out", 408],
+    [
+      "the ringing timeout ending while the INVITE is sent",
+      "deadline_exceeded",
+      "context deadline exceeded",
+      408,
+    ],
+    ["LiveKit's own deadline for the request", "deadline_exceeded", "request timed out", 408],
+    ["LiveKit SIP before 2026", "canceled", "canceled", 408],
+    [
+      "a transaction that rang and never got a final answer",
+      "canceled",
+      "transaction failed to complete (2 intermediate responses)",
+      408,
+    ],
+  ])("the ringing timeout, %s (Twirp %s, %p, no SIP status): no answer", (_name, code, msg, status) => {
+    const err = new ServerError("Request Timeout", msg, status, code);
     expect(dialFailureEnd(err)).toEqual({ status: "no_answer", outcome: null, sipStatusCode: null });
-    // Another cancellation is not the ringing timeout.
-    const other = new ServerError("Request Timeout", "service shutting down", 408, "canceled");
-    expect(dialFailureEnd(other)).toEqual({ status: "failed", outcome: "canceled", sipStatusCode: null });
+    expect(isRingingTimeout(LiveKitError.from("CreateSIPParticipant", err))).toBe(true);
+  });
+
+  test.each<[string, string]>([
+    ["canceled", "service shutting down"],
+    // The carrier never answered at all (no provisional answer): the trunk failed, nobody rang.
+    ["canceled", "transaction failed to complete (0 intermediate responses)"],
+    ["canceled", "call already closed"],
+    ["aborted", "sip request timed out"],
+  ])("not the ringing timeout: Twirp %s, %p → failed with the code", (code, msg) => {
+    const err = new ServerError("Request Timeout", msg, 408, code);
+    expect(dialFailureEnd(err)).toEqual({ status: "failed", outcome: code, sipStatusCode: null });
+  });
+
+  test("a SIP status wins over the Twirp code: 504 Server Time-out (deadline_exceeded) is failed 504", () => {
+    expect(dialFailureEnd(sipError(504, "deadline_exceeded", 408))).toEqual({
+      status: "failed",
+      outcome: "504",
+      sipStatusCode: 504,
+    });
   });
 
   test("errors without SIP status: failed with the Twirp code, or http_<status> when there is none", () => {

@@ -38,6 +38,14 @@ describe("carrier settings", () => {
     });
   });
 
+  test("every ISO 3166-1 code is accepted, those without a numbering plan of their own too", async () => {
+    const { status, body } = await admin(ctx, "POST", "/organizations", {
+      json: { name: "Territories", allowedCountries: ["AQ", "BV", "HM", "TF", "UM", "PN", "gs", "FR"] },
+    });
+    expect(status).toBe(201);
+    expect(body.allowedCountries).toEqual(["AQ", "BV", "FR", "GS", "HM", "PN", "TF", "UM"]);
+  });
+
   test("days default to all seven; 24:00 ends a window at midnight", async () => {
     const { body } = await admin(ctx, "POST", "/organizations", {
       json: { name: "Days", callWindow: { start: "00:00", end: "24:00", timeZone: "UTC" } },
@@ -78,6 +86,10 @@ describe("carrier settings", () => {
     ["callerNumber not a string", { callerNumber: 33612345678 }, "callerNumber"],
     ["an unknown country", { allowedCountries: ["FR", "ZZ"] }, "allowedCountries.1"],
     ["a country of three letters", { allowedCountries: ["FRA"] }, "allowedCountries.0"],
+    // Regions the phone library numbers apart, which are no ISO 3166-1 codes.
+    ["Kosovo's user-assigned XK", { allowedCountries: ["FR", "XK"] }, "allowedCountries.1"],
+    ["Ascension's AC", { allowedCountries: ["AC"] }, "allowedCountries.0"],
+    ["Tristan da Cunha's TA", { allowedCountries: ["BE", "ta"] }, "allowedCountries.1"],
     ["no country at all", { allowedCountries: [] }, "allowedCountries"],
     [
       "an unknown time zone",

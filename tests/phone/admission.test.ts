@@ -274,6 +274,44 @@ describe("the call window through the API", () => {
   });
 });
 
+describe("a runAt too far ahead", () => {
+  test("is 400 invalid_request (param runAt) before the agent is looked up, writing nothing", async () => {
+    clock.set(MONDAY_10_PARIS);
+    const seed = await seedPhoneOrganization(w.ctx);
+    const other = await seedPhoneOrganization(w.ctx);
+    const restricted = await createSecretKey(w.ctx.deps, seed.org.id, {
+      mode: "live",
+      scopes: ["*"],
+      agentIds: [seed.agent.id],
+    });
+    const tooFar = new Date(Date.parse(MONDAY_10_PARIS) + 367 * 86_400_000).toISOString();
+    const writes = await placementWrites(w.ctx);
+    // An unknown agent (404), another organization's (404), one the key may not use (403): the body first.
+    for (const [key, agentId] of [
+      [seed.liveKey, "agt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C"],
+      [seed.liveKey, other.agent.id],
+      [restricted.key, other.agent.id],
+      [seed.liveKey, seed.agent.id],
+    ] as const) {
+      const res = await placeCall(w.ctx, key, { agentId, to: freshNumber(), runAt: tooFar });
+      expect(await outcomeOf(res)).toBe("400 invalid_request");
+      expect((await res.json()).error).toMatchObject({
+        param: "runAt",
+        message: expect.stringContaining("366"),
+      });
+    }
+    expect(await placementWrites(w.ctx)).toEqual(writes);
+    // 366 days ahead is still accepted.
+    const edge = new Date(Date.parse(MONDAY_10_PARIS) + 366 * 86_400_000).toISOString();
+    const ok = await placeCall(w.ctx, seed.liveKey, {
+      agentId: seed.agent.id,
+      to: freshNumber(),
+      runAt: edge,
+    });
+    expect(await outcomeOf(ok)).toBe("201 ok");
+  });
+});
+
 describe("the carrier", () => {
   test("the organization's own trunk and caller number win over the environment's", async () => {
     clock.set(MONDAY_10_PARIS);

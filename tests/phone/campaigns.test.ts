@@ -1,6 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { ManualClock } from "../../src/clock.ts";
+import { pipelinedTransaction } from "../../src/db/engine/connection.ts";
 import { updateAgent } from "../../src/services/agents.ts";
+import { campaignSteps } from "../../src/services/campaigns.ts";
+import type { BatchContext } from "../../src/timers/types.ts";
 import { checkMonotonic, checkProgress, type Progress } from "../campaigns/support.ts";
 import { liveKitEvents } from "../helpers/fakeLivekit.ts";
 import { waitUntil } from "../helpers/wait.ts";
@@ -242,12 +245,24 @@ describe("a live campaign", () => {
     expect(w.liveKit.dials.filter((d) => numbers.slice(1).includes(d.to))).toEqual([]);
   });
 
-  test("when the plan minutes run out, the rest fail with plan_minutes_exhausted", async () => {
+  test("plan minutes all reserved wait for the call in progress; once none come back, the rest fail", async () => {
     const seed = await seedPhoneOrganization(w.ctx, {}, { planMinutes: 1 });
     const numbers = [freshNumber(), freshNumber()];
     for (const n of numbers) w.liveKit.scriptDial(n, { kind: "answer", afterMs: 50 });
-    // The first call reserves the one minute there is.
+    // The first call reserves the one minute there is; the second contact waits for it, not failed.
     const campaign = await create(w, seed, { contacts: numbers.map((phone) => ({ phone })), concurrency: 2 });
+    expect(campaign.progress).toMatchObject({ inProgress: 1, pending: 1, failed: 0 });
+    await waitUntil(
+      "the first call to be answered",
+      async () => (await callsOf(w, campaign.id)).some((c) => c.status === "ongoing"),
+      { timeoutMs: 10_000 },
+    );
+    expect((await read(w, seed, campaign.id)).progress).toMatchObject({
+      inProgress: 1,
+      pending: 1,
+      failed: 0,
+    });
+    // It keeps its minute: nothing is reserved any more and nothing comes back.
     const done = await watch(
       w,
       seed,
@@ -258,6 +273,81 @@ describe("a live campaign", () => {
     expect(done.progress).toMatchObject({ succeeded: 1, failed: 1 });
     const outcomes = (await callsOf(w, campaign.id)).map((c) => c.outcome);
     expect(outcomes).toEqual([null, "plan_minutes_exhausted"]);
+  });
+
+  test("200 plan minutes, concurrency 5: the fifth contact waits for minutes to come back, and everyone is called", async () => {
+    // Each phone call reserves up to an hour: 60 + 60 + 60 + 20, and nothing is left for the fifth.
+    const seed = await seedPhoneOrganization(w.ctx, {}, { planMinutes: 200 });
+    const numbers = Array.from({ length: 8 }, () => freshNumber());
+    for (const n of numbers) w.liveKit.scriptDial(n, { kind: "answer", afterMs: 50 });
+    const campaign = await create(w, seed, { contacts: numbers.map((phone) => ({ phone })), concurrency: 5 });
+    expect(campaign.progress).toMatchObject({ inProgress: 4, pending: 4, failed: 0 });
+    const [reserved] = await w.ctx.deps.sql<{ minutes: number[] }[]>`
+      select array_agg(r.reserved_minutes order by r.reserved_minutes desc)::int[] as minutes
+      from minute_reservations r join calls c on c.id = r.call_id where c.campaign_id = ${campaign.id}`;
+    expect(reserved!.minutes).toEqual([60, 60, 60, 20]);
+    const done = await watch(
+      w,
+      seed,
+      campaign,
+      (c) => c.status === "completed",
+      () => hangUpAnswered(w, campaign.id),
+    );
+    expect(done.progress).toMatchObject({ total: 8, succeeded: 8, failed: 0 });
+    const calls = await callsOf(w, campaign.id);
+    expect(calls.map((c) => c.status)).toEqual(Array(8).fill("completed"));
+    for (const n of numbers) expect(w.liveKit.dials.filter((d) => d.to === n).length).toBe(1);
+  });
+
+  test("plan minutes reserved by the organization's other calls: it waits, with a timer, then goes on", async () => {
+    // 61 minutes: another call of the organization holds 60 of them.
+    const seed = await seedPhoneOrganization(w.ctx, {}, { planMinutes: 61 });
+    const other = freshNumber();
+    w.liveKit.scriptDial(other, { kind: "answer", afterMs: 50 });
+    const placed = await w.ctx.request("/api/v1/calls", {
+      method: "POST",
+      key: seed.liveKey,
+      json: { agentId: seed.agent.id, to: other },
+    });
+    const otherId = (await placed.json()).id as string;
+    const numbers = [freshNumber(), freshNumber()];
+    for (const n of numbers) w.liveKit.scriptDial(n, { kind: "answer", afterMs: 50 });
+    const campaign = await create(w, seed, { contacts: numbers.map((phone) => ({ phone })), concurrency: 1 });
+    // The first contact's call takes the last minute and keeps it: then only the other call holds any.
+    await waitUntil(
+      "the first contact's call to be answered",
+      async () => (await callsOf(w, campaign.id)).some((c) => c.status === "ongoing"),
+      { timeoutMs: 10_000 },
+    );
+    await hangUpAnswered(w, campaign.id);
+    await waitUntil(
+      "the campaign to wait with a timer",
+      async () => {
+        const c = await read(w, seed, campaign.id);
+        const [row] = await w.ctx.deps.sql<{ wake_at: Date | null }[]>`
+          select wake_at from campaigns where id = ${campaign.id}`;
+        return c.progress.succeeded === 1 && c.progress.pending === 1 && row!.wake_at !== null;
+      },
+      { timeoutMs: 10_000 },
+    );
+    // Woken by a timer a few seconds after the call that kept the last minute ended.
+    const [waiting] = await w.ctx.deps.sql<{ wake_at: Date; ended_at: Date; timer: boolean }[]>`
+      select c.wake_at, k.ended_at, exists(select 1 from timers t where t.kind = 'campaign.advance'
+        and t.payload->>'campaignId' = c.id and t.due_at = c.wake_at) as timer
+      from campaigns c join calls k on k.campaign_id = c.id and k.status = 'completed' where c.id = ${campaign.id}`;
+    expect(waiting!.timer).toBe(true);
+    expect(waiting!.wake_at.getTime() - waiting!.ended_at.getTime()).toBeGreaterThanOrEqual(5000);
+    expect((await read(w, seed, campaign.id)).progress).toMatchObject({ failed: 0, pending: 1 });
+    // The other call ends and gives back 59 minutes: the waiting contact is called.
+    await hangUp(w, otherId);
+    const done = await watch(
+      w,
+      seed,
+      campaign,
+      (c) => c.status === "completed",
+      () => hangUpAnswered(w, campaign.id),
+    );
+    expect(done.progress).toMatchObject({ succeeded: 2, failed: 0 });
   });
 
   test("a cancel: contacts not yet called are never called, the call in progress finishes", async () => {
@@ -355,6 +445,122 @@ describe("a live campaign outside the call window", () => {
       await waitUntil("the dial", () => timed.liveKit.dials.some((d) => d.to === to), { timeoutMs: 10_000 });
     } finally {
       await timed.close();
+    }
+  }, 60_000);
+});
+
+describe("a large live campaign that stops", () => {
+  test("300 contacts not yet called fail in one step, in a number of statements that does not grow with them", async () => {
+    // Saturday: outside the window, so the campaign waits with every contact pending.
+    const clock = new ManualClock("2027-01-02T10:00:00.000Z");
+    const world = await startPhoneWorld({ clock });
+    try {
+      const seed = await seedPhoneOrganization(world.ctx, {
+        callWindow: { start: "09:00", end: "18:00", timeZone: "UTC", days: [1, 2, 3, 4, 5] },
+      });
+      const contacts = Array.from({ length: 300 }, (_, i) => ({ phone: freshNumber(), variables: { n: i } }));
+      const campaign = await create(world, seed, { contacts, concurrency: 10 });
+      expect(campaign.progress).toMatchObject({ total: 300, pending: 300, inProgress: 0 });
+      // The agent becomes inactive; on Monday the window opens and the next step stops the campaign.
+      await updateAgent(world.ctx.deps, seed.agent.id, { active: false });
+      clock.set("2027-01-04T10:00:00.000Z");
+      let statements = 0;
+      await pipelinedTransaction(world.ctx.deps.sql, (tx) => {
+        const counted = new Proxy(tx, {
+          apply(target, self, args) {
+            statements += 1;
+            return Reflect.apply(target, self, args);
+          },
+        });
+        const timer = {
+          id: "0",
+          kind: "campaign.advance",
+          payload: { campaignId: campaign.id },
+          dueAt: clock.now(),
+          attempts: 0,
+        };
+        return campaignSteps(world.ctx.deps)({
+          tx: counted,
+          timers: [timer],
+          afterCommit: () => {},
+        } as unknown as BatchContext);
+      });
+      // Six or so per contact before (1,800 here): now a handful for them all.
+      expect(statements).toBeLessThan(40);
+
+      const done = await read(world, seed, campaign.id);
+      expect(done).toMatchObject({
+        status: "completed",
+        progress: {
+          total: 300,
+          pending: 0,
+          inProgress: 0,
+          completed: 300,
+          succeeded: 0,
+          failed: 300,
+          cancelled: 0,
+        },
+      });
+      // Each contact: a call of its own, failed with the code, never placed, and its call.ended.
+      const rows = await world.ctx.deps.sql<
+        {
+          position: number;
+          status: string;
+          call_id: string;
+          call: Record<string, unknown>;
+          placed_at: Date | null;
+          event: Record<string, unknown> | null;
+          event_id: string | null;
+        }[]
+      >`
+        select cc.position, cc.status, cc.call_id, c.placed_at,
+          json_build_object('status', c.status, 'outcome', c.outcome, 'to', c.to_number, 'variables', c.variables,
+            'successful', c.successful, 'livemode', c.livemode, 'direction', c.direction,
+            'ended', c.ended_at = c.created_at, 'started', c.started_at) as call,
+          e.data as event, e.id as event_id
+        from campaign_contacts cc join calls c on c.id = cc.call_id
+        left join events e on e.data->>'id' = c.id and e.type = 'call.ended'
+        where cc.campaign_id = ${campaign.id} order by cc.position`;
+      expect(rows.length).toBe(300);
+      for (const [i, r] of rows.entries()) {
+        expect(r.status).toBe("failed");
+        expect(r.placed_at).toBeNull();
+        expect(r.call).toEqual({
+          status: "failed",
+          outcome: "agent_unavailable",
+          to: contacts[i]!.phone,
+          variables: { n: i },
+          successful: false,
+          livemode: true,
+          direction: "outbound",
+          ended: true,
+          started: null,
+        });
+        const api = await (
+          await world.ctx.request(`/api/v1/calls/${r.call_id}`, { key: seed.liveKey })
+        ).json();
+        if (i % 50 === 0) expect(r.event).toEqual(api);
+        expect(r.event).toMatchObject({ id: r.call_id, status: "failed", outcome: "agent_unavailable" });
+      }
+      // Events in the contacts' order, then the campaign's completion.
+      const ids = rows.map((r) => r.event_id!);
+      expect([...ids].sort()).toEqual(ids);
+      const types = await world.ctx.deps.sql<{ type: string }[]>`
+        select type from events where data->>'id' = ${campaign.id} or data->>'campaignId' = ${campaign.id}
+        order by id`;
+      expect(types.map((t) => t.type)).toEqual([
+        "campaign.started",
+        ...Array(300).fill("call.ended"),
+        "campaign.completed",
+      ]);
+      const [left] = await world.ctx.deps.sql<{ reservations: number; timers: number }[]>`
+        select (select count(*)::int from minute_reservations r join calls c on c.id = r.call_id
+          where c.campaign_id = ${campaign.id}) as reservations,
+        (select count(*)::int from timers where payload->>'callId' in
+          (select id from calls where campaign_id = ${campaign.id})) as timers`;
+      expect(left).toEqual({ reservations: 0, timers: 0 });
+    } finally {
+      await world.close();
     }
   }, 60_000);
 });

@@ -141,6 +141,18 @@ describe("each SIP outcome", () => {
     ["480 Temporarily Unavailable", { kind: "sip_error", sipStatus: 480 }, "no_answer", null],
     ["487 Request Terminated", { kind: "sip_error", sipStatus: 487 }, "no_answer", null],
     ["the ringing timeout", { kind: "ring_timeout" }, "no_answer", null],
+    [
+      "the ringing timeout as Twirp deadline_exceeded",
+      { kind: "error", status: 408, code: "deadline_exceeded", msg: "sip request timed out", afterMs: 50 },
+      "no_answer",
+      null,
+    ],
+    [
+      "the ringing timeout as an older LiveKit SIP's bare canceled",
+      { kind: "error", status: 408, code: "canceled", msg: "canceled", afterMs: 50 },
+      "no_answer",
+      null,
+    ],
     ["503 Service Unavailable", { kind: "sip_error", sipStatus: 503 }, "failed", "503"],
     ["404 Not Found", { kind: "sip_error", sipStatus: 404 }, "failed", "404"],
     [
@@ -177,10 +189,13 @@ describe("each SIP outcome", () => {
         .sql`select kept_minutes from minute_reservations where call_id = ${id}`;
       expect(reservation!.kept_minutes).toBe(0);
       await waitUntil("the room to close", () => !w.liveKit.rooms.has(id), { timeoutMs: 2000 });
+      // LiveKit's deadline passing (no SIP status): it is asked whether the callee connected just before.
+      const asked = script.kind === "error" && script.code === "deadline_exceeded";
       expect(requestsFor(id).map((r) => r.method)).toEqual([
         "CreateRoom",
         "CreateDispatch",
         "CreateSIPParticipant",
+        ...(asked ? ["ListParticipants"] : []),
         "DeleteRoom",
       ]);
       expect(await timersOf(id)).toEqual([]);
@@ -240,6 +255,29 @@ describe("each SIP outcome", () => {
     } finally {
       w.ctx.deps.env.LIVEKIT_SIP_TRUNK_ID = trunk;
     }
+  });
+});
+
+describe("a call without a minute reservation", () => {
+  test("ends failed internal_error when its dial timer fires: never dialled, never left ringing", async () => {
+    const id = w.ctx.deps.ids.next("call");
+    const sql = w.ctx.deps.sql;
+    // Placed (initiated, with its dial timer), but its reservation is missing.
+    await sql`
+      insert into calls (id, organization_id, livemode, status, agent_id, to_number, direction, created_at, placed_at,
+        updated_at)
+      values (${id}, ${seed.org.id}, true, 'initiated', ${seed.agent.id}, ${freshNumber()}, 'outbound', now(), now(),
+        now())`;
+    await sql`insert into timers (kind, due_at, payload) values ('call.dial', now(), ${sql.json({ callId: id })})`;
+    const done = await settled(id, ["failed", "ringing", "ongoing"]);
+    expect(done).toMatchObject({ status: "failed", outcome: "internal_error", startedAt: null });
+    expect(await events(id)).toEqual(["call.ended true failed"]);
+    // No safety net, no maxSeconds timer: nothing is left to fire for it.
+    expect(await timersOf(id)).toEqual([]);
+    await Bun.sleep(200);
+    expect(w.liveKit.dialCount(`sip_${id}`)).toBe(0);
+    expect(requestsFor(id)).toEqual([]);
+    expect(w.ctx.logs.some((l) => l.includes(id) && l.includes("without a minute reservation"))).toBe(true);
   });
 });
 

@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { TokenVerifier } from "livekit-server-sdk";
+import { answerPhoneCall } from "../../src/db/calls.ts";
 import { usedMinutes } from "../../src/services/minutes.ts";
+import { TEST_DATABASE } from "../helpers/db.ts";
 import { liveKitEvents } from "../helpers/fakeLivekit.ts";
 import { waitUntil } from "../helpers/wait.ts";
 import {
@@ -122,6 +124,104 @@ describe("a phone call's end, reported by LiveKit", () => {
     expect(await kept(id)).toEqual({ reserved_minutes: 60, kept_minutes: 1 });
   });
 
+  test("answered and hung up before the answer is written: completed at once, one minute kept, room closed", async () => {
+    const to = freshNumber();
+    const seen: { status: string; webhook: number }[] = [];
+    w.liveKit.scriptDial(to, {
+      kind: "answer",
+      afterMs: 50,
+      // LiveKit's participant_left reaches the service while the call is still ringing there.
+      hangUpBeforeAnswer: async ({ body, headers }) => {
+        const id = JSON.parse(body).room.name as string;
+        const status = (await row(id)).status;
+        const res = await w.ctx.request("/api/livekit/webhook", { method: "POST", body, headers });
+        seen.push({ status, webhook: res.status });
+      },
+    });
+    const before = await planUsed();
+    const id = (await (await placeCall(w.ctx, seed.liveKey, { agentId: seed.agent.id, to })).json()).id;
+    await waitUntil("the call to complete", async () => (await row(id)).status === "completed", {
+      timeoutMs: 10_000,
+    });
+    expect(seen).toEqual([{ status: "ringing", webhook: 200 }]);
+    const done = await row(id);
+    // The hang-up is dated before the answer was written: endedAt is startedAt.
+    expect(done.started_at).not.toBeNull();
+    expect(done).toMatchObject({ ended_at: done.started_at, duration_seconds: 0 });
+    expect(await kept(id)).toEqual({ reserved_minutes: 60, kept_minutes: 1 });
+    expect(await planUsed()).toBe(before + 1);
+    expect(await events(id)).toEqual(["call.started ongoing", "call.ended completed"]);
+    // Nothing keeps it running: no maxSeconds timer, no net; the room is closed.
+    expect((await sql()`select kind from timers where payload->>'callId' = ${id}`).length).toBe(0);
+    await waitUntil("the room to close", () => !w.liveKit.rooms.has(id), { timeoutMs: 2000 });
+    expect(w.liveKit.dialCount(`sip_${id}`)).toBe(1);
+  });
+
+  test.skipIf(TEST_DATABASE !== "postgres")(
+    "the answer committing while the hang-up is being kept: the hang-up then ends the call it answered",
+    async () => {
+      const id = w.ctx.deps.ids.next("call");
+      await sql()`
+        insert into calls (id, organization_id, livemode, status, agent_id, to_number, direction, created_at, placed_at,
+          updated_at)
+        values (${id}, ${seed.org.id}, true, 'ringing', ${seed.agent.id}, ${freshNumber()}, 'outbound', now(), now(),
+          now())`;
+      await sql()`
+        insert into minute_reservations (call_id, organization_id, plan_charged, month, reserved_minutes, max_seconds, created_at)
+        values (${id}, ${seed.org.id}, true, date_trunc('month', now())::date, 60, 3600, now())`;
+      // The answer is written and not yet committed, its row lock held.
+      let commit = () => {};
+      let written = () => {};
+      const answerWritten = new Promise<void>((r) => {
+        written = r;
+      });
+      const answer = sql().begin(async (tx) => {
+        await answerPhoneCall(tx, id, new Date(), new Date());
+        written();
+        await new Promise<void>((r) => {
+          commit = r;
+        });
+      });
+      await answerWritten;
+      // LiveKit's report arrives: it saw the call ringing and waits on the answer's lock to keep the end.
+      let delivered: Promise<void> = Promise.resolve();
+      try {
+        delivered = deliver(liveKitEvents.participantLeft(id, `sip_${id}`));
+        await waitUntil(
+          "the report to wait on the answer's lock",
+          async () =>
+            (
+              await sql()`select 1 from pg_locks l join pg_stat_activity a on a.pid = l.pid
+                where not l.granted and a.datname = current_database()`
+            ).length > 0,
+          { timeoutMs: 5000, stepMs: 5 },
+        );
+      } finally {
+        commit();
+      }
+      await answer;
+      await delivered;
+      const done = await sql()<{ status: string; hung_up_while_ringing_at: Date | null }[]>`
+        select status, hung_up_while_ringing_at from calls where id = ${id}`;
+      expect(done[0]).toEqual({ status: "completed", hung_up_while_ringing_at: null });
+      expect(await kept(id)).toEqual({ reserved_minutes: 60, kept_minutes: 1 });
+      expect(await events(id)).toEqual(["call.ended completed"]);
+    },
+  );
+
+  test("a hang-up reported while ringing does not end a dial that then fails: busy, nothing kept", async () => {
+    const to = freshNumber();
+    w.liveKit.scriptDial(to, { kind: "hang" });
+    const id = (await (await placeCall(w.ctx, seed.liveKey, { agentId: seed.agent.id, to })).json()).id;
+    await waitUntil("the dial", () => w.liveKit.dialCount(`sip_${id}`) === 1, { timeoutMs: 5000 });
+    await deliver(liveKitEvents.participantLeft(id, `sip_${id}`));
+    expect((await row(id)).status).toBe("ringing");
+    w.liveKit.releaseDials({ kind: "sip_error", sipStatus: 603 });
+    await waitUntil("the busy end", async () => (await row(id)).status === "busy", { timeoutMs: 5000 });
+    expect(await kept(id)).toEqual({ reserved_minutes: 60, kept_minutes: 0 });
+    expect(await events(id)).toEqual(["call.ended busy"]);
+  });
+
   test("while it rings, the agent joining does not start it, nor does a SIP participant leaving end it", async () => {
     const to = freshNumber();
     w.liveKit.scriptDial(to, { kind: "hang" });
@@ -202,10 +302,12 @@ describe("a web call whose end LiveKit never reports (no webhook configured)", (
     expect(claims.exp - claims.nbf).toBe(240);
   });
 
-  test("nobody in the room at maxSeconds: failed end_not_reported, every reserved minute kept, a warning", async () => {
+  test("its room closed by LiveKit before maxSeconds (someone came and left): failed end_not_reported, every reserved minute kept, a warning", async () => {
     const { org, answer } = await webCall(1000);
     const used = () => usedMinutes(sql(), w.ctx.deps.clock, { organizationId: org.org.id });
     expect(await used()).toBe(10);
+    // LiveKit closes a room 20 s after its last participant left.
+    w.liveKit.rooms.delete(answer.callId);
     const logged = w.ctx.logs.length;
     await maxSecondsNow(answer.callId);
     await waitUntil("the call to fail", async () => (await row(answer.callId)).status === "failed", {
@@ -216,6 +318,48 @@ describe("a web call whose end LiveKit never reports (no webhook configured)", (
     expect(await used()).toBe(10);
     expect(w.liveKit.rooms.has(answer.callId)).toBe(false);
     expect(deletes(answer.callId).length).toBe(1);
+    expect(w.ctx.logs.slice(logged).some((l) => l.includes("/api/livekit/webhook"))).toBe(true);
+  });
+
+  test("maxSeconds under the empty timeout, nobody ever joined (the room open and empty): no_answer, nothing kept, no warning", async () => {
+    // One plan minute: maxSeconds 60, before LiveKit's 120 s empty timeout could close the room.
+    const { org, answer } = await webCall(1);
+    expect(answer.maxSeconds).toBe(60);
+    const used = () => usedMinutes(sql(), w.ctx.deps.clock, { organizationId: org.org.id });
+    expect(await used()).toBe(1);
+    const logged = w.ctx.logs.length;
+    await maxSecondsNow(answer.callId);
+    await waitUntil("the call to end", async () => (await row(answer.callId)).status !== "initiated", {
+      timeoutMs: 10_000,
+    });
+    expect(await row(answer.callId)).toMatchObject({ status: "no_answer", outcome: null, started_at: null });
+    expect(await kept(answer.callId)).toEqual({ reserved_minutes: 1, kept_minutes: 0 });
+    expect(await used()).toBe(0);
+    expect(await events(answer.callId)).toEqual(["call.ended no_answer"]);
+    expect(w.liveKit.rooms.has(answer.callId)).toBe(false);
+    const asked = w.liveKit.requests.filter(
+      (r) => r.body.room === answer.callId || (r.body.names as string[] | undefined)?.includes(answer.callId),
+    );
+    expect(asked.map((r) => r.method)).toEqual([
+      "CreateDispatch",
+      "ListParticipants",
+      "ListRooms",
+      "DeleteRoom",
+    ]);
+    expect(w.ctx.logs.slice(logged).some((l) => l.includes("/api/livekit/webhook"))).toBe(false);
+  });
+
+  test("an empty room older than its empty timeout was joined and left meanwhile: end_not_reported, minutes kept", async () => {
+    const { answer } = await webCall(1);
+    // Open 130 s: a room nobody joined would have closed at 120 s; this one's last participant left under 20 s ago.
+    w.liveKit.rooms.get(answer.callId)!.creationTime -= 130;
+    const logged = w.ctx.logs.length;
+    await maxSecondsNow(answer.callId);
+    await waitUntil("the call to end", async () => (await row(answer.callId)).status !== "initiated", {
+      timeoutMs: 10_000,
+    });
+    expect(await row(answer.callId)).toMatchObject({ status: "failed", outcome: "end_not_reported" });
+    expect(await kept(answer.callId)).toEqual({ reserved_minutes: 1, kept_minutes: 1 });
     expect(w.ctx.logs.slice(logged).some((l) => l.includes("/api/livekit/webhook"))).toBe(true);
   });
 

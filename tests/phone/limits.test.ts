@@ -7,6 +7,8 @@ import { driverOptions } from "../../src/db/engine/connection.ts";
 import { parseEnv } from "../../src/env.ts";
 import { silentLogger } from "../../src/log.ts";
 import { updateOrganization } from "../../src/services/organizations.ts";
+import { startServer } from "../calls/process.ts";
+import { depsFor, seedOrganization } from "../helpers/app.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/db.ts";
 import { outcomeOf } from "../helpers/errors.ts";
 import { type FakeLiveKit, startFakeLiveKit } from "../helpers/fakeLivekit.ts";
@@ -172,7 +174,6 @@ describe("two processes on one PostgreSQL", () => {
           { remoteAddress: "127.0.0.1" },
         ),
     };
-    const { seedOrganization } = await import("../helpers/app.ts");
     for (const [limits, expected] of [
       [
         { maxConcurrentCalls: 6, maxCallsPerHour: 1000 },
@@ -199,4 +200,41 @@ describe("two processes on one PostgreSQL", () => {
       expect(row!.n).toBe(expected["201 ok"]);
     }
   });
+
+  test("20 parallel requests over two server processes: the limits hold exactly", async () => {
+    const env = { DATABASE_URL: db.url!, ...liveKit.env, LIVEKIT_SIP_TRUNK_ID: TRUNK };
+    const servers = await Promise.all([startServer(env), startServer(env)]);
+    try {
+      const deps = depsFor(db.sql);
+      for (const [limits, expected] of [
+        [
+          { maxConcurrentCalls: 6, maxCallsPerHour: 1000 },
+          { "201 ok": 6, "429 concurrency_limit_reached": 14 },
+        ],
+        [
+          { maxConcurrentCalls: 1000, maxCallsPerHour: 9 },
+          { "201 ok": 9, "429 hourly_limit_reached": 11 },
+        ],
+      ] as const) {
+        const seed = await seedOrganization({ deps }, { paidPlan: true, planMinutes: 10_000 });
+        await updateOrganization(deps, seed.org.id, limits);
+        const answers = await Promise.all(
+          Array.from({ length: 20 }, (_, i) =>
+            fetch(`${servers[i % 2]!.url}/api/v1/calls`, {
+              method: "POST",
+              headers: { authorization: `Bearer ${seed.liveKey}`, "content-type": "application/json" },
+              body: JSON.stringify({ agentId: seed.agent.id, to: freshNumber() }),
+            }),
+          ),
+        );
+        expect(tally(await Promise.all(answers.map(outcomeOf)))).toEqual(expected);
+        const [row] = await db.sql<{ n: number }[]>`
+          select count(*)::int as n from calls where organization_id = ${seed.org.id} and livemode`;
+        expect(row!.n).toBe(expected["201 ok"]);
+      }
+    } finally {
+      for (const server of servers) server.proc.kill("SIGTERM");
+      await Promise.all(servers.map((server) => server.exited));
+    }
+  }, 90_000);
 });

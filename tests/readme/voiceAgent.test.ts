@@ -44,7 +44,10 @@ import { handleJob } from "./voice-agent.ts";
 let seen: unknown = null;
 await handleJob(process.env.JOB_METADATA!, async ({ agent, variables, lookUp }) => {
   const answers = await lookUp("Are you open on Saturday?");
-  seen = { agent, variables, answers };
+  // Longer than a query may be, with a character outside the BMP where a cut by UTF-16 units would halve it.
+  const long = await lookUp(\`Saturdays \${"x".repeat(489)}😀 \${"🙂".repeat(600)}\`);
+  const emoji = await lookUp("🙂".repeat(600));
+  seen = { agent, variables, answers, long, emoji };
   return {
     transcript: [
       { speaker: "agent", text: agent.greeting ?? "Hello", offsetSeconds: 0.5 },
@@ -140,6 +143,9 @@ test("the README's voice agent reads its settings, searches knowledge and report
   });
   expect(seen.variables).toEqual({ firstName: "Claire" });
   expect(seen.answers[0]).toContain("On Saturdays we open from 10:00 to 13:00.");
+  // Long questions are cut to what the search accepts (500 characters), never into half a character.
+  expect(seen.long[0]).toContain("On Saturdays we open from 10:00 to 13:00.");
+  expect(seen.emoji).toEqual([]);
 
   // Reported while the call is on: the events come with its end.
   const call = await (await w.ctx.request(`/api/v1/calls/${callId}`, { key: seed.liveKey })).json();

@@ -104,26 +104,36 @@ describe("durable timers", () => {
   });
 
   test("a live runner's lease is respected until it ends, then taken over within its length", async () => {
-    // A "stuck" runner: alive (its liveness lock is held) but never firing what it claimed.
+    // A "stuck" runner: alive (its liveness lock is held) but never firing what it claimed. Its lease
+    // is long enough that the other runner has started, and looked at the row, well before it ends.
+    const LEASE_MS = 3_000;
     const stuck = 4242;
     const conn: ReservedSql | null = db.kind === "postgres" ? await db.sql.reserve() : null;
     const lockSql = conn ?? db.sql;
     expect(await tryLockRunner(lockSql, stuck)).toBe(true);
     try {
       await insertTimer(db.sql, { kind: "test.fire", delayMs: 0, payload: { name: "leased" } });
-      const claimed = await claimDue(db.sql, { runner: stuck, horizonMs: 0, leaseMs: 400, limit: 10 });
+      const claimed = await claimDue(db.sql, { runner: stuck, horizonMs: 0, leaseMs: LEASE_MS, limit: 10 });
       expect(claimed.timers.length).toBe(1);
+      const [lease] = await db.sql<{ ends: Date }[]>`
+        select locked_until as ends from timers where id = ${claimed.timers[0]!.id}::bigint`;
       const b = registerFire(testRunner(db));
-      const t0 = Date.now();
+      // Its start waits for its first claim: it saw the row while the lease ran.
       await start(b);
-      await Bun.sleep(250);
-      expect((await fireCounts(db.sql)).get("leased")).toBeUndefined();
+      const [seen] = await db.sql<{ at: Date }[]>`select clock_timestamp() as at`;
+      expect(seen!.at.getTime()).toBeLessThan(lease!.ends.getTime());
       await waitUntil(
         "the leased timer to fire once its lease ends",
         async () => (await fireCounts(db.sql)).get("leased") === 1,
-        { timeoutMs: 3000 },
+        { timeoutMs: LEASE_MS + 10_000 },
       );
-      expect(Date.now() - t0).toBeGreaterThanOrEqual(300);
+      // When it fired, by the database's clock, which also ended the lease: not before the lease
+      // ended, and within the lease's length after.
+      const [fired] = await db.sql<
+        { at: Date }[]
+      >`select fired_at as at from test_fires where name = 'leased'`;
+      expect(fired!.at.getTime()).toBeGreaterThanOrEqual(lease!.ends.getTime());
+      expect(fired!.at.getTime() - lease!.ends.getTime()).toBeLessThanOrEqual(LEASE_MS);
       // The stuck runner's late attempt is fenced out by the epoch.
       const owned = await db.sql.begin((tx) => takeOwned(tx, stuck, claimed.timers));
       expect(owned.size).toBe(0);

@@ -16,6 +16,7 @@ import {
 import { WEB_CALL_RATE_LIMIT } from "../../src/services/rateLimit.ts";
 import { registerTimerHandlers } from "../../src/timerHandlers.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
+import { expectApiError } from "../helpers/errors.ts";
 import { waitUntil } from "../helpers/wait.ts";
 import { testRunner } from "./support.ts";
 
@@ -168,47 +169,161 @@ describe("a bulk change", () => {
 });
 
 describe("retention of events and webhook deliveries", () => {
-  test(`older than EVENT_RETENTION_DAYS they go, in bounded batches; a recent redelivery keeps its event`, async () => {
+  const ENDPOINT = "we_01JD8Y3M6W9Q2T4V5X7Z8A9B0C";
+  const days = () => ctx.deps.env.EVENT_RETENTION_DAYS;
+  const ago = (ms: number) => new Date(clock.now().getTime() - ms);
+
+  /** A fresh set of events and deliveries: the endpoint receives every event, one delivery each. */
+  async function reset() {
     const sql = ctx.db.sql;
-    const now = clock.now().getTime();
-    const days = ctx.deps.env.EVENT_RETENTION_DAYS;
-    expect(days).toBe(30);
-    const endpointId = "we_01JD8Y3M6W9Q2T4V5X7Z8A9B0C";
+    await sql`delete from webhook_deliveries`;
+    await sql`delete from events`;
     await sql`
       insert into webhook_endpoints (id, organization_id, livemode, url, events, secret, created_at)
-      values (${endpointId}, ${seed.org.id}, true, 'https://hooks.example.com/h', null, 'whsec_x', now())`;
-    // Old events with their old deliveries, more than one batch of them; a few young ones.
-    const old = RETENTION_BATCH + 5;
-    await sql`
-      insert into events (id, organization_id, type, livemode, data, created_at)
-      select 'evt_old_' || n, ${seed.org.id}, 'contact.created', true, '{}', ${new Date(now - (days + 1) * DAY)}::timestamptz
-      from generate_series(1, ${old}) n`;
-    await sql`
-      insert into events (id, organization_id, type, livemode, data, created_at)
-      select 'evt_young_' || n, ${seed.org.id}, 'contact.created', true, '{}', ${new Date(now - (days - 1) * DAY)}::timestamptz
-      from generate_series(1, 3) n`;
-    await sql`delete from timers where kind = 'webhook.deliver'`;
-    await sql`update webhook_deliveries set created_at = ${new Date(now - (days + 1) * DAY)} where event_id like 'evt_old_%'`;
-    // One old event was redelivered yesterday: its new delivery keeps it.
-    await sql`
-      insert into webhook_deliveries (event_id, endpoint_id, created_at)
-      values ('evt_old_1', ${endpointId}, ${new Date(now - DAY)})`;
-    const count = async (table: string, like: string) =>
-      (
-        await sql<{ n: number }[]>`
-        select count(*)::int as n from ${sql(table)} where ${sql(table === "events" ? "id" : "event_id")} like ${like}`
-      )[0]!.n;
-    expect(await count("webhook_deliveries", "evt_old_%")).toBe(old + 1);
+      values (${ENDPOINT}, ${seed.org.id}, true, 'https://hooks.example.com/h', null, 'whsec_x', now())
+      on conflict (id) do nothing`;
+  }
 
-    // A batch at most per pass; a full batch brings the next pass sooner.
+  /** `count` events `tag_00001`… created at `at`, each delivered to the endpoint then (`status`). */
+  async function insertEvents(tag: string, count: number, at: Date, status = "delivered") {
+    const sql = ctx.db.sql;
+    await sql`
+      insert into events (id, organization_id, type, livemode, data, created_at)
+      select 'evt_' || ${tag} || '_' || lpad(n::text, 5, '0'), ${seed.org.id}, 'contact.created', true, '{}', ${at}::timestamptz
+      from generate_series(1, ${count}) n`;
+    await sql`delete from timers where kind = 'webhook.deliver'`;
+    await sql`
+      update webhook_deliveries set created_at = ${at}, status = ${status}
+      where event_id like ${`evt_${tag}_%`}`;
+  }
+
+  const count = async (table: "events" | "webhook_deliveries", like: string) =>
+    (
+      await ctx.db.sql<{ n: number }[]>`
+        select count(*)::int as n from ${ctx.db.sql(table)}
+        where ${ctx.db.sql(table === "events" ? "id" : "event_id")} like ${like}`
+    )[0]!.n;
+
+  test(`older than EVENT_RETENTION_DAYS they go with their finished deliveries, a batch of events per pass; a pending delivery and a recent redelivery keep their event`, async () => {
+    const sql = ctx.db.sql;
+    expect(days()).toBe(30);
+    await reset();
+    const old = RETENTION_BATCH + 5;
+    await insertEvents("old", old, ago((days() + 1) * DAY));
+    await insertEvents("young", 3, ago((days() - 1) * DAY));
+    // The oldest event was redelivered yesterday; the second one's delivery still waits for a retry.
+    await sql`
+      insert into webhook_deliveries (event_id, endpoint_id, status, created_at)
+      values ('evt_old_00001', ${ENDPOINT}, 'delivered', ${ago(DAY)})`;
+    await sql`update webhook_deliveries set status = 'pending' where event_id = 'evt_old_00002'`;
+
+    // A batch of events per pass; a full batch says where the next pass goes on.
     const first = await housekeepingPass(sql, ctx.deps);
-    expect(first).toMatchObject({ deliveries: RETENTION_BATCH, more: true });
-    expect(first.events).toBeLessThanOrEqual(RETENTION_BATCH);
-    const second = await housekeepingPass(sql, ctx.deps);
-    expect(second).toMatchObject({ deliveries: 5, more: false });
-    expect(await count("events", "evt_old_%")).toBe(1);
-    expect(await count("webhook_deliveries", "evt_old_%")).toBe(1);
+    expect(first).toMatchObject({ events: RETENTION_BATCH - 2, deliveries: RETENTION_BATCH - 1 });
+    expect(first.retentionFrom).toBe(`evt_old_0${RETENTION_BATCH}`);
+    const second = await housekeepingPass(sql, ctx.deps, first.retentionFrom);
+    expect(second).toMatchObject({ events: 5, deliveries: 5, retentionFrom: null });
+    // The next walk starts from the oldest again: the two kept events are still kept.
+    const third = await housekeepingPass(sql, ctx.deps, second.retentionFrom);
+    expect(third).toMatchObject({ events: 0, deliveries: 0, retentionFrom: null });
+    expect(
+      (await sql<{ id: string }[]>`select id from events where id like 'evt_old_%' order by id`).map(
+        (r) => r.id,
+      ),
+    ).toEqual(["evt_old_00001", "evt_old_00002"]);
+    // The redelivery of the first stays, its old delivery went; the pending delivery stays.
+    const kept = await sql`
+      select event_id, status from webhook_deliveries where event_id like 'evt_old_%' order by event_id`;
+    expect([...kept]).toEqual([
+      { event_id: "evt_old_00001", status: "delivered" },
+      { event_id: "evt_old_00002", status: "pending" },
+    ]);
     expect(await count("events", "evt_young_%")).toBe(3);
     expect(await count("webhook_deliveries", "evt_young_%")).toBe(3);
   }, 60_000);
+
+  test("a pass reads a batch of events at most, however many old events are kept ahead of the rest", async () => {
+    const sql = ctx.db.sql;
+    await reset();
+    // Five batches of old events whose deliveries still wait for a retry, then ten removable ones,
+    // then recent ones.
+    await insertEvents("a_kept", 5 * RETENTION_BATCH, ago((days() + 2) * DAY), "pending");
+    await insertEvents("b_gone", 10, ago((days() + 1) * DAY));
+    await insertEvents("c_recent", 10, ago(DAY));
+    const passes: { events: number; read: number }[] = [];
+    let from: string | null = null;
+    do {
+      const pass = await sql.begin(async (tx) => {
+        // The plans of a table of a real size, where the events of a month outnumber a batch by far:
+        // ordered reads through indexes (on a table this small, reading it whole costs less).
+        await tx`set local enable_seqscan = off`;
+        await tx`set local enable_bitmapscan = off`;
+        // The rows of `events` this transaction read, by any scan.
+        const read = async () =>
+          (
+            await tx<{ n: number }[]>`
+              select (coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0))::int as n
+              from pg_stat_xact_user_tables where relname = 'events'`
+          )[0]!.n;
+        const before = await read();
+        const removed = await housekeepingPass(tx, ctx.deps, from);
+        return { ...removed, read: (await read()) - before };
+      });
+      passes.push({ events: pass.events, read: pass.read });
+      from = pass.retentionFrom;
+    } while (from && passes.length < 10);
+    expect(passes.map((p) => p.events)).toEqual([0, 0, 0, 0, 0, 10]);
+    // Each pass reads its batch by the primary key, then the old ones of it by their keys to lock them
+    // and to remove them: three reads of a batch at most, however many old events came before.
+    for (const p of passes) {
+      expect(p.read, JSON.stringify(passes)).toBeLessThanOrEqual(3 * RETENTION_BATCH);
+    }
+    expect(await count("events", "evt_a_kept_%")).toBe(5 * RETENTION_BATCH);
+    expect(await count("webhook_deliveries", "evt_a_kept_%")).toBe(5 * RETENTION_BATCH);
+    expect(await count("events", "evt_b_gone_%")).toBe(0);
+    expect(await count("events", "evt_c_recent_%")).toBe(10);
+  }, 60_000);
+
+  test("a redelivery of an event that retention removes meanwhile is a 404, never a 500", async () => {
+    const sql = ctx.db.sql;
+    await reset();
+    const id = "evt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C";
+    await sql`
+      insert into events (id, organization_id, type, livemode, data, created_at)
+      values (${id}, ${seed.org.id}, 'contact.created', true, '{}', ${ago((days() + 1) * DAY)})`;
+    await sql`update webhook_deliveries set status = 'delivered', created_at = ${ago((days() + 1) * DAY)}`;
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let removed!: () => void;
+    const removing = new Promise<void>((resolve) => {
+      removed = resolve;
+    });
+    // Retention removes the event in a transaction that stays open until the redelivery waits on it.
+    const pass = sql.begin(async (tx) => {
+      expect(await housekeepingPass(tx, ctx.deps)).toMatchObject({ events: 1 });
+      removed();
+      await held;
+    });
+    await removing;
+    const answer = ctx.request(`/api/v1/events/${id}/redeliver`, {
+      method: "POST",
+      key: seed.liveKey,
+    });
+    if (ctx.db.kind === "postgres") {
+      // The redelivery has reached the event and waits for the removal to end.
+      await waitUntil("the redelivery to wait for the removal", async () => {
+        const [row] = await sql<{ n: number }[]>`
+          select count(*)::int as n from pg_stat_activity
+          where datname = current_database() and wait_event_type = 'Lock'`;
+        return row!.n > 0 ? true : undefined;
+      });
+    }
+    // (On the embedded database, one session: the redelivery runs once the removal has committed.)
+    release();
+    await pass;
+    await expectApiError(await answer, 404, "not_found");
+    expect(await count("webhook_deliveries", "evt_%")).toBe(0);
+  });
 });

@@ -158,6 +158,30 @@ describe("what is counted", () => {
     ]);
   });
 
+  test("a key whose monthly cap is used up, and an organization whose plan minutes are, count under their codes", async () => {
+    // A cap of 3 minutes: the first call reserves them all, the next one is refused by the key.
+    const capped = await seedOrganization(w.ctx, { cap: 3, planMinutes: 1000 });
+    // A plan of 2 minutes: the first call reserves them all, the next one is refused by the plan.
+    const spent = await seedOrganization(w.ctx, { cap: 100, planMinutes: 2 });
+    const codes: string[] = [];
+    for (const org of [capped, spent]) {
+      for (let i = 0; i < 2; i++) {
+        codes.push(
+          await outcomeOf(
+            await startCall(w.ctx, { publishableKey: org.publishable.key, captchaToken: good() }),
+          ),
+        );
+      }
+    }
+    expect(codes).toEqual(["201 ok", "429 minute_cap_reached", "201 ok", "403 plan_minutes_exhausted"]);
+    expect((await stats(capped.publishable.id, "?days=1")).days).toEqual([
+      { date: today(), attempts: 2, started: 1, refused: { minute_cap_reached: 1 }, minutes: 3 },
+    ]);
+    expect((await stats(spent.publishable.id, "?days=1")).days).toEqual([
+      { date: today(), attempts: 2, started: 1, refused: { plan_minutes_exhausted: 1 }, minutes: 2 },
+    ]);
+  });
+
   test("a key's lastUsedAt in the operators' list is its latest attempt", async () => {
     const { body } = await admin(w.ctx, "GET", `/organizations/${seed.org.id}/publishable-keys`);
     const [row] = await w.ctx.deps.sql<{ last: Date }[]>`

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { type NewEvent, recordEvents } from "../../src/services/events.ts";
 import { WebhookSender } from "../../src/services/webhookSender.ts";
 import { registerTimerHandlers } from "../../src/timerHandlers.ts";
@@ -9,36 +9,46 @@ import { testRunner } from "../timers/support.ts";
 
 /**
  * Fair, bounded delivery: organization A's receiver hangs with thousands of deliveries pending, and
- * organization B's deliveries still arrive within a second. A's attempts are counted only as their
- * requests start, so waiting in line costs A none of its attempts.
+ * organization B's deliveries still arrive as fast as those of an organization that shares nothing
+ * with A; ten organizations whose receivers hang never hold the slot a healthy one needs. A's attempts
+ * are counted only as their requests start, so waiting in line costs A none of its attempts.
  */
 
 const BACKLOG = 3_000;
 
+type Seed = Awaited<ReturnType<typeof seedOrganization>>;
+
 let ctx: TestContext;
+/** A database of its own with one organization like B, its runner and sender in this same process. */
+let control: TestContext;
 let receiver: WebhookReceiver;
-let a: Awaited<ReturnType<typeof seedOrganization>>;
-let b: Awaited<ReturnType<typeof seedOrganization>>;
+let a: Seed;
+let b: Seed;
+let c: Seed;
+
+async function subscribe(context: TestContext, seed: Seed, url: string) {
+  const res = await context.request("/api/v1/webhook-endpoints", {
+    method: "POST",
+    key: seed.liveKey,
+    json: { url, events: ["contact.created"] },
+  });
+  expect(res.status).toBe(201);
+}
 
 beforeAll(async () => {
   receiver = startWebhookReceiver();
   ctx = await createTestContext({ timers: true, env: { WEBHOOK_ALLOW_PRIVATE_URLS: "true" } });
+  control = await createTestContext({ timers: true, env: { WEBHOOK_ALLOW_PRIVATE_URLS: "true" } });
   a = await seedOrganization(ctx);
   b = await seedOrganization(ctx);
-  for (const [seed, path] of [
-    [a, "/hang-a"],
-    [b, "/b"],
-  ] as const) {
-    const res = await ctx.request("/api/v1/webhook-endpoints", {
-      method: "POST",
-      key: seed.liveKey,
-      json: { url: receiver.url(path), events: ["contact.created"] },
-    });
-    expect(res.status).toBe(201);
-  }
+  c = await seedOrganization(control);
+  await subscribe(ctx, a, receiver.url("/hang-a"));
+  await subscribe(ctx, b, receiver.url("/b"));
+  await subscribe(control, c, receiver.url("/c"));
 });
 afterAll(async () => {
   await ctx.close();
+  await control.close();
   receiver.stop();
 });
 
@@ -81,18 +91,37 @@ describe("a dead receiver of one organization and another organization's deliver
     expect((await backlogOfA()).pending).toBe(BACKLOG);
   }, 90_000);
 
-  test("B's deliveries each arrive within a second while A's requests hang", async () => {
-    const lags: number[] = [];
-    for (let i = 0; i < 20; i++) {
+  test("B's deliveries arrive as fast as those of an organization without A beside it, while A's requests hang", async () => {
+    // Each of B's deliveries is measured in turn with one of C's, an organization on a database of
+    // its own (no backlog there) served by a runner and sender in this same process: both see the same
+    // machine at the same moments, so what a loaded machine adds to B it adds to C too, and the
+    // difference is what A's backlog costs B. Were B waiting behind A's hanging requests, that would be
+    // their time bound (15 s); behind the work of moving A's deliveries, seconds.
+    const lag = async (context: TestContext, seed: Seed, path: string, i: number) => {
       const sent = Date.now();
-      const [id] = await recordEvents(ctx.deps.sql, ctx.deps, [contactCreated(b.org.id, i)]);
-      const got = await waitUntil("B's delivery", () =>
-        receiver.at("/b").find((r) => r.headers["webhook-id"] === id),
+      const [id] = await recordEvents(context.deps.sql, context.deps, [contactCreated(seed.org.id, i)]);
+      const got = await waitUntil(`the delivery to ${path}`, () =>
+        receiver.at(path).find((r) => r.headers["webhook-id"] === id),
       );
-      lags.push(got.at - sent);
+      return got.at - sent;
+    };
+    const lagsOfB: number[] = [];
+    const lagsOfC: number[] = [];
+    for (let i = 0; i < 20; i++) {
+      // In alternating order, so neither always goes first.
+      if (i % 2 === 0) {
+        lagsOfB.push(await lag(ctx, b, "/b", i));
+        lagsOfC.push(await lag(control, c, "/c", i));
+      } else {
+        lagsOfC.push(await lag(control, c, "/c", i));
+        lagsOfB.push(await lag(ctx, b, "/b", i));
+      }
       await Bun.sleep(50);
     }
-    expect(Math.max(...lags)).toBeLessThan(1_000);
+    const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
+    const lags = { b: lagsOfB, c: lagsOfC };
+    expect(median(lagsOfB), JSON.stringify(lags)).toBeLessThan(median(lagsOfC) + 250);
+    expect(Math.max(...lagsOfB), JSON.stringify(lags)).toBeLessThan(Math.max(...lagsOfC) + 1_000);
     // Meanwhile A's receiver is still hanging on its first requests.
     expect((await backlogOfA()).pending).toBe(BACKLOG);
   }, 60_000);
@@ -106,6 +135,85 @@ describe("a dead receiver of one organization and another organization's deliver
     // A's requests so far: its 4 slots, refilled each time one times out (15 s): far fewer than its backlog.
     expect(requests).toBeLessThanOrEqual(4 * 3);
   });
+});
+
+describe("ten organizations whose receivers hang, and a healthy one", () => {
+  /**
+   * Ten organizations with more deliveries than slots, to receivers that take every request and never
+   * answer (their time bound made longer than the test, so no slot frees meanwhile), then one whose
+   * receiver answers: its deliveries arrive while all the hanging requests still hang.
+   */
+  async function tenHangingAndOneHealthy(options: ConstructorParameters<typeof WebhookSender>[1]) {
+    const own = await createTestContext({ env: { WEBHOOK_ALLOW_PRIVATE_URLS: "true" } });
+    const hanging = startWebhookReceiver();
+    const runner = testRunner(own.db);
+    const sender = new WebhookSender({ ...own.deps, timers: runner }, { timeoutMs: 600_000, ...options });
+    // At the end of the test the hanging requests end with their receiver.
+    cleanups.push(async () => {
+      hanging.stop();
+      await sender.idle();
+      await runner.stop();
+      await own.close();
+    });
+    registerTimerHandlers(runner, { ...own.deps, timers: runner }, sender);
+    await runner.start();
+    const dead: Seed[] = [];
+    for (let i = 0; i < 10; i++) {
+      const seed = await seedOrganization(own);
+      await subscribe(own, seed, hanging.url(`/hang-${i}`));
+      dead.push(seed);
+    }
+    const healthy = await seedOrganization(own);
+    await subscribe(own, healthy, hanging.url("/healthy"));
+    await recordEvents(
+      own.deps.sql,
+      own.deps,
+      dead.flatMap((seed, i) => Array.from({ length: 8 }, (_, j) => contactCreated(seed.org.id, i * 8 + j))),
+    );
+    const hangingRequests = () => hanging.received.filter((r) => r.path.startsWith("/hang")).length;
+    return {
+      own,
+      hangingRequests,
+      /** Waits until the hanging receivers hold `n` requests, then sends the healthy organization's. */
+      async healthyAfter(n: number) {
+        await waitUntil(`${n} hanging requests`, () => (hangingRequests() >= n ? true : undefined), {
+          timeoutMs: 30_000,
+        });
+        const ids = await recordEvents(
+          own.deps.sql,
+          own.deps,
+          Array.from({ length: 5 }, (_, i) => contactCreated(healthy.org.id, 1_000 + i)),
+        );
+        await waitUntil("the healthy organization's deliveries", () =>
+          ids.every((id) => hanging.at("/healthy").some((r) => r.headers["webhook-id"] === id))
+            ? true
+            : undefined,
+        );
+      },
+    };
+  }
+  const cleanups: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    for (const fn of cleanups.splice(0)) await fn();
+  });
+
+  test("with the default slots, each hanging organization holds its four and the healthy one is served", async () => {
+    const run = await tenHangingAndOneHealthy({});
+    await run.healthyAfter(40);
+    // All forty are still hanging, none ended: the healthy organization needed none of their slots.
+    expect(run.hangingRequests()).toBe(40);
+    const [row] = await run.own.deps.sql<{ n: number }[]>`
+      select count(*)::int as n from webhook_deliveries d join webhook_endpoints e on e.id = d.endpoint_id
+      where e.url like '%/hang-%' and d.attempts > 0 and d.status = 'pending'`;
+    expect(row!.n).toBe(40);
+  }, 60_000);
+
+  test("past the shared pool, hanging organizations hold one slot each beside it, and the healthy one is served", async () => {
+    const run = await tenHangingAndOneHealthy({ shared: 4, concurrency: 16 });
+    // Ten first requests, four from the shared pool; no more than that ever starts.
+    await run.healthyAfter(14);
+    expect(run.hangingRequests()).toBe(14);
+  }, 60_000);
 });
 
 describe("a backlog larger than an organization's queue", () => {

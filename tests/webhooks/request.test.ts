@@ -56,10 +56,12 @@ describe("the address connected to is the address checked", () => {
 
   test("a name answering a public address first and a private one next is never connected to the private one", async () => {
     // A rebinding name: the first answer passes the check; a second lookup would get the receiver.
-    const dns = scripted(["203.0.113.1"], ["127.0.0.1"]);
+    const dns = scripted(["93.184.215.14"], ["127.0.0.1"]);
     const answer = await post(named("rebinding.test", "/rebound"), dns.resolve, refusePrivate, 500);
     expect(dns.asked).toEqual(["rebinding.test"]);
-    // The public documentation address does not answer here: the attempt fails, nothing reaches us.
+    // The public address passed the check and was connected to (unreachable from here, or no
+    // answer in time): the attempt fails for that, and nothing reaches us.
+    expect("error" in answer && answer.error).not.toBe(PRIVATE);
     expect("error" in answer).toBe(true);
     expect(receiver.at("/rebound")).toEqual([]);
   });
@@ -149,5 +151,195 @@ describe("IPv6 forms that carry an IPv4 address are judged by it", () => {
     for (const a of ["10.0.0.1", "169.254.169.254", "0.0.0.0", "not-an-address", "", "1.2.3"]) {
       expect({ a, private: isPrivateAddress(a) }).toEqual({ a, private: true });
     }
+  });
+});
+
+describe("the special-purpose registries, edge to edge", () => {
+  /** Each block never connected to, by its first and last address, and the public neighbours around it. */
+  const v4 = [
+    { block: "0.0.0.0/8", first: "0.0.0.0", last: "0.255.255.255", after: "1.0.0.0" },
+    {
+      block: "10.0.0.0/8",
+      before: "9.255.255.255",
+      first: "10.0.0.0",
+      last: "10.255.255.255",
+      after: "11.0.0.0",
+    },
+    {
+      block: "100.64.0.0/10",
+      before: "100.63.255.255",
+      first: "100.64.0.0",
+      last: "100.127.255.255",
+      after: "100.128.0.0",
+    },
+    {
+      block: "127.0.0.0/8",
+      before: "126.255.255.255",
+      first: "127.0.0.0",
+      last: "127.255.255.255",
+      after: "128.0.0.0",
+    },
+    {
+      block: "169.254.0.0/16",
+      before: "169.253.255.255",
+      first: "169.254.0.0",
+      last: "169.254.255.255",
+      after: "169.255.0.0",
+    },
+    {
+      block: "172.16.0.0/12",
+      before: "172.15.255.255",
+      first: "172.16.0.0",
+      last: "172.31.255.255",
+      after: "172.32.0.0",
+    },
+    {
+      block: "192.0.0.0/24",
+      before: "191.255.255.255",
+      first: "192.0.0.0",
+      last: "192.0.0.255",
+      after: "192.0.1.0",
+    },
+    {
+      block: "192.0.2.0/24",
+      before: "192.0.1.255",
+      first: "192.0.2.0",
+      last: "192.0.2.255",
+      after: "192.0.3.0",
+    },
+    {
+      block: "192.88.99.0/24",
+      before: "192.88.98.255",
+      first: "192.88.99.0",
+      last: "192.88.99.255",
+      after: "192.88.100.0",
+    },
+    {
+      block: "192.168.0.0/16",
+      before: "192.167.255.255",
+      first: "192.168.0.0",
+      last: "192.168.255.255",
+      after: "192.169.0.0",
+    },
+    {
+      block: "198.18.0.0/15",
+      before: "198.17.255.255",
+      first: "198.18.0.0",
+      last: "198.19.255.255",
+      after: "198.20.0.0",
+    },
+    {
+      block: "198.51.100.0/24",
+      before: "198.51.99.255",
+      first: "198.51.100.0",
+      last: "198.51.100.255",
+      after: "198.51.101.0",
+    },
+    {
+      block: "203.0.113.0/24",
+      before: "203.0.112.255",
+      first: "203.0.113.0",
+      last: "203.0.113.255",
+      after: "203.0.114.0",
+    },
+    {
+      block: "224.0.0.0/4 and 240.0.0.0/4",
+      before: "223.255.255.255",
+      first: "224.0.0.0",
+      last: "255.255.255.255",
+    },
+  ];
+  const v6 = [
+    {
+      block: "outside 2000::/3",
+      first: "::",
+      last: "1fff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+      after: "2000::",
+    },
+    {
+      block: "2001::/23",
+      before: "2000:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+      first: "2001:0:0:0:0:0:ffff:ffff",
+      last: "2001:1ff:ffff:ffff:ffff:ffff:ffff:ffff",
+      after: "2001:200::",
+    },
+    {
+      block: "2001:db8::/32",
+      before: "2001:db7:ffff:ffff:ffff:ffff:ffff:ffff",
+      first: "2001:db8::",
+      last: "2001:db8:ffff:ffff:ffff:ffff:ffff:ffff",
+      after: "2001:db9::",
+    },
+    {
+      block: "3fff::/20",
+      before: "3ffe:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+      first: "3fff::",
+      last: "3fff:fff:ffff:ffff:ffff:ffff:ffff:ffff",
+      after: "3fff:1000::",
+    },
+    {
+      block: "outside 2000::/3, above it",
+      before: "3fff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+      first: "4000::",
+      last: "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+    },
+  ];
+  /** Globally reachable addresses inside those blocks, and the refused ones right beside them. */
+  const exceptions = {
+    public: [
+      "192.0.0.9",
+      "192.0.0.10",
+      "192.0.78.10",
+      "192.0.78.255",
+      "2001:1::1",
+      "2001:1::3",
+      "2001:3::",
+      "2001:3:ffff:ffff:ffff:ffff:ffff:ffff",
+      "2001:4:112::",
+      "2001:4:112:ffff:ffff:ffff:ffff:ffff",
+      "2001:20::",
+      "2001:3f:ffff:ffff:ffff:ffff:ffff:ffff",
+      "2620:4f:8000::1",
+      "2a00:1450:4007:80e::200e",
+    ],
+    private: [
+      "192.0.0.8",
+      "192.0.0.11",
+      "192.0.0.170",
+      "2001:1::",
+      "2001:1::4",
+      "2001:2::1",
+      "2001:2:ffff:ffff:ffff:ffff:ffff:ffff",
+      "2001:4:111:ffff:ffff:ffff:ffff:ffff",
+      "2001:4:113::",
+      "2001:10::1",
+      "2001:1f:ffff:ffff:ffff:ffff:ffff:ffff",
+      "2001:40::",
+      "::1",
+      "::ffff:0:0",
+      "100::1",
+      "100:0:0:1::1",
+      "5f00::1",
+      "fc00::1",
+      "fdff::1",
+      "fe80::1",
+      "fec0::1",
+      "ff02::1",
+    ],
+  };
+  const judged = (a: string) => ({
+    address: a,
+    private: isPrivateAddress(a),
+    host: isPrivateHost(a.includes(":") ? `[${a}]` : a),
+  });
+  test.each([...v4, ...v6])("$block", ({ before, first, last, after }) => {
+    for (const a of [first, last]) expect(judged(a)).toEqual({ address: a, private: true, host: true });
+    for (const a of [before, after].filter((x) => x !== undefined)) {
+      expect(judged(a)).toEqual({ address: a, private: false, host: false });
+    }
+  });
+  test("globally reachable addresses inside them, and their refused neighbours", () => {
+    for (const a of exceptions.public) expect(judged(a)).toEqual({ address: a, private: false, host: false });
+    for (const a of exceptions.private) expect(judged(a)).toEqual({ address: a, private: true, host: true });
   });
 });

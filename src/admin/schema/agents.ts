@@ -11,22 +11,27 @@ const Language = LanguageTagSchema.openapi({
     "play French content for `fr` and its regional variants, English for every other language.",
   example: "fr-CA",
 });
+/** "" means none, as the command line's `--instructions ""` does: the API and the CLI store the same. */
+const emptyAsNull = (value: string | null) => (value === "" ? null : value);
+
 export const INSTRUCTIONS_MAX = 20_000;
 export const GREETING_MAX = 1_000;
 const Instructions = z
   .string()
   .max(INSTRUCTIONS_MAX, { message: `must be at most ${INSTRUCTIONS_MAX.toLocaleString("en")} characters` })
   .nullable()
+  .transform(emptyAsNull)
   .openapi({
-    description: `What the voice agent is told to do (its prompt), at most ${INSTRUCTIONS_MAX.toLocaleString("en")} characters; \`null\` for none.`,
+    description: `What the voice agent is told to do (its prompt), at most ${INSTRUCTIONS_MAX.toLocaleString("en")} characters; \`null\` for none (an empty string is stored as \`null\`).`,
     example: "You answer calls for the Rivoli dental practice. Book appointments; never give medical advice.",
   });
 const Greeting = z
   .string()
   .max(GREETING_MAX, { message: `must be at most ${GREETING_MAX.toLocaleString("en")} characters` })
   .nullable()
+  .transform(emptyAsNull)
   .openapi({
-    description: `The first sentence the agent says, at most ${GREETING_MAX.toLocaleString("en")} characters; \`null\` for none.`,
+    description: `The first sentence the agent says, at most ${GREETING_MAX.toLocaleString("en")} characters; \`null\` for none (an empty string is stored as \`null\`).`,
     example: "Hello, Rivoli dental practice, how can I help?",
   });
 const KnowledgeBaseIds = z

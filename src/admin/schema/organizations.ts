@@ -2,7 +2,7 @@ import { z } from "@hono/zod-openapi";
 import { listEnvelope } from "../../lists/cursor.ts";
 import { E164, Timestamp } from "../../schemas.ts";
 import { ALL_DAYS, canonicalTimeZone, secondsOfDay } from "../../services/callWindow.ts";
-import { isKnownCountry } from "../../services/phoneNumbers.ts";
+import { isCountryCode } from "../../services/phoneNumbers.ts";
 import { Name, orgId } from "./fields.ts";
 
 /** An organization as operators create, change and read it: its plan and its carrier settings. */
@@ -44,7 +44,7 @@ const CountryCode = z
   .string()
   .transform((v, ctx) => {
     const code = v.trim().toUpperCase();
-    if (!/^[A-Z]{2}$/.test(code) || !isKnownCountry(code)) {
+    if (!/^[A-Z]{2}$/.test(code) || !isCountryCode(code)) {
       ctx.addIssue({
         code: "custom",
         message: `"${v}" is not an ISO 3166-1 alpha-2 country code such as FR`,

@@ -82,9 +82,22 @@ export const driverOptions = {
   types: {},
 } as const;
 
+/**
+ * Session settings of every connection to PostgreSQL. No JIT compilation: the service's statements
+ * read a handful of rows by index, and one whose estimate is inflated (a planner setting that prices a
+ * sort out of reach, `batch_rows` over a large table, a stale estimate) crosses `jit_above_cost` and is
+ * compiled to machine code at every execution: hundreds of milliseconds of CPU before it reads a row.
+ * (The embedded database has no JIT.)
+ */
+export const POSTGRES_SESSION = { jit: "off" } as const;
+
 export async function openDatabase(opts: OpenOptions): Promise<Database> {
   if (opts.url) {
-    const sql = postgres(opts.url, { ...driverOptions, max: opts.max ?? REQUEST_POOL_SIZE });
+    const sql = postgres(opts.url, {
+      ...driverOptions,
+      max: opts.max ?? REQUEST_POOL_SIZE,
+      connection: POSTGRES_SESSION,
+    });
     await sql`select 1`;
     return { sql, kind: "postgres", close: () => sql.end({ timeout: 5 }) };
   }

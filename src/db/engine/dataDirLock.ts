@@ -31,11 +31,22 @@ import { setTimeout as sleep } from "node:timers/promises";
  * - written from its own pid namespace (same host, boot and namespace): the pid says it all, at once:
  *   a live process holds it (refused); a dead one, or a reused pid, left it (taken over);
  * - written from elsewhere (another container sharing the volume, another host): pids prove nothing
- *   there. A heartbeat older than `staleMs` is a holder that is gone (taken over); a fresher one is
- *   watched until it beats (refused) or goes stale (taken over), so a crashed container's successor
- *   starts by itself within `staleMs`;
+ *   there, and neither do clocks (another host's, or a file server's, may be off by minutes). So such a
+ *   lock is never taken over at first sight, however old its modification time looks: it is watched,
+ *   and taken over only once neither its content nor its modification time has changed for `staleMs`
+ *   measured by this process's own monotonic clock; any change is a live holder (refused). A crashed
+ *   container's successor thus starts by itself, `staleMs` after it first looked;
  * - a file that is not a lock at all (empty, garbage) is taken over.
  * A lock written by an earlier version (a pid and start time, no owner id) is judged by its pid.
+ *
+ * The holder beats on the event loop, which PGlite's WebAssembly holds, on the same thread, for as
+ * long as a statement runs: a long statement (a migration building an index over a large table) is a
+ * stall with no beat. Hence a generous `staleMs` of 60 s: statements on the data an embedded database
+ * is for take milliseconds, the longest migrations some seconds, an order of magnitude below; and the
+ * holder refreshes the lock (`refresh`) right before and after each batch of statements once a beat
+ * is due, so every statement starts with the whole stale period before it, and a holder that was
+ * stalled past it finds out that it lost the lock before it writes anything more. Only one statement
+ * running for longer than 60 s could still overlap with a successor's first writes.
  */
 
 export class DataDirInUseError extends Error {
@@ -49,6 +60,11 @@ export class DataDirInUseError extends Error {
 }
 
 export interface DataDirLock {
+  /**
+   * Beats now if a beat is due (the event loop was held), so a statement about to run has the whole
+   * stale period before it; calls `onLost` if the lock is no longer ours. Cheap when nothing is due.
+   */
+  refresh(): void;
   /** Stops the heartbeat and removes the lock file if it is still ours. Idempotent. */
   release(): void;
 }
@@ -56,11 +72,14 @@ export interface DataDirLock {
 export interface LockTiming {
   /** How often the holder touches the lock. */
   heartbeatMs: number;
-  /** A heartbeat older than this is a holder that is gone. Several heartbeats, so a busy holder is not. */
+  /**
+   * A lock from elsewhere unchanged for this long, as this process watched it, is a holder that is
+   * gone. Many heartbeats, so a holder whose event loop a long statement holds is not (see above).
+   */
   staleMs: number;
 }
 
-export const LOCK_TIMING: LockTiming = { heartbeatMs: 5_000, staleMs: 15_000 };
+export const LOCK_TIMING: LockTiming = { heartbeatMs: 5_000, staleMs: 60_000 };
 
 export interface LockOptions {
   timing?: LockTiming;
@@ -69,7 +88,10 @@ export interface LockOptions {
    * this one did not beat, e.g. suspended for longer than `staleMs`). The holder must stop writing.
    */
   onLost?: () => void;
-  /** Told when the lock belongs to a process elsewhere and is being watched before deciding. */
+  /**
+   * Told when the lock belongs to a process elsewhere and is being watched before deciding
+   * (`heartbeatAgeMs` by this host's clock against the file's: for the log only, never decided on).
+   */
   onWait?: (owner: { pid: number; heartbeatAgeMs: number }) => void;
 }
 
@@ -111,7 +133,7 @@ export async function lockDataDir(
     const seen = readLock(path);
     if (seen === null) continue; // released between our two steps: try again
     const holder = parse(seen.raw);
-    const verdict = holder ? judge(holder, seen.mtimeMs, timing) : "stale";
+    const verdict = holder ? judge(holder) : "stale";
     if (verdict === "alive") throw new DataDirInUseError(displayName, holder!.pid);
     if (verdict === "unknown") {
       opts.onWait?.({ pid: holder!.pid, heartbeatAgeMs: Date.now() - seen.mtimeMs });
@@ -119,7 +141,7 @@ export async function lockDataDir(
       if (watched === "alive") throw new DataDirInUseError(displayName, holder!.pid);
       if (watched === "changed") continue;
     }
-    takeOverStale(path, seen.raw, owner);
+    takeOverStale(path, seen, owner);
   }
   throw new Error(`could not lock DATA_DIR ${displayName}: its lock file keeps changing`);
 }
@@ -127,7 +149,10 @@ export async function lockDataDir(
 /** Starts the heartbeat of a lock just created. */
 function hold(path: string, mine: string, timing: LockTiming, onLost?: () => void): DataDirLock {
   let lost = false;
-  const beat = setInterval(() => {
+  /** When this process last touched its lock (monotonic clock). */
+  let lastBeat = performance.now();
+  const beatNow = () => {
+    if (lost) return;
     let current: string | null;
     try {
       current = readRaw(path);
@@ -135,20 +160,20 @@ function hold(path: string, mine: string, timing: LockTiming, onLost?: () => voi
       return; // unreadable for a moment (the volume): the next beat tries again
     }
     if (current !== mine) {
-      if (!lost) {
-        lost = true;
-        clearInterval(beat);
-        onLost?.();
-      }
+      lost = true;
+      clearInterval(beat);
+      onLost?.();
       return;
     }
     try {
       const now = new Date();
       utimesSync(path, now, now);
+      lastBeat = performance.now();
     } catch {
       // Gone between the read and the touch: the next beat finds out.
     }
-  }, timing.heartbeatMs);
+  };
+  const beat = setInterval(beatNow, timing.heartbeatMs);
   // The heartbeat never keeps the process alive on its own.
   beat.unref?.();
   const release = () => {
@@ -159,31 +184,40 @@ function hold(path: string, mine: string, timing: LockTiming, onLost?: () => voi
   };
   // A process that exits without closing the database (fatal error) leaves no lock behind.
   process.on("exit", release);
-  return { release };
+  return {
+    refresh: () => {
+      if (performance.now() - lastBeat >= timing.heartbeatMs) beatNow();
+    },
+    release,
+  };
 }
 
 type Verdict = "alive" | "stale" | "unknown";
 
-function judge(holder: LockContent, mtimeMs: number, timing: LockTiming): Verdict {
+function judge(holder: LockContent): Verdict {
   // A lock of an earlier version, or one written in our own pid namespace: its pid is meaningful here.
   if (holder.owner === null || (holder.namespace !== null && holder.namespace === ourNamespace())) {
     return isAlive(holder) ? "alive" : "stale";
   }
-  return Date.now() - mtimeMs > timing.staleMs ? "stale" : "unknown";
+  // From elsewhere: only watching it tells.
+  return "unknown";
 }
 
 /**
- * Watches a lock from elsewhere until its holder beats ("alive"), its heartbeat goes stale ("stale"),
- * or the file is replaced or removed ("changed": decide again).
+ * Watches a lock from elsewhere until its holder beats ("alive": its modification time moved), it
+ * stays unchanged for `staleMs` by our own monotonic clock ("stale"), or the file is replaced or
+ * removed ("changed": decide again). The file's times are only compared with each other, never with
+ * our clock.
  */
 async function watch(path: string, seen: SeenLock, timing: LockTiming): Promise<Verdict | "changed"> {
   const pollMs = Math.max(10, Math.min(250, timing.heartbeatMs / 4));
+  const since = performance.now();
   for (;;) {
     await sleep(pollMs);
     const now = readLock(path);
     if (now === null || now.raw !== seen.raw) return "changed";
     if (now.mtimeMs !== seen.mtimeMs) return "alive";
-    if (Date.now() - now.mtimeMs > timing.staleMs) return "stale";
+    if (performance.now() - since >= timing.staleMs) return "stale";
   }
 }
 
@@ -203,10 +237,11 @@ function tryCreate(path: string, content: string, owner: string): boolean {
 
 /**
  * Moves a stale lock aside (a rename: of several processes taking it over at once, one moves it, the
- * others find nothing and race to create theirs, which one wins). One that moved a fresh lock instead
- * (created between its decision and its rename) puts it back.
+ * others find nothing and race to create theirs, which one wins). One that moved something else than
+ * the lock it judged (a fresh lock created since, or the same one touched since: its holder beat at
+ * the last moment) puts it back.
  */
-function takeOverStale(path: string, staleRaw: string, owner: string) {
+function takeOverStale(path: string, stale: SeenLock, owner: string) {
   const aside = `${path}.${owner}.stale`;
   try {
     renameSync(path, aside);
@@ -215,7 +250,8 @@ function takeOverStale(path: string, staleRaw: string, owner: string) {
     throw err;
   }
   try {
-    if (readRaw(aside) !== staleRaw) linkSync(aside, path);
+    const moved = readLock(aside);
+    if (moved && (moved.raw !== stale.raw || moved.mtimeMs !== stale.mtimeMs)) linkSync(aside, path);
   } catch {
     // Another lock appeared meanwhile: the next attempt reads it.
   } finally {

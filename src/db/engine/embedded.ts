@@ -66,17 +66,20 @@ export async function openEmbedded(dataDir: string, log: Logger, files: PgliteFi
   };
   try {
     const pgdata = await ensureDataDirectory(root, dataDir, files, log);
+    // Starting PGlite (a recovery after a crash included) holds the thread too.
+    lock.refresh();
     const db = await PGlite.create({
       dataDir: pgdata,
       pgliteWasmModule: await engine,
       fsBundle: await files.fsBundle(),
       startParams: [...PGlite.defaultStartParams, "-c", `shared_buffers=${SHARED_BUFFERS}`],
     });
+    lock.refresh();
     cleanups.push(() => db.close());
     // A run/ folder holding the Unix socket of earlier versions: nothing listens there any more.
     rmSync(join(root, "run"), { recursive: true, force: true });
     log.debug("embedded database ready", { dataDir, engine: files.enginePath });
-    return { connect: () => new PgliteWire(db), close: closeAll };
+    return { connect: () => new PgliteWire(db, lock.refresh), close: closeAll };
   } catch (err) {
     await closeAll().catch(() => {});
     throw err;

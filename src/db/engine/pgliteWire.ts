@@ -37,9 +37,13 @@ export class PgliteWire extends EventEmitter {
     if (bytes.length > 0 && this.readyState === "open") this.#output.push(Buffer.from(bytes));
   };
 
-  constructor(db: PGlite) {
+  /** Called right before and right after PGlite runs each batch (the DATA_DIR lock's refresh). */
+  #aroundBatch: () => void;
+
+  constructor(db: PGlite, aroundBatch: () => void = () => {}) {
     super();
     this.#db = db;
+    this.#aroundBatch = aroundBatch;
   }
 
   write(chunk: Uint8Array, callback?: (err?: Error | null) => void): boolean {
@@ -109,7 +113,10 @@ export class PgliteWire extends EventEmitter {
         if (!batch) break;
         // Runs synchronously to the end of the batch (no file-system sync: the data directory is a
         // plain Node file system mount, whose sync is a no-op), then answers in one `data` event.
+        // PGlite holds the thread until the batch ends: the lock is refreshed on both sides of it.
+        this.#aroundBatch();
         await this.#db.execProtocolRawStream(batch, { syncToFs: false, onRawData: this.#onData });
+        this.#aroundBatch();
         if (this.#output.length > 0) {
           const answer = this.#output.length === 1 ? this.#output[0]! : Buffer.concat(this.#output);
           this.#output = [];

@@ -16,7 +16,8 @@ export function registerGetAgent(app: App, deps: Deps) {
     description:
       "One agent of the organization, with what the voice agent needs at the start of a call: its `language`, " +
       "`instructions`, `greeting` and `knowledgeBaseIds`. Agents have no mode: live and test keys read the same " +
-      "agent. An agent of another organization, or outside the key's agent restriction, is 404 `not_found`.",
+      "agent. An agent of another organization is 404 `not_found`; so is, for a key restricted to some agents, " +
+      "every other agent of the organization, as their calls are (the agent exists, but not for that key).",
     ...secretKeyAuth(deps, "agents:read"),
     request: { params: AgentIdParams },
     responses: {

@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { E164, FlatObjectSchema, Timestamp, UpdatedAt } from "../../schemas.ts";
-import { CALL_STATUSES } from "../../services/calls.ts";
+import { CALL_STATUSES, MAX_SCHEDULE_AHEAD_DAYS } from "../../services/calls.ts";
 
 /** `variables` of a call: a flat object. */
 export const FlatVariables = FlatObjectSchema.openapi({
@@ -25,7 +25,8 @@ export const CreateCallInput = z
       .optional()
       .openapi({
         description:
-          "Live keys: a future time creates a scheduled call and a task. Test keys: ignored (the call is simulated now).",
+          `Live keys: a future time, at most ${MAX_SCHEDULE_AHEAD_DAYS} days ahead (400 \`invalid_request\` before any ` +
+          "other check otherwise), creates a scheduled call and a task. Test keys: ignored (the call is simulated now).",
         example: "2026-11-22T09:30:00.000Z",
       }),
   })
@@ -83,8 +84,8 @@ export const CallSchema = z
         description:
           'Simulated calls: `answered_human`. Live calls: as reported by the voice agent; a live call that `failed`: the SIP code (`"503"`), ' +
           "LiveKit's error code, `interrupted` (the service stopped while it rang), `end_not_reported` (a web " +
-          "call whose end LiveKit never reported), or the code of the calling rule that refused a task's or a " +
-          "campaign's call (`number_blocked`, `outside_call_window`, …).",
+          "call whose end LiveKit never reported), `internal_error` (a call the service could not dial), or the code " +
+          "of the calling rule that refused a task's or a campaign's call (`number_blocked`, `outside_call_window`, …).",
         example: "answered_human",
       }),
     recordingUrl: z

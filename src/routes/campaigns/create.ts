@@ -28,8 +28,10 @@ export function registerCreateCampaign(app: App, deps: Deps) {
       "a call that ends `busy`, `no_answer` or `failed` is retried `retryDelaySeconds` later while attempts " +
       "remain; outside the call window, or over the organization's hourly limit, the campaign waits, still " +
       "`running`, and goes on when it may; calls in progress never exceed `concurrency` nor the organization's " +
-      "`maxConcurrentCalls`. When the plan minutes run out or the agent becomes inactive, the contacts not yet " +
-      "called fail with that code as their call's `outcome`, and the campaign completes.\n\n" +
+      "`maxConcurrentCalls`. Plan minutes all reserved by calls in progress (each phone call reserves up to an " +
+      "hour's until it ends) make it wait for them to come back. When the plan minutes run out (none left and " +
+      "none reserved) or the agent becomes inactive, the contacts not yet called fail with that code as their " +
+      "call's `outcome`, and the campaign completes.\n\n" +
       "An unknown or foreign `agentId` or contact id is 404 `not_found` with `param` naming it.",
     ...secretKeyAuth(deps, "campaigns:write"),
     request: { body: { required: true, content: { "application/json": { schema: CreateCampaignInput } } } },

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import type { Deps } from "../../deps.ts";
 import type { App, AppEnv } from "../../http/appEnv.ts";
-import { clientAddressResolver } from "../../http/clientAddress.ts";
+import { clientAddressResolver, rateLimitKey } from "../../http/clientAddress.ts";
 import { demoKeyAuth, findDemo } from "../../services/demo.ts";
 import { DEMO_PAGE_RATE_LIMIT, hitRateLimit } from "../../services/rateLimit.ts";
 import { mintSessionToken } from "../../services/sessionTokens.ts";
@@ -105,10 +105,11 @@ export function registerDemo(app: App, deps: Deps) {
     }),
   );
   const clientAddress = clientAddressResolver(deps.env.TRUST_PROXY);
-  app.get("/demo", (c) => demoPage(c, deps, clientAddress(c)));
+  // Visitors counted as web calls count them: IPv6 by its /64.
+  app.get("/demo", (c) => demoPage(c, deps, rateLimitKey(clientAddress(c))));
 }
 
-async function demoPage(c: Context<AppEnv>, deps: Deps, address: string): Promise<Response> {
+async function demoPage(c: Context<AppEnv>, deps: Deps, visitor: string): Promise<Response> {
   const lang: Lang = c.req.query("lang") === "fr" ? "fr" : "en";
   const t = TEXTS[lang];
   const demo = await findDemo(deps.sql);
@@ -116,7 +117,7 @@ async function demoPage(c: Context<AppEnv>, deps: Deps, address: string): Promis
   if (!demo || !auth) {
     return c.body(page(lang, t.missingTitle, `<p>${esc(t.missing)}</p>`), 404, PAGE_HEADERS);
   }
-  const limit = await hitRateLimit(deps.sql, deps.clock, address, DEMO_PAGE_RATE_LIMIT);
+  const limit = await hitRateLimit(deps.sql, deps.clock, visitor, DEMO_PAGE_RATE_LIMIT);
   if (!limit.allowed) {
     return c.body(page(lang, t.busyTitle, `<p>${esc(t.busy)}</p>`), 429, {
       ...PAGE_HEADERS,

@@ -172,6 +172,15 @@ Cursor lists take \`limit\` (1–100, default 20) and \`starting_after\` (the \`
 \`{"data": [...], "has_more": bool}\`, newest first. To read everything, repeat with the last id until \`has_more\`
 is false. A \`starting_after\` that does not belong to the list is 400 \`invalid_cursor\`.
 
+## Live phone calls: configuration
+Live keys place phone calls through LiveKit's SIP service. The server needs \`LIVEKIT_URL\`, \`LIVEKIT_API_KEY\` and
+\`LIVEKIT_API_SECRET\`, and a carrier: an outbound SIP trunk created in LiveKit for your carrier (its id, \`ST_…\`), set
+for every organization with \`LIVEKIT_SIP_TRUNK_ID\` and the caller number with \`LIVEKIT_SIP_FROM_NUMBER\` (E.164;
+without it the trunk's own), or per organization as its \`sipTrunkId\` and \`callerNumber\` (admin API). Without a
+trunk, live phone calls, tasks and campaigns answer 503 \`carrier_unavailable\`. Point LiveKit's webhooks at
+\`/api/livekit/webhook\` on this server (verified with \`LIVEKIT_API_SECRET\`): they report when a call ends, so that its
+duration and minutes are exact.
+
 ## Errors
 Every error has one shape: \`{"error": {"code", "message", "param"?, "requestId"}}\`, where \`requestId\` equals the
 \`X-Request-Id\` header. Decide on \`code\`, not on \`message\`. Every 429 carries \`Retry-After\` (seconds).

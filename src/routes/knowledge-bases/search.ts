@@ -18,8 +18,11 @@ export function registerSearchKnowledgeBase(app: App, deps: Deps) {
       "answer from: PostgreSQL full-text search, with the text search configuration of the knowledge base's " +
       "`language` (`fr` → `french`, `en` → `english`, none or any other → `simple`) both for the chunks and " +
       "for `q`. A chunk matches when it holds any of the query's words (stemmed, stop words dropped, for French " +
-      "and English); the more it holds, the higher its `score`. A ranked query, not a list: no cursor. With a " +
-      "test key `results` is always empty (test documents are never stored).",
+      "and English); the more it holds, the higher its `score`. Chinese, Japanese and Korean, written without " +
+      "spaces between words, are indexed and queried as overlapping pairs of characters (`说明退货政策` as `说明 " +
+      "明退 退货 货政 政策`), so `退货` finds that chunk; a query of a single such character finds only chunks " +
+      "where it stands alone. A ranked query, not a list: no cursor. With a test key `results` is always empty " +
+      "(test documents are never stored).",
     ...secretKeyAuth(deps, "knowledge:read"),
     request: { params: KnowledgeBaseIdParams, query: SearchQuery },
     responses: {
