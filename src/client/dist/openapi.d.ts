@@ -29,7 +29,7 @@ export interface paths {
         };
         /**
          * Retrieve an agent
-         * @description One agent of the organization, with what the voice agent needs at the start of a call: its `language`, `instructions`, `greeting` and `knowledgeBaseIds`. Agents have no mode: live and test keys read the same agent. An agent of another organization, or outside the key's agent restriction, is 404 `not_found`.
+         * @description One agent of the organization, with what the voice agent needs at the start of a call: its `language`, `instructions`, `greeting` and `knowledgeBaseIds`. Agents have no mode: live and test keys read the same agent. An agent of another organization is 404 `not_found`; so is, for a key restricted to some agents, every other agent of the organization, as their calls are (the agent exists, but not for that key).
          */
         get: operations["getAgent"];
         put?: never;
@@ -169,7 +169,7 @@ export interface paths {
          *
          *     With a test key: a free campaign with `livemode` false (no plan, no minutes), at most 100 contacts (400 `test_campaign_too_large`); each contact is a simulated call (see `POST /v1/calls`) that always ends answered, so no call is ever retried. Answered 201 with the first calls already started; `campaign.started` now, `campaign.completed` when every call has ended.
          *
-         *     With a live key: a paid plan is required (403 `plan_required`), then plan minutes left this month (403 `plan_minutes_exhausted`), a carrier (503 `carrier_unavailable`) and an active agent (503 `agent_unavailable`); nothing is written when one is missing. Each contact is then a live phone call placed like `POST /v1/calls`, with every calling rule: a number on the do-not-call list or of a country not allowed is never dialled (the contact fails at once, its call `failed` with that code as `outcome`); a call that ends `busy`, `no_answer` or `failed` is retried `retryDelaySeconds` later while attempts remain; outside the call window, or over the organization's hourly limit, the campaign waits, still `running`, and goes on when it may; calls in progress never exceed `concurrency` nor the organization's `maxConcurrentCalls`. When the plan minutes run out or the agent becomes inactive, the contacts not yet called fail with that code as their call's `outcome`, and the campaign completes.
+         *     With a live key: a paid plan is required (403 `plan_required`), then plan minutes left this month (403 `plan_minutes_exhausted`), a carrier (503 `carrier_unavailable`) and an active agent (503 `agent_unavailable`); nothing is written when one is missing. Each contact is then a live phone call placed like `POST /v1/calls`, with every calling rule: a number on the do-not-call list or of a country not allowed is never dialled (the contact fails at once, its call `failed` with that code as `outcome`); a call that ends `busy`, `no_answer` or `failed` is retried `retryDelaySeconds` later while attempts remain; outside the call window, or over the organization's hourly limit, the campaign waits, still `running`, and goes on when it may; calls in progress never exceed `concurrency` nor the organization's `maxConcurrentCalls`. Plan minutes all reserved by calls in progress (each phone call reserves up to an hour's until it ends) make it wait for them to come back. When the plan minutes run out (none left and none reserved) or the agent becomes inactive, the contacts not yet called fail with that code as their call's `outcome`, and the campaign completes.
          *
          *     An unknown or foreign `agentId` or contact id is 404 `not_found` with `param` naming it.
          */
@@ -410,7 +410,7 @@ export interface paths {
         };
         /**
          * Search a knowledge base
-         * @description The chunks of the knowledge base's documents that best match `q`, best first, for a voice agent to answer from: PostgreSQL full-text search, with the text search configuration of the knowledge base's `language` (`fr` → `french`, `en` → `english`, none or any other → `simple`) both for the chunks and for `q`. A chunk matches when it holds any of the query's words (stemmed, stop words dropped, for French and English); the more it holds, the higher its `score`. A ranked query, not a list: no cursor. With a test key `results` is always empty (test documents are never stored).
+         * @description The chunks of the knowledge base's documents that best match `q`, best first, for a voice agent to answer from: PostgreSQL full-text search, with the text search configuration of the knowledge base's `language` (`fr` → `french`, `en` → `english`, none or any other → `simple`) both for the chunks and for `q`. A chunk matches when it holds any of the query's words (stemmed, stop words dropped, for French and English); the more it holds, the higher its `score`. Chinese, Japanese and Korean, written without spaces between words, are indexed and queried as overlapping pairs of characters (`说明退货政策` as `说明 明退 退货 货政 政策`), so `退货` finds that chunk; a query of a single such character finds only chunks where it stands alone. A ranked query, not a list: no cursor. With a test key `results` is always empty (test documents are never stored).
          */
         get: operations["searchKnowledgeBase"];
         put?: never;
@@ -1198,7 +1198,7 @@ export interface components {
             } | null;
             successful: boolean | null;
             /**
-             * @description Simulated calls: `answered_human`. Live calls: as reported by the voice agent; a live call that `failed`: the SIP code (`"503"`), LiveKit's error code, `interrupted` (the service stopped while it rang), `end_not_reported` (a web call whose end LiveKit never reported), or the code of the calling rule that refused a task's or a campaign's call (`number_blocked`, `outside_call_window`, …).
+             * @description Simulated calls: `answered_human`. Live calls: as reported by the voice agent; a live call that `failed`: the SIP code (`"503"`), LiveKit's error code, `interrupted` (the service stopped while it rang), `end_not_reported` (a web call whose end LiveKit never reported), `internal_error` (a call the service could not dial), or the code of the calling rule that refused a task's or a campaign's call (`number_blocked`, `outside_call_window`, …).
              * @example answered_human
              */
             outcome: string | null;
@@ -1588,7 +1588,7 @@ export interface components {
             };
             /**
              * Format: date-time
-             * @description Live keys: a future time creates a scheduled call and a task. Test keys: ignored (the call is simulated now).
+             * @description Live keys: a future time, at most 366 days ahead (400 `invalid_request` before any other check otherwise), creates a scheduled call and a task. Test keys: ignored (the call is simulated now).
              * @example 2026-11-22T09:30:00.000Z
              */
             runAt?: string;
@@ -2403,12 +2403,12 @@ export interface components {
              */
             language?: string;
             /**
-             * @description What the voice agent is told to do (its prompt), at most 20,000 characters; `null` for none.
+             * @description What the voice agent is told to do (its prompt), at most 20,000 characters; `null` for none (an empty string is stored as `null`).
              * @example You answer calls for the Rivoli dental practice. Book appointments; never give medical advice.
              */
             instructions?: string | null;
             /**
-             * @description The first sentence the agent says, at most 1,000 characters; `null` for none.
+             * @description The first sentence the agent says, at most 1,000 characters; `null` for none (an empty string is stored as `null`).
              * @example Hello, Rivoli dental practice, how can I help?
              */
             greeting?: string | null;
@@ -2435,12 +2435,12 @@ export interface components {
              */
             language?: string;
             /**
-             * @description What the voice agent is told to do (its prompt), at most 20,000 characters; `null` for none.
+             * @description What the voice agent is told to do (its prompt), at most 20,000 characters; `null` for none (an empty string is stored as `null`).
              * @example You answer calls for the Rivoli dental practice. Book appointments; never give medical advice.
              */
             instructions?: string | null;
             /**
-             * @description The first sentence the agent says, at most 1,000 characters; `null` for none.
+             * @description The first sentence the agent says, at most 1,000 characters; `null` for none (an empty string is stored as `null`).
              * @example Hello, Rivoli dental practice, how can I help?
              */
             greeting?: string | null;
