@@ -5,6 +5,17 @@ import { z } from "@hono/zod-openapi";
 /** A time in an answer: ISO 8601 UTC with milliseconds, the one format of every timestamp. */
 export const Timestamp = z.string().openapi({ format: "date-time", example: "2026-11-21T09:30:00.000Z" });
 
+/**
+ * An object's last change. Strictly increasing per object (two changes in one millisecond still differ),
+ * so it orders the events of one object, which webhook deliveries do not.
+ */
+export const UpdatedAt = Timestamp.openapi({
+  description:
+    "When the object last changed: strictly increasing across its changes, so the event whose `data` has " +
+    "the latest `updatedAt` holds the object as it now stands.",
+  example: "2026-11-21T09:30:05.000Z",
+});
+
 /** E.164: a plus sign, a country code not starting with 0, 7 to 15 digits in all, nothing else. */
 export const E164 = /^\+[1-9][0-9]{6,14}$/;
 

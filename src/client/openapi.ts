@@ -369,7 +369,7 @@ export interface paths {
         put?: never;
         /**
          * Add a document to a knowledge base
-         * @description Adds a plain-text document to a knowledge base of the organization and emits `knowledge.document_ready` with `{documentId, knowledgeBaseId, chunkCount, livemode}`. The text is split into chunks of at most 1,000 characters along paragraphs, sentences (Chinese and Japanese ones too, after 。！？) and words. With a test key the request is validated the same way, nothing is stored, the answer carries `simulated: true` and a fictitious `documentId` (the document does not exist afterwards) and the event has `livemode` false. No paid plan is needed. The body may be up to 1 MiB.
+         * @description Adds a plain-text document to a knowledge base of the organization and emits `knowledge.document_ready` with `{documentId, knowledgeBaseId, chunkCount, livemode, createdAt}`. The text is split into chunks of at most 1,000 characters along paragraphs, sentences (Chinese and Japanese ones too, after 。！？) and words. With a test key the request is validated the same way, nothing is stored, the answer carries `simulated: true` and a fictitious `documentId` (the document does not exist afterwards) and the event has `livemode` false. No paid plan is needed. The body may be up to 1 MiB.
          */
         post: operations["createKnowledgeBaseDocument"];
         delete?: never;
@@ -911,7 +911,7 @@ export interface webhooks {
         put?: never;
         /**
          * call.started
-         * @description A call became `ongoing` (simulated calls: 5 s after creation, scaled by the simulation speed). Sent to every enabled endpoint that subscribes to `call.started`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones.
+         * @description A call became `ongoing` (simulated calls: 5 s after creation, scaled by the simulation speed). Sent to every enabled endpoint that subscribes to `call.started`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones. Deliveries are at least once and unordered: an event may arrive more than once (ignore a `webhook-id` already processed: it is the event's id) and the events of one object in any order (a call's `call.analysis_ready` before its `call.ended`, a contact's `contact.deleted` before its `contact.updated`). To order them, `data.updatedAt` is the time of the change this event reports, strictly increasing per object: keep the data with the latest one.
          */
         post: operations["callStartedEvent"];
         delete?: never;
@@ -931,7 +931,7 @@ export interface webhooks {
         put?: never;
         /**
          * call.ended
-         * @description A call ended (`completed`, `failed`, `no_answer`, `busy` or `cancelled`). Sent to every enabled endpoint that subscribes to `call.ended`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones.
+         * @description A call ended (`completed`, `failed`, `no_answer`, `busy` or `cancelled`). Sent to every enabled endpoint that subscribes to `call.ended`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones. Deliveries are at least once and unordered: an event may arrive more than once (ignore a `webhook-id` already processed: it is the event's id) and the events of one object in any order (a call's `call.analysis_ready` before its `call.ended`, a contact's `contact.deleted` before its `contact.updated`). To order them, `data.updatedAt` is the time of the change this event reports, strictly increasing per object: keep the data with the latest one.
          */
         post: operations["callEndedEvent"];
         delete?: never;
@@ -951,7 +951,7 @@ export interface webhooks {
         put?: never;
         /**
          * call.transcript_ready
-         * @description A call's transcript can be read (`GET /api/v1/calls/{id}/transcript`), after the call ended. Sent to every enabled endpoint that subscribes to `call.transcript_ready`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones.
+         * @description A call's transcript can be read (`GET /api/v1/calls/{id}/transcript`), after the call ended. Sent to every enabled endpoint that subscribes to `call.transcript_ready`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones. Deliveries are at least once and unordered: an event may arrive more than once (ignore a `webhook-id` already processed: it is the event's id) and the events of one object in any order (a call's `call.analysis_ready` before its `call.ended`, a contact's `contact.deleted` before its `contact.updated`). To order them, `data.updatedAt` is the time of the change this event reports, strictly increasing per object: keep the data with the latest one.
          */
         post: operations["callTranscriptReadyEvent"];
         delete?: never;
@@ -971,7 +971,7 @@ export interface webhooks {
         put?: never;
         /**
          * call.analysis_ready
-         * @description A call's summary, collected data and outcome are set, after the call ended. Sent to every enabled endpoint that subscribes to `call.analysis_ready`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones.
+         * @description A call's summary, collected data and outcome are set, after the call ended. Sent to every enabled endpoint that subscribes to `call.analysis_ready`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones. Deliveries are at least once and unordered: an event may arrive more than once (ignore a `webhook-id` already processed: it is the event's id) and the events of one object in any order (a call's `call.analysis_ready` before its `call.ended`, a contact's `contact.deleted` before its `contact.updated`). To order them, `data.updatedAt` is the time of the change this event reports, strictly increasing per object: keep the data with the latest one.
          */
         post: operations["callAnalysisReadyEvent"];
         delete?: never;
@@ -991,7 +991,7 @@ export interface webhooks {
         put?: never;
         /**
          * campaign.started
-         * @description A campaign was created. Sent to every enabled endpoint that subscribes to `campaign.started`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones.
+         * @description A campaign was created. Sent to every enabled endpoint that subscribes to `campaign.started`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones. Deliveries are at least once and unordered: an event may arrive more than once (ignore a `webhook-id` already processed: it is the event's id) and the events of one object in any order (a call's `call.analysis_ready` before its `call.ended`, a contact's `contact.deleted` before its `contact.updated`). To order them, `data.updatedAt` is the time of the change this event reports, strictly increasing per object: keep the data with the latest one.
          */
         post: operations["campaignStartedEvent"];
         delete?: never;
@@ -1011,7 +1011,7 @@ export interface webhooks {
         put?: never;
         /**
          * campaign.completed
-         * @description Every contact of a campaign was called (or counted failed). Sent to every enabled endpoint that subscribes to `campaign.completed`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones.
+         * @description Every contact of a campaign was called (or counted failed). Sent to every enabled endpoint that subscribes to `campaign.completed`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones. Deliveries are at least once and unordered: an event may arrive more than once (ignore a `webhook-id` already processed: it is the event's id) and the events of one object in any order (a call's `call.analysis_ready` before its `call.ended`, a contact's `contact.deleted` before its `contact.updated`). To order them, `data.updatedAt` is the time of the change this event reports, strictly increasing per object: keep the data with the latest one.
          */
         post: operations["campaignCompletedEvent"];
         delete?: never;
@@ -1031,7 +1031,7 @@ export interface webhooks {
         put?: never;
         /**
          * campaign.cancelled
-         * @description A campaign was cancelled before its end. Sent to every enabled endpoint that subscribes to `campaign.cancelled`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones.
+         * @description A campaign was cancelled before its end. Sent to every enabled endpoint that subscribes to `campaign.cancelled`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones. Deliveries are at least once and unordered: an event may arrive more than once (ignore a `webhook-id` already processed: it is the event's id) and the events of one object in any order (a call's `call.analysis_ready` before its `call.ended`, a contact's `contact.deleted` before its `contact.updated`). To order them, `data.updatedAt` is the time of the change this event reports, strictly increasing per object: keep the data with the latest one.
          */
         post: operations["campaignCancelledEvent"];
         delete?: never;
@@ -1051,7 +1051,7 @@ export interface webhooks {
         put?: never;
         /**
          * contact.created
-         * @description A contact was created. With a test key too (`livemode` false): contacts are real in both modes. Sent to every enabled endpoint that subscribes to `contact.created`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones.
+         * @description A contact was created. With a test key too (`livemode` false): contacts are real in both modes. Sent to every enabled endpoint that subscribes to `contact.created`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones. Deliveries are at least once and unordered: an event may arrive more than once (ignore a `webhook-id` already processed: it is the event's id) and the events of one object in any order (a call's `call.analysis_ready` before its `call.ended`, a contact's `contact.deleted` before its `contact.updated`). To order them, `data.updatedAt` is the time of the change this event reports, strictly increasing per object: keep the data with the latest one.
          */
         post: operations["contactCreatedEvent"];
         delete?: never;
@@ -1071,7 +1071,7 @@ export interface webhooks {
         put?: never;
         /**
          * contact.updated
-         * @description A contact was changed. With a test key too (`livemode` false). Sent to every enabled endpoint that subscribes to `contact.updated`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones.
+         * @description A contact was changed. With a test key too (`livemode` false). Sent to every enabled endpoint that subscribes to `contact.updated`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones. Deliveries are at least once and unordered: an event may arrive more than once (ignore a `webhook-id` already processed: it is the event's id) and the events of one object in any order (a call's `call.analysis_ready` before its `call.ended`, a contact's `contact.deleted` before its `contact.updated`). To order them, `data.updatedAt` is the time of the change this event reports, strictly increasing per object: keep the data with the latest one.
          */
         post: operations["contactUpdatedEvent"];
         delete?: never;
@@ -1091,7 +1091,7 @@ export interface webhooks {
         put?: never;
         /**
          * contact.deleted
-         * @description A contact was deleted. With a test key too (`livemode` false). Sent to every enabled endpoint that subscribes to `contact.deleted`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones.
+         * @description A contact was deleted. With a test key too (`livemode` false). Sent to every enabled endpoint that subscribes to `contact.deleted`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones. Deliveries are at least once and unordered: an event may arrive more than once (ignore a `webhook-id` already processed: it is the event's id) and the events of one object in any order (a call's `call.analysis_ready` before its `call.ended`, a contact's `contact.deleted` before its `contact.updated`). To order them, `data.updatedAt` is the time of the change this event reports, strictly increasing per object: keep the data with the latest one.
          */
         post: operations["contactDeletedEvent"];
         delete?: never;
@@ -1111,7 +1111,7 @@ export interface webhooks {
         put?: never;
         /**
          * knowledge.document_ready
-         * @description A knowledge-base document was chunked and indexed (test mode: fictitious, nothing stored). Sent to every enabled endpoint that subscribes to `knowledge.document_ready`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones.
+         * @description A knowledge-base document was chunked and indexed (test mode: fictitious, nothing stored). Sent to every enabled endpoint that subscribes to `knowledge.document_ready`: live endpoints receive the events of both modes, test endpoints only `livemode` false ones. Deliveries are at least once and unordered: an event may arrive more than once (ignore a `webhook-id` already processed: it is the event's id) and the events of one object in any order (a call's `call.analysis_ready` before its `call.ended`, a contact's `contact.deleted` before its `contact.updated`). To order them, `data.createdAt` is the time of the change this event reports, strictly increasing per object: keep the data with the latest one.
          */
         post: operations["documentReadyEvent"];
         delete?: never;
@@ -1162,6 +1162,12 @@ export interface components {
              * @example 2026-11-21T09:30:00.000Z
              */
             createdAt: string;
+            /**
+             * Format: date-time
+             * @description When the object last changed: strictly increasing across its changes, so the event whose `data` has the latest `updatedAt` holds the object as it now stands.
+             * @example 2026-11-21T09:30:05.000Z
+             */
+            updatedAt: string;
             /**
              * Format: date-time
              * @description Set when the call becomes `ongoing`.
@@ -1235,6 +1241,12 @@ export interface components {
             callId: string;
             livemode: boolean;
             segments: components["schemas"]["TranscriptSegment"][];
+            /**
+             * Format: date-time
+             * @description The call's `updatedAt`: a transcript is ready once, so `call.transcript_ready` carries the call's last change at that moment (after its `call.ended`).
+             * @example 2026-11-21T09:30:05.000Z
+             */
+            updatedAt: string;
         };
         TranscriptSegment: {
             /** @enum {string} */
@@ -1327,6 +1339,12 @@ export interface components {
             createdAt: string;
             /**
              * Format: date-time
+             * @description When the object last changed: strictly increasing across its changes, so the event whose `data` has the latest `updatedAt` holds the object as it now stands.
+             * @example 2026-11-21T09:30:05.000Z
+             */
+            updatedAt: string;
+            /**
+             * Format: date-time
              * @description When the first calls were started.
              * @example 2026-11-21T09:30:00.000Z
              */
@@ -1407,7 +1425,8 @@ export interface components {
             createdAt: string;
             /**
              * Format: date-time
-             * @example 2026-11-21T09:30:00.000Z
+             * @description When the object last changed: strictly increasing across its changes, so the event whose `data` has the latest `updatedAt` holds the object as it now stands.
+             * @example 2026-11-21T09:30:05.000Z
              */
             updatedAt: string;
         };
@@ -1444,6 +1463,12 @@ export interface components {
             id: string;
             /** @enum {boolean} */
             deleted: true;
+            /**
+             * Format: date-time
+             * @description When the contact was deleted: after its last `updatedAt`, so the deletion orders last.
+             * @example 2026-11-21T09:30:05.000Z
+             */
+            updatedAt: string;
         };
         DocumentReadyEvent: {
             /** @example evt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C */
@@ -1470,6 +1495,12 @@ export interface components {
              */
             chunkCount: number;
             livemode: boolean;
+            /**
+             * Format: date-time
+             * @description When the document was added (a document never changes: its one event's time).
+             * @example 2026-11-21T09:30:00.000Z
+             */
+            createdAt: string;
         };
         Error: {
             error: {
@@ -1800,6 +1831,18 @@ export interface components {
             metadata?: {
                 [key: string]: unknown;
             } | null;
+        };
+        CreatedDocument: {
+            /** @example doc_01JD8Y3M6W9Q2T4V5X7Z8A9B0C */
+            documentId: string;
+            /** @example 3 */
+            chunkCount: number;
+            livemode: boolean;
+            /**
+             * @description Only with a test key: the document id and chunk count are fictitious, nothing was stored.
+             * @enum {boolean}
+             */
+            simulated?: true;
         };
         DocumentInput: {
             /** @example Opening hours */
@@ -5059,7 +5102,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["DocumentReady"];
+                    "application/json": components["schemas"]["CreatedDocument"];
                 };
             };
             /** @description `invalid_request` */

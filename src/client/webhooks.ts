@@ -14,7 +14,8 @@ export type WebhookHeaders = Headers | Record<string, string | string[] | undefi
  * 5 minutes of now (an old delivery replayed is refused). Throws WebhookVerificationError otherwise.
  *
  * `body` is the raw body as received: a body parsed and serialized again may differ by a byte.
- * Deliveries are at-least-once (ignore a `webhook-id` already handled) and not ordered.
+ * Deliveries are at least once (ignore a `webhook-id` already handled) and unordered: the events of
+ * one object order by `data.updatedAt` (`data.createdAt` for `knowledge.document_ready`).
  */
 export async function verifyWebhook(
   secret: string,

@@ -2,6 +2,7 @@ import type { Fragment } from "postgres";
 import type { TranscriptSegment } from "../simulation/content.ts";
 import type { Db } from "./engine/connection.ts";
 import type { IndexKey, IndexRange, PageInput, PageRequest } from "./engine/pages.ts";
+import { nextUpdatedAt } from "./engine/updatedAt.ts";
 
 /** Statements of the calls table. Every state change is fenced by the status it expects. */
 
@@ -44,6 +45,8 @@ export type CallRow = {
   recording_url: string | null;
   task_id: string | null;
   created_at: Date;
+  /** The row's last change (db/engine/updatedAt.ts); its creation until it changes. */
+  updated_at: Date;
 };
 
 /** The columns an insert sets (`NewCall`). */
@@ -67,6 +70,7 @@ const NEW_CALL_COLUMNS = [
 /** Every column but the transcript, which only its own route reads. */
 export const CALL_COLUMNS = [
   ...NEW_CALL_COLUMNS,
+  "updated_at",
   // Filled in as the call goes on.
   "started_at",
   "ended_at",
@@ -110,6 +114,7 @@ export function callView(r: CallRow) {
     campaignId: r.campaign_id,
     direction: r.direction,
     createdAt: r.created_at.toISOString(),
+    updatedAt: r.updated_at.toISOString(),
     startedAt: iso(r.started_at),
     endedAt: iso(r.ended_at),
     durationSeconds: r.duration_seconds,
@@ -123,19 +128,34 @@ export function callView(r: CallRow) {
 }
 export type CallView = ReturnType<typeof callView>;
 
-export function transcriptView(r: { id: string; livemode: boolean; transcript: TranscriptSegment[] }) {
-  return { callId: r.id, livemode: r.livemode, segments: r.transcript };
+/** The transcript object; `updatedAt` is its call's. */
+export function transcriptView(r: {
+  id: string;
+  livemode: boolean;
+  transcript: TranscriptSegment[];
+  updated_at: Date;
+}) {
+  return {
+    callId: r.id,
+    livemode: r.livemode,
+    segments: r.transcript,
+    updatedAt: r.updated_at.toISOString(),
+  };
 }
 
 export type NewCall = Pick<CallRow, (typeof NEW_CALL_COLUMNS)[number]>;
 
-/** One call; `placed_at` for a live phone call entering the carrier path (the hourly limit counts by it). */
+/**
+ * One call; `placed_at` for a live phone call entering the carrier path (the hourly limit counts by it).
+ * A new call's `updated_at` is its `created_at`, here and in `insertCallsFrom`.
+ */
 export async function insertCall(sql: Db, c: NewCall & { placed_at?: Date | null }): Promise<CallRow> {
   const [row] = await sql<CallRow[]>`
-    insert into calls (${columnList(sql, NEW_CALL_COLUMNS)}, placed_at)
+    insert into calls (${columnList(sql, NEW_CALL_COLUMNS)}, updated_at, placed_at)
     values (${c.id}, ${c.organization_id}, ${c.livemode}, ${c.status}, ${c.agent_id}, ${c.to_number},
       ${c.contact_id}, ${c.campaign_id}, ${c.direction}, ${sql.json(c.variables as never)},
-      ${c.simulated_duration_seconds}, ${c.language}, ${c.task_id}, ${c.created_at}, ${c.placed_at ?? null})
+      ${c.simulated_duration_seconds}, ${c.language}, ${c.task_id}, ${c.created_at}, ${c.created_at},
+      ${c.placed_at ?? null})
     returning ${columnList(sql, CALL_COLUMNS)}`;
   return row!;
 }
@@ -148,10 +168,11 @@ export async function insertCall(sql: Db, c: NewCall & { placed_at?: Date | null
  */
 export function insertCallsFrom(sql: Db, rows: Fragment): Fragment {
   return sql`
-    insert into calls (${columnList(sql, NEW_CALL_COLUMNS)})
+    insert into calls (${columnList(sql, NEW_CALL_COLUMNS)}, updated_at)
     select r.id::text, r.organization_id::text, r.livemode::boolean, r.status::text, r.agent_id::text,
       r.to_number::text, r.contact_id::text, r.campaign_id::text, r.direction::text, r.variables::jsonb,
-      r.simulated_duration_seconds::integer, r.language::text, r.task_id::text, r.created_at::timestamptz
+      r.simulated_duration_seconds::integer, r.language::text, r.task_id::text, r.created_at::timestamptz,
+      r.created_at::timestamptz
     from (${rows}) r
     returning ${columnList(sql, CALL_COLUMNS)}`;
 }
@@ -180,11 +201,12 @@ export interface TranscriptRow {
   livemode: boolean;
   status: CallStatus;
   transcript: TranscriptSegment[] | null;
+  updated_at: Date;
 }
 
 export async function findTranscript(sql: Db, scope: CallScope, id: string): Promise<TranscriptRow | null> {
   const [row] = await sql<TranscriptRow[]>`
-    select id, livemode, status, transcript from calls where id = ${id} and ${readableBy(sql, scope)}`;
+    select id, livemode, status, transcript, updated_at from calls where id = ${id} and ${readableBy(sql, scope)}`;
   return row ?? null;
 }
 
@@ -231,7 +253,8 @@ export async function storeResults(
       successful = coalesce(${r.successful}::boolean, successful),
       outcome = coalesce(${r.outcome}::text, outcome),
       recording_url = coalesce(${r.recordingUrl}::text, recording_url),
-      results_reported_at = ${at}
+      results_reported_at = ${at},
+      updated_at = ${nextUpdatedAt(tx, at)}
     where id = ${id} and results_reported_at is null
     returning ${columnList(tx, CALL_COLUMNS)}`;
   return row ?? null;
@@ -247,19 +270,23 @@ export async function markResultsReady(
   at: Date,
 ): Promise<(CallRow & { transcript: TranscriptSegment[] | null }) | null> {
   const [row] = await tx<(CallRow & { transcript: TranscriptSegment[] | null })[]>`
-    update calls set results_ready_at = ${at}
+    update calls set results_ready_at = ${at}, updated_at = ${nextUpdatedAt(tx, at)}
     where id = ${id} and results_reported_at is not null and results_ready_at is null
       and status = any(${ENDED_STATUSES as unknown as string[]}::text[])
     returning ${columnList(tx, CALL_COLUMNS)}, transcript`;
   return row ?? null;
 }
 
-/** Moves a call from `from` to `to` with the given fields; null when it was not in `from` (already moved). */
+/**
+ * Moves a call from `from` to `to` at `now` (the service's clock) with the given fields; null when it was
+ * not in `from` (already moved).
+ */
 export async function moveCall(
   sql: Db,
   id: string,
   from: CallStatus,
   to: CallStatus,
+  now: Date,
   set: Partial<{
     placed_at: Date;
     started_at: Date;
@@ -284,7 +311,8 @@ export async function moveCall(
       collected_data = coalesce(${set.collected_data ? sql.json(set.collected_data as never) : null}::jsonb, collected_data),
       successful = coalesce(${set.successful ?? null}::boolean, successful),
       outcome = coalesce(${set.outcome ?? null}::text, outcome),
-      transcript = coalesce(${set.transcript ? sql.json(set.transcript as never) : null}::jsonb, transcript)
+      transcript = coalesce(${set.transcript ? sql.json(set.transcript as never) : null}::jsonb, transcript),
+      updated_at = ${nextUpdatedAt(sql, now)}
     where id = ${id} and status = ${from}
       ${only.liveDirection ? sql`and livemode and direction = ${only.liveDirection}` : sql``}
     returning ${columnList(sql, CALL_COLUMNS)}`;
@@ -292,14 +320,15 @@ export async function moveCall(
 }
 
 /**
- * A live call still `ongoing` → `completed` at `at`, in one statement: `endedAt` the later of `at` and
- * `startedAt` (never before it), `durationSeconds` the whole seconds between them. Null when the call
- * was not ongoing.
+ * A live call still `ongoing` → `completed` at `at` (as reported), changed at `now` (the service's
+ * clock), in one statement: `endedAt` the later of `at` and `startedAt` (never before it),
+ * `durationSeconds` the whole seconds between them. Null when the call was not ongoing.
  */
-export async function completeLiveCall(sql: Db, id: string, at: Date): Promise<CallRow | null> {
+export async function completeLiveCall(sql: Db, id: string, at: Date, now: Date): Promise<CallRow | null> {
   const [row] = await sql<CallRow[]>`
     update calls set status = 'completed', ended_at = greatest(${at}::timestamptz, started_at),
-      duration_seconds = round(extract(epoch from greatest(${at}::timestamptz, started_at) - started_at))::integer
+      duration_seconds = round(extract(epoch from greatest(${at}::timestamptz, started_at) - started_at))::integer,
+      updated_at = ${nextUpdatedAt(sql, now)}
     where id = ${id} and status = 'ongoing' and livemode and started_at is not null
     returning ${columnList(sql, CALL_COLUMNS)}`;
   return row ?? null;
@@ -308,7 +337,8 @@ export async function completeLiveCall(sql: Db, id: string, at: Date): Promise<C
 /**
  * An end LiveKit reported for a phone call still `ringing` (its callee answered and hung up before the
  * answer was written): kept, the earliest one, for the answer to apply. False when the call is not
- * ringing (any more).
+ * ringing (any more). The engine's own bookkeeping, not part of the call object (which stays `ringing`
+ * until the answer applies it), so its `updated_at` stays.
  */
 export async function noteHangUpWhileRinging(sql: Db, id: string, at: Date): Promise<boolean> {
   const rows = await sql`
@@ -319,16 +349,18 @@ export async function noteHangUpWhileRinging(sql: Db, id: string, at: Date): Pro
 }
 
 /**
- * A phone call's callee answered: `ringing` → `ongoing` with `startedAt`, returning the call and the end
- * LiveKit reported while it still rang, if any (see `noteHangUpWhileRinging`). Null when it was not ringing.
+ * A phone call's callee answered at `at`: `ringing` → `ongoing` with `startedAt`, changed at `now` (the
+ * service's clock), returning the call and the end LiveKit reported while it still rang, if any (see
+ * `noteHangUpWhileRinging`). Null when it was not ringing.
  */
 export async function answerPhoneCall(
   sql: Db,
   id: string,
   at: Date,
+  now: Date,
 ): Promise<(CallRow & { hung_up_while_ringing_at: Date | null }) | null> {
   const [row] = await sql<(CallRow & { hung_up_while_ringing_at: Date | null })[]>`
-    update calls set status = 'ongoing', started_at = ${at}
+    update calls set status = 'ongoing', started_at = ${at}, updated_at = ${nextUpdatedAt(sql, now)}
     where id = ${id} and status = 'ringing' and livemode and direction = 'outbound'
     returning ${columnList(sql, CALL_COLUMNS)}, hung_up_while_ringing_at`;
   return row ?? null;
@@ -418,16 +450,16 @@ export interface DialRow {
 }
 
 /**
- * `initiated` → `ringing` for the live phone calls of `ids` that are still `initiated`, in one
+ * `initiated` → `ringing` at `now` for the live phone calls of `ids` that are still `initiated`, in one
  * statement, returning what their dials need (the agent, the organization's carrier settings, the
  * reservation's `maxSeconds`). A call that moved already (a repeated timer) is not returned. Every
  * call moved is returned, one without a reservation too (`max_seconds` null), so that none is left
  * ringing unseen.
  */
-export function ringPhoneCalls(sql: Db, ids: readonly string[]): Promise<DialRow[]> {
+export function ringPhoneCalls(sql: Db, ids: readonly string[], now: Date): Promise<DialRow[]> {
   return sql<DialRow[]>`
     with moved as (
-      update calls set status = 'ringing'
+      update calls set status = 'ringing', updated_at = ${nextUpdatedAt(sql, now)}
       where id = any(${ids as string[]}::text[]) and status = 'initiated' and livemode and direction = 'outbound'
       returning id, organization_id, to_number, variables, agent_id
     )

@@ -2,6 +2,7 @@ import { TIMER_KINDS } from "../timers/kinds.ts";
 import { CALL_COLUMNS, type CallRow, columnList } from "./calls.ts";
 import type { Db } from "./engine/connection.ts";
 import type { IndexKey, IndexRange, PageInput, PageRequest } from "./engine/pages.ts";
+import { nextUpdatedAt } from "./engine/updatedAt.ts";
 
 /** Queries of the campaigns and campaign_contacts tables. */
 
@@ -40,6 +41,8 @@ export type CampaignRow = {
   created_at: Date;
   started_at: Date | null;
   completed_at: Date | null;
+  /** The row's last change (db/engine/updatedAt.ts); its creation until it changes. */
+  updated_at: Date;
 };
 
 /** The campaign object of the API. */
@@ -63,6 +66,7 @@ export function campaignView(r: CampaignRow) {
       cancelled: r.cancelled,
     },
     createdAt: r.created_at.toISOString(),
+    updatedAt: r.updated_at.toISOString(),
     startedAt: r.started_at ? r.started_at.toISOString() : null,
     completedAt: r.completed_at ? r.completed_at.toISOString() : null,
   };
@@ -95,10 +99,10 @@ export async function insertCampaign(
 ): Promise<void> {
   await sql`
     insert into campaigns (id, organization_id, livemode, name, agent_id, status, concurrency, max_attempts,
-      retry_delay_seconds, total, pending, in_progress, created_at, started_at)
+      retry_delay_seconds, total, pending, in_progress, created_at, started_at, updated_at)
     values (${c.id}, ${c.organization_id}, ${c.livemode}, ${c.name}, ${c.agent_id}, 'running', ${c.concurrency},
       ${c.max_attempts}, ${c.retry_delay_seconds}, ${targets.length}, ${targets.length}, 0, ${c.created_at},
-      ${c.started_at})`;
+      ${c.started_at}, ${c.created_at})`;
   await sql`
     insert into campaign_contacts (campaign_id, position, phone, name, contact_id, variables)
     select ${c.id}, v.position, v.phone, v.name, v.contact_id, v.variables::jsonb
@@ -238,7 +242,10 @@ export async function earliestRetry(sql: Db, campaignId: string, now: Date): Pro
   return row?.at ?? null;
 }
 
-/** Records when the campaign's waiting timer fires. */
+/**
+ * Records when the campaign's waiting timer fires: the engine's own bookkeeping, not part of the
+ * campaign object, so its `updated_at` stays.
+ */
 export async function setWake(sql: Db, campaignId: string, at: Date): Promise<void> {
   await sql`update campaigns set wake_at = ${at} where id = ${campaignId}`;
 }
@@ -274,9 +281,10 @@ export async function refuseContacts(
       returning cc.phone, cc.contact_id, cc.variables, v.call_id, v.code, v.ord
     ), calls as (
       insert into calls (id, organization_id, livemode, status, agent_id, to_number, contact_id, campaign_id,
-        direction, variables, language, created_at, ended_at, successful, outcome)
+        direction, variables, language, created_at, updated_at, ended_at, successful, outcome)
       select call_id, ${campaign.organization_id}, true, 'failed', ${campaign.agent_id}, phone, contact_id,
-        ${campaign.id}, 'outbound', variables, ${language}, ${at}::timestamptz, ${at}::timestamptz, false, code
+        ${campaign.id}, 'outbound', variables, ${language}, ${at}::timestamptz, ${at}::timestamptz,
+        ${at}::timestamptz, false, code
       from refused
       returning ${columnList(sql, CALL_COLUMNS)}
     )
@@ -303,10 +311,11 @@ export async function cancelPending(sql: Db, campaignId: string): Promise<void> 
 }
 
 /**
- * Recomputes the counters from the contacts and applies the status change, if any, in one statement.
- * A running campaign becomes `completed` when every contact has been called and every call has ended
- * (none cancelled), even on a cancel that comes after its last call ended but before the engine saw
- * it; otherwise a cancel makes it `cancelled`.
+ * Recomputes the counters from the contacts and applies the status change, if any, in one statement,
+ * at `now`. A running campaign becomes `completed` when every contact has been called and every call
+ * has ended (none cancelled), even on a cancel that comes after its last call ended but before the
+ * engine saw it; otherwise a cancel makes it `cancelled`. `updated_at` moves only when the campaign
+ * does: a step that runs again changes nothing, its time included.
  */
 export async function refreshCampaign(
   sql: Db,
@@ -322,24 +331,36 @@ export async function refreshCampaign(
         count(*) filter (where status = 'failed')::int as failed,
         count(*) filter (where status = 'cancelled')::int as cancelled
       from campaign_contacts where campaign_id = ${id}
+    ), next as (
+      select counts.*,
+        case
+          when c.status <> 'running' then c.status
+          when counts.pending = 0 and counts.in_progress = 0 and counts.cancelled = 0 then 'completed'
+          when ${opts.cancel ?? false} then 'cancelled'
+          else 'running' end as status,
+        case
+          when c.status = 'running'
+            and counts.pending = 0 and counts.in_progress = 0 and counts.cancelled = 0 then ${opts.now}::timestamptz
+          else c.completed_at end as completed_at
+      from campaigns c, counts where c.id = ${id}
     )
     update campaigns set
-      pending = counts.pending,
-      in_progress = counts.in_progress,
-      succeeded = counts.succeeded,
-      failed = counts.failed,
-      completed = counts.succeeded + counts.failed,
-      cancelled = counts.cancelled,
-      status = case
-        when campaigns.status <> 'running' then campaigns.status
-        when counts.pending = 0 and counts.in_progress = 0 and counts.cancelled = 0 then 'completed'
-        when ${opts.cancel ?? false} then 'cancelled'
-        else 'running' end,
-      completed_at = case
-        when campaigns.status = 'running'
-          and counts.pending = 0 and counts.in_progress = 0 and counts.cancelled = 0 then ${opts.now}::timestamptz
-        else campaigns.completed_at end
-    from counts
+      pending = next.pending,
+      in_progress = next.in_progress,
+      succeeded = next.succeeded,
+      failed = next.failed,
+      completed = next.succeeded + next.failed,
+      cancelled = next.cancelled,
+      status = next.status,
+      completed_at = next.completed_at,
+      updated_at = case
+        when (campaigns.pending, campaigns.in_progress, campaigns.succeeded, campaigns.failed, campaigns.cancelled,
+            campaigns.status, campaigns.completed_at)
+          is not distinct from (next.pending, next.in_progress, next.succeeded, next.failed, next.cancelled,
+            next.status, next.completed_at)
+          then campaigns.updated_at
+        else ${nextUpdatedAt(sql, opts.now)} end
+    from next
     where campaigns.id = ${id}
     returning campaigns.*`;
   return row!;

@@ -1,5 +1,6 @@
 import type { Db } from "./engine/connection.ts";
 import type { IndexKey, PageInput, PageRequest } from "./engine/pages.ts";
+import { nextUpdatedAt } from "./engine/updatedAt.ts";
 
 export interface ContactRow {
   id: string;
@@ -38,24 +39,36 @@ export async function lockContact(sql: Db, organizationId: string, id: string): 
   return row ?? null;
 }
 
+/** Changes the contact at `now` (the service's clock). */
 export async function updateContactRow(
   sql: Db,
   id: string,
-  v: Pick<ContactRow, "phone" | "name" | "email" | "metadata" | "updated_at">,
+  v: Pick<ContactRow, "phone" | "name" | "email" | "metadata">,
+  now: Date,
 ): Promise<ContactRow> {
   const [row] = await sql<ContactRow[]>`
     update contacts set phone = ${v.phone}, name = ${v.name}, email = ${v.email},
-      metadata = ${sql.json(v.metadata as never)}, updated_at = ${v.updated_at}
+      metadata = ${sql.json(v.metadata as never)}, updated_at = ${nextUpdatedAt(sql, now)}
     where id = ${id}
     returning *`;
   return row!;
 }
 
-/** Removes the contact; false when there was none (already deleted, or never of this organization). */
-export async function deleteContactRow(sql: Db, organizationId: string, id: string): Promise<boolean> {
-  const rows =
-    await sql`delete from contacts where id = ${id} and organization_id = ${organizationId} returning id`;
-  return rows.length === 1;
+/**
+ * Removes the contact at `now` (the service's clock): the time of its deletion, its last change (after
+ * every earlier one, db/engine/updatedAt.ts); null when there was none (already deleted, or never of
+ * this organization).
+ */
+export async function deleteContactRow(
+  sql: Db,
+  organizationId: string,
+  id: string,
+  now: Date,
+): Promise<Date | null> {
+  const [row] = await sql<{ deleted_at: Date }[]>`
+    delete from contacts where id = ${id} and organization_id = ${organizationId}
+    returning ${nextUpdatedAt(sql, now)} as deleted_at`;
+  return row?.deleted_at ?? null;
 }
 
 /**

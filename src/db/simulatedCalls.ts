@@ -2,6 +2,7 @@ import type { Fragment } from "postgres";
 import type { TranscriptSegment } from "../simulation/content.ts";
 import { CALL_COLUMNS, type CallRow, columnList, insertCallsFrom } from "./calls.ts";
 import type { Db } from "./engine/connection.ts";
+import { nextUpdatedAt } from "./engine/updatedAt.ts";
 
 /**
  * Statements of the calls table for simulated calls (test keys): created with the timer of their
@@ -12,18 +13,19 @@ import type { Db } from "./engine/connection.ts";
 // ——— simulated calls, a batch of steps per statement ———
 
 /**
- * `initiated` → `ringing` for the calls of `steps`, and in the same statement what `then` builds from
- * the calls that moved (the relation `moved(id, due)`, `due` being their step's due time): the body
- * of a `with` entry, such as the insert of their next timers. Returns the rows of that entry.
+ * `initiated` → `ringing` at `now` for the calls of `steps`, and in the same statement what `then`
+ * builds from the calls that moved (the relation `moved(id, due)`, `due` being their step's due time):
+ * the body of a `with` entry, such as the insert of their next timers. Returns the rows of that entry.
  */
 export async function ringCalls<T>(
   sql: Db,
   steps: readonly { id: string; due: Date }[],
+  now: Date,
   then: (moved: Fragment) => Fragment,
 ): Promise<T[]> {
   const [row] = await sql<{ rows: T[] }[]>`
     with moved as (
-      update calls c set status = 'ringing'
+      update calls c set status = 'ringing', updated_at = ${nextUpdatedAt(sql, now)}
       from unnest(${steps.map((s) => s.id)}::text[], ${steps.map((s) => s.due.toISOString())}::timestamptz[])
         as v(id, due)
       where c.id = v.id and c.status = 'initiated'
@@ -33,10 +35,14 @@ export async function ringCalls<T>(
   return row!.rows;
 }
 
-/** `ringing` → `ongoing` with `startedAt`; returns the calls that moved. */
-export async function startCalls(sql: Db, steps: readonly { id: string; at: Date }[]): Promise<CallRow[]> {
+/** `ringing` → `ongoing` at `now` with `startedAt`; returns the calls that moved. */
+export async function startCalls(
+  sql: Db,
+  steps: readonly { id: string; at: Date }[],
+  now: Date,
+): Promise<CallRow[]> {
   return sql<CallRow[]>`
-    update calls set status = 'ongoing', started_at = v.at
+    update calls set status = 'ongoing', started_at = v.at, updated_at = ${nextUpdatedAt(sql, now)}
     from unnest(${steps.map((s) => s.id)}::text[], ${steps.map((s) => s.at.toISOString())}::timestamptz[]) as v(vid, at)
     where calls.id = v.vid and calls.status = 'ringing'
     returning ${columnList(sql, CALL_COLUMNS, "calls")}`;
@@ -47,9 +53,15 @@ export async function readOngoingCalls(sql: Db, ids: readonly string[]): Promise
     select ${columnList(sql, CALL_COLUMNS)} from calls where id = any(${ids as string[]}::text[]) and status = 'ongoing'`;
 }
 
-/** `ongoing` → `completed` with the simulated outcome; returns the calls that moved. */
+/**
+ * `ongoing` → `completed` at `now` with the simulated outcome; returns the calls that moved. A simulated
+ * call ends and has its results ready in this one statement: two changes, each with its own time. The
+ * end's is `ended_updated_at` (what `call.ended` carries); the results', a millisecond later, is the
+ * row's `updated_at` (what the transcript and the analysis carry).
+ */
 export async function completeCalls(
   sql: Db,
+  now: Date,
   done: readonly {
     id: string;
     endedAt: Date;
@@ -58,8 +70,8 @@ export async function completeCalls(
     collectedData: Record<string, unknown>;
     transcript: TranscriptSegment[];
   }[],
-): Promise<CallRow[]> {
-  return sql<CallRow[]>`
+): Promise<(CallRow & { ended_updated_at: Date })[]> {
+  return sql<(CallRow & { ended_updated_at: Date })[]>`
     update calls set
       status = 'completed',
       ended_at = v.ended_at,
@@ -68,7 +80,8 @@ export async function completeCalls(
       collected_data = v.collected::jsonb,
       transcript = v.transcript::jsonb,
       successful = true,
-      outcome = 'answered_human'
+      outcome = 'answered_human',
+      updated_at = ${nextUpdatedAt(sql, now)} + interval '1 millisecond'
     from unnest(
       ${done.map((d) => d.id)}::text[],
       ${done.map((d) => d.endedAt.toISOString())}::timestamptz[],
@@ -78,7 +91,8 @@ export async function completeCalls(
       ${done.map((d) => JSON.stringify(d.transcript))}::text[]
     ) as v(vid, ended_at, duration, summary, collected, transcript)
     where calls.id = v.vid and calls.status = 'ongoing'
-    returning ${columnList(sql, CALL_COLUMNS, "calls")}`;
+    returning ${columnList(sql, CALL_COLUMNS, "calls")},
+      calls.updated_at - interval '1 millisecond' as ended_updated_at`;
 }
 
 // ——— simulated calls created in one statement with their first timer ———

@@ -97,7 +97,7 @@ export async function releaseCallResults(tx: Db, deps: Pick<Deps, "clock" | "ids
       agentId: call.agent_id,
       type: "call.transcript_ready",
       livemode: call.livemode,
-      data: transcriptView({ id: call.id, livemode: call.livemode, transcript }),
+      data: transcriptView({ ...call, transcript }),
     });
   }
   events.push(callEvent("call.analysis_ready", call));

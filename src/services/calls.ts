@@ -184,7 +184,7 @@ export async function getTranscript(deps: Pick<Deps, "sql">, auth: ReadScope, id
   if (!row.transcript || !(ENDED_STATUSES as readonly string[]).includes(row.status)) {
     throw new ApiError("not_found", "This call has no transcript yet.");
   }
-  return transcriptView({ id: row.id, livemode: row.livemode, transcript: row.transcript });
+  return transcriptView({ ...row, transcript: row.transcript });
 }
 
 /**

@@ -120,7 +120,7 @@ export async function updateContact(
       next.email === current.email &&
       sameFlat(next.metadata, current.metadata);
     if (unchanged) return contactView(current);
-    const row = await updateContactRow(tx, id, { ...next, updated_at: deps.clock.now() });
+    const row = await updateContactRow(tx, id, next, deps.clock.now());
     const contact = contactView(row);
     await recordEvent(tx, deps, {
       organizationId: actor.organizationId,
@@ -133,16 +133,21 @@ export async function updateContact(
   });
 }
 
-/** Deletes for good: the id then answers 404 and is an invalid cursor. Exactly one event per deletion. */
+/**
+ * Deletes for good: the id then answers 404 and is an invalid cursor. Exactly one event per deletion.
+ * `updatedAt` is the deletion's time, after the contact's last change, so it orders the deletion after
+ * the contact's other events.
+ */
 export async function deleteContact(
   deps: Deps,
   actor: Actor,
   id: string,
-): Promise<{ id: string; deleted: true }> {
+): Promise<{ id: string; deleted: true; updatedAt: string }> {
   if (!isId(id, "ct")) throw notFound();
   return pipelinedTransaction(deps.sql, async (tx) => {
-    if (!(await deleteContactRow(tx, actor.organizationId, id))) throw notFound();
-    const deleted = { id, deleted: true as const };
+    const at = await deleteContactRow(tx, actor.organizationId, id, deps.clock.now());
+    if (!at) throw notFound();
+    const deleted = { id, deleted: true as const, updatedAt: at.toISOString() };
     await recordEvent(tx, deps, {
       organizationId: actor.organizationId,
       agentId: null,

@@ -49,7 +49,8 @@ type DialOutcome =
 export function dialCalls(deps: Deps): BatchTimerHandler {
   return async ({ tx, timers, schedule, afterCommit }) => {
     const ids = [...new Set(timers.map((t) => String(t.payload.callId)))];
-    const moved = await ringPhoneCalls(tx, ids);
+    const now = deps.clock.now();
+    const moved = await ringPhoneCalls(tx, ids, now);
     // A call is placed with its reservation, which says how long it may last; one without any cannot be
     // dialled (LiveKit would not know when to hang up, nor the service how to charge it): it ends
     // failed here, in the transaction that moved it, never left ringing.
@@ -62,7 +63,7 @@ export function dialCalls(deps: Deps): BatchTimerHandler {
       deps.log.error("a phone call without a minute reservation ends failed, never dialled", {
         callId: call.id,
       });
-      await endLiveCall(tx, deps, call.id, deps.clock.now(), {
+      await endLiveCall(tx, deps, call.id, now, {
         reason: "not_connected",
         status: "failed",
         outcome: "internal_error",

@@ -51,7 +51,15 @@ export async function addDocument(
   if (!isId(knowledgeBaseId, "kb")) throw noSuchKnowledgeBase();
   const chunks = chunkText(input.text);
   const documentId = deps.ids.next("doc");
-  const ready = { documentId, knowledgeBaseId, chunkCount: chunks.length, livemode: auth.livemode };
+  const createdAt = clock.now();
+  // The event's data: `createdAt`, the document's (a document never changes), orders its events.
+  const ready = {
+    documentId,
+    knowledgeBaseId,
+    chunkCount: chunks.length,
+    livemode: auth.livemode,
+    createdAt: createdAt.toISOString(),
+  };
   const event = {
     organizationId: auth.organizationId,
     agentId: null,
@@ -73,7 +81,7 @@ export async function addDocument(
       knowledgeBaseId,
       title: input.title,
       chunks,
-      createdAt: clock.now(),
+      createdAt,
     });
     if (!inserted) throw noSuchKnowledgeBase();
     await afterBulkChange(tx, chunks.length);

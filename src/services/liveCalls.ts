@@ -137,7 +137,7 @@ export async function placePhoneCall(
   const [, row] = await settledAll([
     reservation,
     call.scheduled
-      ? moveCall(tx, call.callId, "scheduled", "initiated", { placed_at: now })
+      ? moveCall(tx, call.callId, "scheduled", "initiated", now, { placed_at: now })
       : insertCall(tx, {
           id: call.callId,
           organization_id: org.id,
@@ -191,9 +191,8 @@ export async function startRoom(
       error: err instanceof LiveKitError ? err.message : "unexpected error",
     });
     await pipelinedTransaction(deps.sql, async (tx) => {
-      const failed = await moveCall(tx, prepared.callId, "initiated", "failed", {
-        ended_at: deps.clock.now(),
-      });
+      const now = deps.clock.now();
+      const failed = await moveCall(tx, prepared.callId, "initiated", "failed", now, { ended_at: now });
       if (failed) await settleReservation(tx, deps.clock, prepared.callId, null);
       await deps.timers.cancel(tx, prepared.timerId);
     });
@@ -240,10 +239,11 @@ export async function endLiveCall(
   end: LiveCallEnd = OVER,
 ): Promise<CallRow | null> {
   // The usual end, an answered call that is over, is one statement; the others read the call first.
-  const completed = end.reason === "not_connected" ? null : await completeLiveCall(tx, callId, at);
+  const completed =
+    end.reason === "not_connected" ? null : await completeLiveCall(tx, callId, at, deps.clock.now());
   const { moved, from, actualSeconds } = completed
     ? { moved: completed, from: "ongoing" as const, actualSeconds: completed.duration_seconds }
-    : await endOtherwise(tx, callId, at, end);
+    : await endOtherwise(tx, deps, callId, at, end);
   if (!moved) return null;
   await settledAll([
     settleReservation(tx, deps.clock, callId, actualSeconds),
@@ -267,6 +267,7 @@ export async function endLiveCall(
 /** The ends other than an answered call's: a call that never connected, a web call nobody joined. */
 async function endOtherwise(
   tx: Db,
+  deps: Pick<Deps, "clock">,
   callId: string,
   at: Date,
   end: LiveCallEnd,
@@ -276,7 +277,7 @@ async function endOtherwise(
   if (end.reason === "not_connected") {
     const from = NOT_STARTED.find((s) => s === call.status);
     if (!from) return { moved: null, from: null, actualSeconds: null };
-    const moved = await moveCall(tx, callId, from, end.status, {
+    const moved = await moveCall(tx, callId, from, end.status, deps.clock.now(), {
       ended_at: at,
       successful: false,
       ...(end.outcome !== null ? { outcome: end.outcome } : {}),
@@ -286,19 +287,19 @@ async function endOtherwise(
   if (call.status === "ringing" && call.direction === "outbound") {
     if (await noteHangUpWhileRinging(tx, callId, at)) return { moved: null, from: null, actualSeconds: null };
     // The answer was written in between: the call is ongoing now, and ends.
-    const moved = await completeLiveCall(tx, callId, at);
+    const moved = await completeLiveCall(tx, callId, at, deps.clock.now());
     return { moved, from: "ongoing", actualSeconds: moved?.duration_seconds ?? null };
   }
   if (call.status === "initiated" && call.direction === "web") {
     if (end.reason === "unreported") {
-      const moved = await moveCall(tx, callId, "initiated", "failed", {
+      const moved = await moveCall(tx, callId, "initiated", "failed", deps.clock.now(), {
         ended_at: at,
         outcome: "end_not_reported",
       });
       // Kept whole: the reservation, not a report that never came, says what the call cost.
       return { moved, from: "initiated", actualSeconds: Number.POSITIVE_INFINITY };
     }
-    const moved = await moveCall(tx, callId, "initiated", "no_answer", { ended_at: at });
+    const moved = await moveCall(tx, callId, "initiated", "no_answer", deps.clock.now(), { ended_at: at });
     return { moved, from: "initiated", actualSeconds: null };
   }
   return { moved: null, from: null, actualSeconds: null };
@@ -320,10 +321,11 @@ export async function markLiveCallStarted(
   by: "joined" | "answered",
   opts: { maxSeconds?: number } = {},
 ): Promise<CallRow | null> {
+  const now = deps.clock.now();
   const [moved, maxSeconds] = await settledAll([
     by === "joined"
-      ? moveCall(tx, callId, "initiated", "ongoing", { started_at: at }, { liveDirection: "web" })
-      : answerPhoneCall(tx, callId, at),
+      ? moveCall(tx, callId, "initiated", "ongoing", now, { started_at: at }, { liveDirection: "web" })
+      : answerPhoneCall(tx, callId, at, now),
     by === "answered" && opts.maxSeconds === undefined
       ? reservationMaxSeconds(tx, callId)
       : Promise.resolve(opts.maxSeconds ?? null),

@@ -122,6 +122,7 @@ export function simulationSteps(deps: Deps): BatchTimerHandler {
     const next = await ringCalls<InsertedTimerRow>(
       tx,
       timers.map((t) => ({ id: String(t.payload.callId), due: t.dueAt })),
+      deps.clock.now(),
       (moved) => followUps(nextStepTimers(tx, TIMER_KINDS.simulationStep, moved, ringToAnswerMs, "ongoing")),
     );
     scheduled(next);
@@ -131,6 +132,7 @@ export function simulationSteps(deps: Deps): BatchTimerHandler {
     const moved = await startCalls(
       tx,
       timers.map((t) => ({ id: String(t.payload.callId), at: t.dueAt })),
+      deps.clock.now(),
     );
     await Promise.all([
       recordEvents(
@@ -165,6 +167,7 @@ export function simulationSteps(deps: Deps): BatchTimerHandler {
     );
     const moved = await completeCalls(
       tx,
+      deps.clock.now(),
       calls.map((call) => {
         const o = outcomes.get(call.id)!;
         return {
@@ -178,12 +181,12 @@ export function simulationSteps(deps: Deps): BatchTimerHandler {
       }),
     );
     // One statement; ids are drawn in this order, so the outbox keeps it per call: the call ended,
-    // then its transcript and its analysis are ready. Each once.
+    // then its transcript and its analysis are ready (a millisecond later: completeCalls). Each once.
     await recordEvents(
       tx,
       deps,
-      moved.flatMap((call) => [
-        callEvent("call.ended", call),
+      moved.flatMap(({ ended_updated_at, ...call }) => [
+        callEvent("call.ended", { ...call, updated_at: ended_updated_at }),
         {
           organizationId: call.organization_id,
           agentId: call.agent_id,
@@ -193,6 +196,7 @@ export function simulationSteps(deps: Deps): BatchTimerHandler {
             id: call.id,
             livemode: call.livemode,
             transcript: outcomes.get(call.id)!.segments,
+            updated_at: call.updated_at,
           }),
         },
         callEvent("call.analysis_ready", call),

@@ -95,7 +95,7 @@ export async function deleteTask(deps: Deps, auth: SecretKeyAuth, id: string) {
     if (task.timer_id) await deps.timers.cancel(tx, task.timer_id);
     const cancelled = await finishTask(tx, task.id, "cancelled");
     if (!cancelled) throw notFound();
-    await moveCall(tx, task.call_id, "scheduled", "cancelled");
+    await moveCall(tx, task.call_id, "scheduled", "cancelled", deps.clock.now());
     return { id: task.id, deleted: true as const };
   });
 }

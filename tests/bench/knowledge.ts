@@ -201,9 +201,9 @@ async function bench(kind: "postgres" | "embedded") {
     const ids = Array.from({ length: REPORTS }, () => deps.ids.next("call"));
     await db.sql`
       insert into calls (id, organization_id, livemode, status, agent_id, direction, created_at, started_at,
-                         ended_at, duration_seconds)
+                         ended_at, duration_seconds, updated_at)
       select id, ${seed.org.id}, true, 'completed', ${seed.agent.id}, 'web', now() - interval '3 minutes',
-             now() - interval '2 minutes', now() - interval '1 minute', 60
+             now() - interval '2 minutes', now() - interval '1 minute', 60, now() - interval '1 minute'
       from unnest(${ids}::text[]) as id`;
     const transcript = Array.from({ length: 20 }, (_, i) => ({
       speaker: i % 2 ? "contact" : "agent",

@@ -66,9 +66,10 @@ const LISTS: ListCase[] = [
     seed: async (sql, s, rows) => {
       // Simulated calls in every state, nine in ten completed, one in ten still ringing.
       await sql.unsafe(
-        `insert into calls (id, organization_id, livemode, status, agent_id, to_number, direction, created_at)
+        `insert into calls (id, organization_id, livemode, status, agent_id, to_number, direction, created_at,
+                            updated_at)
          select ${idOf("call")}, $1, false, case when i % 10 = 0 then 'ringing' else 'completed' end, $3,
-                '+3360000000' || (i % 10), 'outbound', ${createdAt}
+                '+3360000000' || (i % 10), 'outbound', ${createdAt}, ${createdAt}
          from generate_series(1, $2::int) i`,
         [s.orgId, rows, s.agentId],
       );

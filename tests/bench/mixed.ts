@@ -78,11 +78,13 @@ async function seed(sql: postgres.Sql): Promise<Seeded> {
     const n = Math.min(20_000, ROWS - done);
     await sql`
       insert into calls (id, organization_id, livemode, status, agent_id, to_number, direction, variables,
-        simulated_duration_seconds, started_at, ended_at, duration_seconds, summary, successful, outcome, created_at)
+        simulated_duration_seconds, started_at, ended_at, duration_seconds, summary, successful, outcome, created_at,
+        updated_at)
       select 'call_00' || lpad((${ROWS} - (${done} + i))::text, 24, '0'), ${org.id}, false, 'completed', ${agent.id},
         '+33612345678', 'outbound', '{}', 45, now() - ((${done} + i) || ' seconds')::interval,
         now() - ((${done} + i) || ' seconds')::interval + interval '45 seconds', 45, 'A bench call.', true,
-        'answered_human', now() - ((${done} + i) || ' seconds')::interval - interval '5 seconds'
+        'answered_human', now() - ((${done} + i) || ' seconds')::interval - interval '5 seconds',
+        now() - ((${done} + i) || ' seconds')::interval + interval '45 seconds'
       from generate_series(1, ${n}) i`;
   }
   return { key, agentId: agent.id, organizationId: org.id };

@@ -236,9 +236,9 @@ async function throughput(kind: Kind) {
       const ids = Array.from({ length: n }, () => newId("call"));
       await sql`
         insert into calls (id, organization_id, livemode, status, agent_id, to_number, direction,
-          simulated_duration_seconds, language, created_at)
+          simulated_duration_seconds, language, created_at, updated_at)
         select id, ${s.org.id}, false, 'initiated', ${s.agent.id}, '+33612345678', 'outbound',
-          30 + (row_number() over () % 60)::int, 'en', now()
+          30 + (row_number() over () % 60)::int, 'en', now(), now()
         from unnest(${ids}::text[]) as id`;
       await sql`
         insert into timers (kind, due_at, payload)

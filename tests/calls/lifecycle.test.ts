@@ -31,6 +31,7 @@ const CALL_KEYS = [
   "successful",
   "summary",
   "to",
+  "updatedAt",
 ];
 
 async function events(callId: string) {
@@ -132,7 +133,10 @@ describe("simulated call over HTTP", () => {
     ]);
     expect(evs.every((e) => e.livemode === false && e.id.startsWith("evt_"))).toBe(true);
     expect(evs[0]!.data).toMatchObject({ id: created.id, status: "ongoing", startedAt: call.startedAt });
-    expect(evs[1]!.data).toEqual(call);
+    // The end, then the results ready: two changes, so the end's updatedAt is the earlier.
+    const endedAt = String(evs[1]!.data.updatedAt);
+    expect(Date.parse(endedAt)).toBeLessThan(Date.parse(call.updatedAt));
+    expect(evs[1]!.data).toEqual({ ...call, updatedAt: endedAt });
     expect(evs[2]!.data).toEqual(transcript);
     expect(evs[3]!.data).toEqual(call);
     expect((await ctx.deps.sql`select id from timers`).length).toBe(0);

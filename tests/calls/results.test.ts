@@ -116,7 +116,13 @@ describe("reported while the call is ongoing", () => {
     ]);
     const transcript = await w.ctx.request(`/api/v1/calls/${id}/transcript`, { key: seed.liveKey });
     expect(transcript.status).toBe(200);
-    expect(await transcript.json()).toEqual({ callId: id, livemode: true, segments: SEGMENTS });
+    const current = await (await w.ctx.request(`/api/v1/calls/${id}`, { key: seed.liveKey })).json();
+    expect(await transcript.json()).toEqual({
+      callId: id,
+      livemode: true,
+      segments: SEGMENTS,
+      updatedAt: current.updatedAt,
+    });
 
     const [ready] = await w.ctx.deps.sql<{ data: Record<string, unknown> }[]>`
       select data from events where type = 'call.analysis_ready' and data->>'id' = ${id}`;
@@ -128,7 +134,21 @@ describe("reported while the call is ongoing", () => {
     });
     const [tr] = await w.ctx.deps.sql<{ data: Record<string, unknown> }[]>`
       select data from events where type = 'call.transcript_ready' and data->>'callId' = ${id}`;
-    expect(tr!.data).toEqual({ callId: id, livemode: true, segments: SEGMENTS });
+    expect(tr!.data).toEqual({
+      callId: id,
+      livemode: true,
+      segments: SEGMENTS,
+      updatedAt: current.updatedAt,
+    });
+    // The call's events, in the order of its changes, carry strictly increasing times; the analysis the last.
+    const times = await w.ctx.deps.sql<{ at: string }[]>`
+      select data->>'updatedAt' as at from events where data->>'id' = ${id} order by id`;
+    expect(times.length).toBe(3);
+    expect(times.map((t) => Date.parse(t.at))).toEqual(
+      times.map((t) => Date.parse(t.at)).sort((a, b) => a - b),
+    );
+    expect(new Set(times.map((t) => t.at)).size).toBe(3);
+    expect(times.at(-1)!.at).toBe(current.updatedAt);
 
     // A second report, and LiveKit repeating the end, change nothing.
     await expectApiError(await report(id, { summary: "again" }), 409, "results_already_reported");

@@ -195,9 +195,9 @@ describe("reads: mode isolation and the list convention", () => {
     // A live campaign row (as a future carrier would create) is invisible to the test key.
     await ctx.deps.sql`
       insert into campaigns (id, organization_id, livemode, name, agent_id, status, concurrency, max_attempts,
-        total, pending, in_progress, created_at, started_at)
+        total, pending, in_progress, created_at, started_at, updated_at)
       values ('cmp_01JD8Y3M6W9Q2T4V5X7Z8A9B0D', ${seed.org.id}, true, 'Real', ${seed.agent.id}, 'running', 5, 2,
-        1, 1, 0, now(), now())`;
+        1, 1, 0, now(), now(), now())`;
     await expectApiError(
       await ctx.request("/api/v1/campaigns/cmp_01JD8Y3M6W9Q2T4V5X7Z8A9B0D", { key: seed.testKey }),
       404,

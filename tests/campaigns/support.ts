@@ -14,6 +14,7 @@ export const CAMPAIGN_KEYS = [
   "retryDelaySeconds",
   "startedAt",
   "status",
+  "updatedAt",
 ];
 
 export interface Progress {

@@ -101,7 +101,9 @@ test("contacts: create, get, list, update, delete", async () => {
   expect(found.map((c) => c.id)).toEqual([contact.id]);
   const updated = await test_.contacts.update(contact.id, { email: "ada@example.com" });
   expect(updated).toMatchObject({ id: contact.id, email: "ada@example.com", name: "Ada" });
-  expect(await test_.contacts.delete(contact.id)).toEqual({ id: contact.id, deleted: true });
+  const deleted = await test_.contacts.delete(contact.id);
+  expect(deleted).toEqual({ id: contact.id, deleted: true, updatedAt: expect.any(String) });
+  expect(deleted.updatedAt > updated.updatedAt).toBe(true);
   await expectError(test_.contacts.get(contact.id), 404, "not_found");
 });
 

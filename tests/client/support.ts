@@ -21,13 +21,22 @@ export interface ClientWorld {
   close(): Promise<void>;
 }
 
-export async function startClientWorld(opts: { timers?: boolean } = {}): Promise<ClientWorld> {
+export async function startClientWorld(
+  opts: {
+    timers?: boolean;
+    /** Answers some requests itself (pages of a browser test, on the API's origin); the app the others. */
+    also?: (req: Request) => Response | undefined;
+  } = {},
+): Promise<ClientWorld> {
   const ctx = await createTestContext({
     timers: opts.timers ?? false,
     env: { WEBHOOK_ALLOW_PRIVATE_URLS: "true" },
   });
   const seed = await seedOrganization(ctx);
-  const server = serve(ctx.app.fetch, { port: 0, hostname: "127.0.0.1" });
+  const server = serve((req, info) => opts.also?.(req) ?? ctx.app.fetch(req, info), {
+    port: 0,
+    hostname: "127.0.0.1",
+  });
   const baseUrl = `http://127.0.0.1:${server.port}`;
   return {
     ctx,

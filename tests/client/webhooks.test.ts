@@ -11,8 +11,9 @@ import { type ClientWorld, rejection, startClientWorld } from "./support.ts";
 
 /**
  * verifyWebhook on real deliveries: the server signs and sends them to a local receiver, the client
- * verifies what arrived, byte for byte. Tampered bodies, other secrets, old or missing timestamps
- * and signatures are refused; after a secret rotation both secrets verify.
+ * verifies what arrived, byte for byte, for contacts, calls and campaigns. Tampered bodies, other
+ * secrets, old or missing timestamps and signatures are refused; after a secret rotation both secrets
+ * verify.
  */
 
 let world: ClientWorld;
@@ -113,4 +114,68 @@ test("a secret that is not whsec_… is a programming error, not a refusal", asy
   const { delivery } = await deliveryOfNewContact();
   const err = await rejection(verifyWebhook("not-a-secret", delivery.headers, delivery.body));
   expect(err).toBeInstanceOf(TypeError);
+});
+
+test("a campaign's and its call's real deliveries verify, typed, and order by data.updatedAt", async () => {
+  const other = await client.webhookEndpoints.create({
+    url: receiver.url("/activity"),
+    events: [
+      "call.started",
+      "call.ended",
+      "call.transcript_ready",
+      "call.analysis_ready",
+      "campaign.started",
+      "campaign.completed",
+    ],
+  });
+  const campaign = await client.campaigns.create({
+    name: "Deliveries",
+    agentId: world.seed.agent.id,
+    contacts: [{ phone: "+33612345678" }],
+  });
+  const deliveries = await waitUntil("the campaign's and its call's six deliveries", () => {
+    const got = receiver.at("/activity");
+    return got.length >= 6 && got;
+  });
+  const events = await Promise.all(deliveries.map((d) => verifyWebhook(other.secret, d.headers, d.body)));
+  expect(events.map((e) => e.type).sort()).toEqual([
+    "call.analysis_ready",
+    "call.ended",
+    "call.started",
+    "call.transcript_ready",
+    "campaign.completed",
+    "campaign.started",
+  ]);
+  const callTimes: [string, string][] = [];
+  for (const event of events) {
+    // The union narrows on `type`: each event's data is its object's type.
+    switch (event.type) {
+      case "campaign.started":
+      case "campaign.completed":
+        expect(event.data.id).toBe(campaign.id);
+        expect(event.data.progress.total).toBe(1);
+        break;
+      case "call.transcript_ready":
+        expect(event.data.segments.length).toBeGreaterThan(0);
+        break;
+      case "call.started":
+      case "call.ended":
+      case "call.analysis_ready":
+        expect(event.data.campaignId).toBe(campaign.id);
+        callTimes.push([event.data.updatedAt, event.type]);
+        break;
+      default:
+        throw new Error(`unexpected ${event.type}`);
+    }
+  }
+  // Whatever order they arrived in, the call's events sort by updatedAt into the order they happened.
+  expect(callTimes.sort(([a], [b]) => a.localeCompare(b)).map(([, type]) => type)).toEqual([
+    "call.started",
+    "call.ended",
+    "call.analysis_ready",
+  ]);
+  const [started, completed] = ["campaign.started", "campaign.completed"].map(
+    (type) => events.find((e) => e.type === type)!.data as { updatedAt: string },
+  );
+  expect(started!.updatedAt < completed!.updatedAt).toBe(true);
 });

@@ -131,7 +131,10 @@ describe("delete", () => {
     const c = await (await post({ phone: "+33677777777" })).json();
     const res = await ctx.request(`/api/v1/contacts/${c.id}`, { method: "DELETE", key: seed.testKey });
     expect(res.status).toBe(200);
-    expect(await res.json()).toEqual({ id: c.id, deleted: true });
+    const deleted = await res.json();
+    expect(deleted).toEqual({ id: c.id, deleted: true, updatedAt: expect.any(String) });
+    // The deletion's time, after the contact's last change.
+    expect(Date.parse(deleted.updatedAt)).toBeGreaterThan(Date.parse(c.updatedAt));
     for (const [method, json] of [
       ["GET", undefined],
       ["PATCH", { name: "x" }],
@@ -152,7 +155,8 @@ describe("events", () => {
   test("every write emits its event, livemode false with a test key although the write is real", async () => {
     const c = await (await post({ phone: "+33688888888", name: "T" }, seed.testKey)).json();
     const u = await (await patch(c.id, { name: "U" }, seed.testKey)).json();
-    await ctx.request(`/api/v1/contacts/${c.id}`, { method: "DELETE", key: seed.testKey });
+    const del = await ctx.request(`/api/v1/contacts/${c.id}`, { method: "DELETE", key: seed.testKey });
+    const deleted = await del.json();
     const events = await eventsOf(c.id);
     expect(events.map((e) => [e.type, e.livemode])).toEqual([
       ["contact.created", false],
@@ -161,7 +165,8 @@ describe("events", () => {
     ]);
     expect(events[0]!.data).toEqual(c);
     expect(events[1]!.data).toEqual(u);
-    expect(events[2]!.data).toEqual({ id: c.id, deleted: true });
+    expect(events[2]!.data).toEqual(deleted);
+    expect(Object.keys(deleted).sort()).toEqual(["deleted", "id", "updatedAt"]);
     // The test key reads them in GET /v1/events; the live key does not.
     const testList = await (await ctx.request("/api/v1/events?limit=3", { key: seed.testKey })).json();
     expect(testList.data.map((e: { id: string }) => e.id)).toEqual(events.map((e) => e.id).reverse());

@@ -5,6 +5,7 @@ import type { Deps } from "../../src/deps.ts";
 import { type Env, parseEnv } from "../../src/env.ts";
 import { createLogger, type Logger, silentLogger } from "../../src/log.ts";
 import { createAgent } from "../../src/services/agents.ts";
+import { drainDials } from "../../src/services/dialing.ts";
 import { createPublishableKey, createSecretKey } from "../../src/services/keys.ts";
 import { createKnowledgeBase } from "../../src/services/knowledgeBases.ts";
 import { createOrganization } from "../../src/services/organizations.ts";
@@ -87,6 +88,8 @@ export async function createTestContext(
     },
     close: async () => {
       await runner?.stop();
+      // As the server's shutdown does: a dial under way writes its outcome before the database goes.
+      await drainDials(deps, 5_000);
       await db.close();
     },
   };

@@ -94,3 +94,18 @@ function envelopeProblems(res: Response, text: string): string[] {
 function oneOf<T>(expected: T | readonly T[], actual: unknown): boolean {
   return Array.isArray(expected) ? expected.includes(actual) : expected === actual;
 }
+
+/**
+ * A message that names its field twice, as `"to: to must be …"`: the field (its whole path or its last
+ * part), then the field again, after a colon or a space.
+ */
+export function repeatsField(message: string, param: string): boolean {
+  const names = [param, param.slice(param.lastIndexOf(".") + 1)];
+  return names.some((name) =>
+    [": ", " "].some((sep) => {
+      if (!message.startsWith(name + sep)) return false;
+      const rest = message.slice(name.length + sep.length);
+      return names.some((again) => rest.startsWith(`${again} `) || rest.startsWith(`${again}:`));
+    }),
+  );
+}

@@ -51,6 +51,7 @@ export interface SchemaObject {
   enum?: unknown[];
   format?: string;
   default?: unknown;
+  example?: unknown;
 }
 
 export interface MediaType {

@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createTestContext } from "../helpers/app.ts";
+import { repeatsField } from "../helpers/errors.ts";
 import { FULL_ENV, HTTP_METHODS } from "../helpers/openapi.ts";
 
 /**
@@ -125,6 +126,81 @@ function timestampProblems(doc: Json): string[] {
   return problems;
 }
 
+/** The schema a `$ref` names (or the schema itself). */
+function resolve(doc: Json, schema: Json | undefined): Json | undefined {
+  const ref = schema?.$ref;
+  if (typeof ref !== "string") return schema;
+  return ((doc.components as Json).schemas as Record<string, Json>)[ref.replace("#/components/schemas/", "")];
+}
+
+/** The field of an event's `data` that orders the events of one object: a document never changes. */
+const orderField = (type: string) => (type === "knowledge.document_ready" ? "createdAt" : "updatedAt");
+
+/**
+ * Deliveries are unordered, so every event's `data` must say when its change happened: `updatedAt` (or
+ * `createdAt` for an object that never changes), required, a date-time.
+ */
+function eventOrderProblems(doc: Json): string[] {
+  const problems: string[] = [];
+  for (const { label, path, section, op } of operationsOf(doc)) {
+    if (section !== "webhooks") continue;
+    const body = (op.requestBody as Json | undefined)?.content as
+      | Record<string, { schema: Json }>
+      | undefined;
+    const payload = resolve(doc, body?.["application/json"]?.schema);
+    const data = resolve(doc, (payload?.properties as Record<string, Json> | undefined)?.data);
+    const field = orderField(path);
+    const schema = (data?.properties as Record<string, Json> | undefined)?.[field];
+    if (!schema) problems.push(`${label}: data has no ${field}`);
+    else if (schema.type !== "string" || schema.format !== "date-time")
+      problems.push(`${label}: data.${field} is not a date-time`);
+    if (schema && !((data?.required ?? []) as string[]).includes(field))
+      problems.push(`${label}: data.${field} is not required`);
+  }
+  return problems;
+}
+
+/** What a receiver must know, on the Events tag and on every webhook: at least once, unordered, how to cope. */
+function deliveryNoticeProblems(doc: Json): string[] {
+  const problems: string[] = [];
+  const says = (where: string, text: unknown, fields: string[]) => {
+    const said = typeof text === "string" ? text : "";
+    for (const needed of [
+      "at least once",
+      "unordered",
+      "`webhook-id`",
+      ...fields.map((f) => `\`data.${f}\``),
+    ]) {
+      if (!said.includes(needed)) problems.push(`${where}: does not say ${needed}`);
+    }
+  };
+  const events = ((doc.tags ?? []) as { name: string; description?: string }[]).find(
+    (t) => t.name === "Events",
+  );
+  says("tag Events", events?.description, ["updatedAt", "createdAt"]);
+  for (const { label, path, section, op } of operationsOf(doc)) {
+    if (section === "webhooks") says(label, op.description, [orderField(path)]);
+  }
+  return problems;
+}
+
+/** An error example that names a field (`param`) names it once in its message: never "to: to must …". */
+function errorExampleProblems(doc: Json): string[] {
+  const problems: string[] = [];
+  for (const { label, op } of operationsOf(doc)) {
+    for (const [status, response] of Object.entries((op.responses ?? {}) as Record<string, Json>)) {
+      const content = (response.content ?? {}) as Record<string, { examples?: Record<string, Json> }>;
+      for (const [name, example] of Object.entries(content["application/json"]?.examples ?? {})) {
+        const error = (example.value as { error?: { message?: string; param?: string } } | undefined)?.error;
+        if (!error?.param || !error.message) continue;
+        if (repeatsField(error.message, error.param))
+          problems.push(`${label} ${status} ${name}: "${error.message}" names ${error.param} twice`);
+      }
+    }
+  }
+  return problems;
+}
+
 describe("every operation of the document", () => {
   test("has a unique camelCase operationId", () => {
     expect(operationIdProblems(served)).toEqual([]);
@@ -206,6 +282,34 @@ test("the answer of a web-call start is one of two shapes, told apart by livemod
   expect(simulated.properties).not.toHaveProperty("room");
 });
 
+test("every event's data says when its change happened, so a receiver orders an object's events", () => {
+  expect(eventOrderProblems(served)).toEqual([]);
+  const webhooks = operationsOf(served).filter((o) => o.section === "webhooks");
+  expect(webhooks.length).toBe(11);
+});
+
+test("the Events tag and every webhook say deliveries are at least once and unordered, and how to cope", () => {
+  expect(deliveryNoticeProblems(served)).toEqual([]);
+});
+
+test("no error example names its field twice", () => {
+  expect(errorExampleProblems(served)).toEqual([]);
+  const params = operationsOf(served).flatMap(({ op }) =>
+    Object.values((op.responses ?? {}) as Record<string, Json>).flatMap((r) =>
+      Object.values(
+        ((r.content as Record<string, { examples?: Record<string, Json> }> | undefined)?.["application/json"]
+          ?.examples ?? {}) as Record<string, { value: { error: { param?: string } } }>,
+      ).map((e) => e.value.error.param),
+    ),
+  );
+  expect(params).toContain("to");
+  expect(repeatsField("to must be a phone number", "to")).toBe(false);
+  expect(repeatsField("phone must be a phone number", "phone")).toBe(false);
+  expect(repeatsField("to: to must be a phone number", "to")).toBe(true);
+  expect(repeatsField("contacts.0.phone: phone must be a phone number", "contacts.0.phone")).toBe(true);
+  expect(repeatsField("contacts.0.phone contacts.0.phone must be set", "contacts.0.phone")).toBe(true);
+});
+
 test("the description says how a carrier is configured and where LiveKit sends its webhooks", () => {
   const description = String((served.info as Json).description);
   for (const words of [
@@ -238,6 +342,18 @@ test("each check finds a fault in a damaged copy of the document", () => {
   const contact = (doc.components as { schemas: Record<string, { properties: Record<string, Json> }> })
     .schemas.Contact!;
   delete contact.properties.updatedAt!.format;
+  const schemas = (doc.components as { schemas: Record<string, Json> }).schemas;
+  const call = schemas.Call as { properties: Record<string, Json>; required: string[] };
+  call.required = call.required.filter((f) => f !== "updatedAt");
+  delete (schemas.DocumentReady as { properties: Record<string, Json> }).properties.createdAt;
+  const events = (doc.tags as { name: string; description: string }[]).find((t) => t.name === "Events")!;
+  events.description = events.description.replaceAll("at least once", "once");
+  const ended = ops.find((o) => o.path === "call.ended")!.op;
+  ended.description = String(ended.description).replace("`webhook-id`", "the id");
+  type Examples = Record<string, { value: { error: { message: string } } }>;
+  const createCall = first.responses as Record<string, { content: Record<string, { examples: Examples }> }>;
+  const example = createCall["400"]!.content["application/json"]!.examples.invalid_request!.value;
+  example.error.message = `to: ${example.error.message}`;
   expect(operationIdProblems(doc)).toEqual([
     "paths POST /api/v1/calls: no operationId",
     "paths GET /api/v1/calls/{id}: operationId getCall also names paths GET /api/v1/calls",
@@ -253,6 +369,22 @@ test("each check finds a fault in a damaged copy of the document", () => {
   expect(headerProblems(doc)).toEqual([
     "paths POST /api/v1/calls 201: no X-Request-Id header",
     "paths POST /api/v1/calls 429: no Retry-After header",
+  ]);
+  expect(eventOrderProblems(doc)).toEqual([
+    "webhooks POST call.started: data.updatedAt is not required",
+    "webhooks POST call.ended: data.updatedAt is not required",
+    "webhooks POST call.analysis_ready: data.updatedAt is not required",
+    // The timestamp check's fault, above, is also this one's.
+    "webhooks POST contact.created: data.updatedAt is not a date-time",
+    "webhooks POST contact.updated: data.updatedAt is not a date-time",
+    "webhooks POST knowledge.document_ready: data has no createdAt",
+  ]);
+  expect(deliveryNoticeProblems(doc)).toEqual([
+    "tag Events: does not say at least once",
+    "webhooks POST call.ended: does not say `webhook-id`",
+  ]);
+  expect(errorExampleProblems(doc)).toEqual([
+    `paths POST /api/v1/calls 400 invalid_request: "to: to must be a phone number in E.164 format, such as +33612345678" names to twice`,
   ]);
 });
 

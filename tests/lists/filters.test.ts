@@ -89,8 +89,10 @@ describe("calls", () => {
     const sql = ctx.deps.sql;
     for (const r of all) {
       await sql`
-        insert into calls (id, organization_id, livemode, status, agent_id, campaign_id, direction, created_at)
-        values (${r.id}, ${orgId}, false, ${r.status}, ${r.agent}, ${r.campaign}, 'web', ${new Date(r.createdAt)})`;
+        insert into calls (id, organization_id, livemode, status, agent_id, campaign_id, direction, created_at,
+          updated_at)
+        values (${r.id}, ${orgId}, false, ${r.status}, ${r.agent}, ${r.campaign}, 'web', ${new Date(r.createdAt)},
+          ${new Date(r.createdAt)})`;
     }
   });
 
@@ -202,9 +204,9 @@ describe("campaigns", () => {
         r.status === "running" ? [1, 0, 0] : r.status === "completed" ? [0, 1, 0] : [0, 0, 1];
       await sql`
         insert into campaigns (id, organization_id, livemode, name, agent_id, status, concurrency, max_attempts,
-          total, pending, in_progress, completed, succeeded, cancelled, created_at)
+          total, pending, in_progress, completed, succeeded, cancelled, created_at, updated_at)
         values (${r.id}, ${orgId}, false, 'Campaign', ${r.agent}, ${r.status}, 1, 1, 1, ${pending}, 0,
-          ${completed}, ${completed}, ${cancelled}, ${new Date(r.createdAt)})`;
+          ${completed}, ${completed}, ${cancelled}, ${new Date(r.createdAt)}, ${new Date(r.createdAt)})`;
     }
   });
 

@@ -79,10 +79,10 @@ describe("campaigns", () => {
   }) =>
     ctx.deps.sql.unsafe(
       `insert into campaigns (id, organization_id, livemode, name, agent_id, status, concurrency, max_attempts,
-         total, pending, in_progress, completed, succeeded, created_at)
+         total, pending, in_progress, completed, succeeded, created_at, updated_at)
        select ${idOf("cmp", c.tag)}, $1, false, 'Campaign', $2, $3, 1, 1, 1,
          case when $3 = 'running' then 1 else 0 end, 0, case when $3 = 'running' then 0 else 1 end,
-         case when $3 = 'running' then 0 else 1 end, ${at(c.ago)}
+         case when $3 = 'running' then 0 else 1 end, ${at(c.ago)}, ${at(c.ago)}
        from generate_series(1, $4::int) i`,
       [c.org, c.agent, c.status, c.count],
     );

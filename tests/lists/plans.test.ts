@@ -70,10 +70,10 @@ function insertCalls(
   },
 ) {
   return sql`
-    insert into calls (id, organization_id, livemode, status, agent_id, campaign_id, direction, created_at)
+    insert into calls (id, organization_id, livemode, status, agent_id, campaign_id, direction, created_at, updated_at)
     select 'call_' || ${c.tag} || lpad(i::text, ${26 - c.tag.length}, '0'), ${c.org}, ${c.livemode ?? false},
       ${c.status ?? "completed"}, ${c.agent}, ${c.campaign ?? null}, 'web',
-      now() - ${c.ago} * interval '1 second' - i * interval '1 millisecond'
+      now() - ${c.ago} * interval '1 second' - i * interval '1 millisecond', now()
     from generate_series(1, ${c.count}) i`;
 }
 

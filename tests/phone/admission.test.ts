@@ -250,9 +250,10 @@ describe("the call window through the API", () => {
     clock.set("2026-11-28T12:00:00.000Z"); // Saturday: closed now
     const seed = await seedPhoneOrganization(w.ctx, { callWindow: WEEKDAYS_PARIS, maxConcurrentCalls: 1 });
     await w.ctx.deps.sql`
-      insert into calls (id, organization_id, livemode, status, agent_id, to_number, direction, created_at, placed_at)
+      insert into calls (id, organization_id, livemode, status, agent_id, to_number, direction, created_at, placed_at,
+        updated_at)
       values (${w.ctx.deps.ids.next("call")}, ${seed.org.id}, true, 'ongoing', ${seed.agent.id}, '+33600000000',
-        'outbound', now(), now())`;
+        'outbound', now(), now(), now())`;
     const monday = "2026-11-30T09:00:00.000Z"; // Monday 10:00 in Paris
     const ok = await placeCall(w.ctx, seed.liveKey, {
       agentId: seed.agent.id,

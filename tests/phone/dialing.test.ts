@@ -240,8 +240,10 @@ describe("each SIP outcome", () => {
       const id = w.ctx.deps.ids.next("call");
       const sql = w.ctx.deps.sql;
       await sql`
-        insert into calls (id, organization_id, livemode, status, agent_id, to_number, direction, created_at, placed_at)
-        values (${id}, ${seed.org.id}, true, 'initiated', ${seed.agent.id}, ${freshNumber()}, 'outbound', now(), now())`;
+        insert into calls (id, organization_id, livemode, status, agent_id, to_number, direction, created_at, placed_at,
+          updated_at)
+        values (${id}, ${seed.org.id}, true, 'initiated', ${seed.agent.id}, ${freshNumber()}, 'outbound', now(), now(),
+          now())`;
       await sql`
         insert into minute_reservations (call_id, organization_id, plan_charged, month, reserved_minutes, max_seconds, created_at)
         values (${id}, ${seed.org.id}, true, date_trunc('month', now())::date, 0, 120, now())`;
@@ -262,8 +264,10 @@ describe("a call without a minute reservation", () => {
     const sql = w.ctx.deps.sql;
     // Placed (initiated, with its dial timer), but its reservation is missing.
     await sql`
-      insert into calls (id, organization_id, livemode, status, agent_id, to_number, direction, created_at, placed_at)
-      values (${id}, ${seed.org.id}, true, 'initiated', ${seed.agent.id}, ${freshNumber()}, 'outbound', now(), now())`;
+      insert into calls (id, organization_id, livemode, status, agent_id, to_number, direction, created_at, placed_at,
+        updated_at)
+      values (${id}, ${seed.org.id}, true, 'initiated', ${seed.agent.id}, ${freshNumber()}, 'outbound', now(), now(),
+        now())`;
     await sql`insert into timers (kind, due_at, payload) values ('call.dial', now(), ${sql.json({ callId: id })})`;
     const done = await settled(id, ["failed", "ringing", "ongoing"]);
     expect(done).toMatchObject({ status: "failed", outcome: "internal_error", startedAt: null });
@@ -334,8 +338,9 @@ describe("the safety net", () => {
     const id = w.ctx.deps.ids.next("call");
     const sql = w.ctx.deps.sql;
     await sql`
-      insert into calls (id, organization_id, livemode, status, agent_id, to_number, direction, created_at, placed_at)
-      values (${id}, ${seed.org.id}, true, 'ringing', ${seed.agent.id}, ${freshNumber()}, 'outbound', now(), now())`;
+      insert into calls (id, organization_id, livemode, status, agent_id, to_number, direction, created_at, placed_at,
+        updated_at)
+      values (${id}, ${seed.org.id}, true, 'ringing', ${seed.agent.id}, ${freshNumber()}, 'outbound', now(), now(), now())`;
     await sql`
       insert into minute_reservations (call_id, organization_id, plan_charged, month, reserved_minutes, max_seconds, created_at)
       values (${id}, ${seed.org.id}, true, date_trunc('month', now())::date, 0, 120, now())`;

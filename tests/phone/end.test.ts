@@ -162,8 +162,10 @@ describe("a phone call's end, reported by LiveKit", () => {
     async () => {
       const id = w.ctx.deps.ids.next("call");
       await sql()`
-        insert into calls (id, organization_id, livemode, status, agent_id, to_number, direction, created_at, placed_at)
-        values (${id}, ${seed.org.id}, true, 'ringing', ${seed.agent.id}, ${freshNumber()}, 'outbound', now(), now())`;
+        insert into calls (id, organization_id, livemode, status, agent_id, to_number, direction, created_at, placed_at,
+          updated_at)
+        values (${id}, ${seed.org.id}, true, 'ringing', ${seed.agent.id}, ${freshNumber()}, 'outbound', now(), now(),
+          now())`;
       await sql()`
         insert into minute_reservations (call_id, organization_id, plan_charged, month, reserved_minutes, max_seconds, created_at)
         values (${id}, ${seed.org.id}, true, date_trunc('month', now())::date, 60, 3600, now())`;
@@ -174,7 +176,7 @@ describe("a phone call's end, reported by LiveKit", () => {
         written = r;
       });
       const answer = sql().begin(async (tx) => {
-        await answerPhoneCall(tx, id, new Date());
+        await answerPhoneCall(tx, id, new Date(), new Date());
         written();
         await new Promise<void>((r) => {
           commit = r;

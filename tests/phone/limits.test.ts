@@ -88,8 +88,8 @@ describe("20 parallel requests", () => {
     const seed = await seedPhoneOrganization(w.ctx, { maxConcurrentCalls: 1, maxCallsPerHour: 1 });
     // A live web call in progress and a simulated phone call.
     await w.ctx.deps.sql`
-      insert into calls (id, organization_id, livemode, status, agent_id, direction, created_at)
-      values (${w.ctx.deps.ids.next("call")}, ${seed.org.id}, true, 'ongoing', ${seed.agent.id}, 'web', now())`;
+      insert into calls (id, organization_id, livemode, status, agent_id, direction, created_at, updated_at)
+      values (${w.ctx.deps.ids.next("call")}, ${seed.org.id}, true, 'ongoing', ${seed.agent.id}, 'web', now(), now())`;
     expect((await placeCall(w.ctx, seed.testKey, { agentId: seed.agent.id, to: freshNumber() })).status).toBe(
       201,
     );

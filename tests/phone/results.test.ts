@@ -69,6 +69,18 @@ function report(id: string, json: unknown = RESULTS) {
   return w.ctx.request(`/api/v1/calls/${id}/results`, { method: "POST", key: seed.liveKey, json });
 }
 const transcriptOf = (id: string) => w.ctx.request(`/api/v1/calls/${id}/transcript`, { key: seed.liveKey });
+/** The transcript once the results are ready: the segments reported, with the call's latest updatedAt. */
+async function expectTranscript(id: string) {
+  const transcript = await transcriptOf(id);
+  expect(transcript.status).toBe(200);
+  const call = await (await w.ctx.request(`/api/v1/calls/${id}`, { key: seed.liveKey })).json();
+  expect(await transcript.json()).toEqual({
+    callId: id,
+    livemode: true,
+    segments: SEGMENTS,
+    updatedAt: call.updatedAt,
+  });
+}
 
 /** A live phone call dialled with `script`. */
 async function dialled(script: DialScript, extra: Record<string, unknown> = {}): Promise<string> {
@@ -120,9 +132,7 @@ describe.each(ENDS)("a phone call ended by %s", (_name, end) => {
     await end(id);
     expect(await status(id)).toBe("completed");
     expect(await eventsOf(id)).toEqual(ALL_EVENTS);
-    const transcript = await transcriptOf(id);
-    expect(transcript.status).toBe(200);
-    expect(await transcript.json()).toEqual({ callId: id, livemode: true, segments: SEGMENTS });
+    await expectTranscript(id);
 
     // LiveKit repeating the end and the room closing after it change nothing; a second report is refused.
     await deliver(liveKitEvents.roomFinished(id));
@@ -141,7 +151,7 @@ describe.each(ENDS)("a phone call ended by %s", (_name, end) => {
     expect(res.status).toBe(200);
     expect(await res.json()).toMatchObject({ id, status: "completed", ...omitTranscript() });
     expect(await eventsOf(id)).toEqual(ALL_EVENTS);
-    expect(await (await transcriptOf(id)).json()).toEqual({ callId: id, livemode: true, segments: SEGMENTS });
+    await expectTranscript(id);
     await expectApiError(await report(id), 409, "results_already_reported");
     expect(await eventsOf(id)).toEqual(ALL_EVENTS);
   });

@@ -128,9 +128,10 @@ describe("a task refused when it fires", () => {
       async (s) => {
         await updateOrganization(w.ctx.deps, s.org.id, { maxConcurrentCalls: 1 });
         await w.ctx.deps.sql`
-          insert into calls (id, organization_id, livemode, status, agent_id, to_number, direction, created_at, placed_at)
+          insert into calls (id, organization_id, livemode, status, agent_id, to_number, direction, created_at, placed_at,
+            updated_at)
           values (${w.ctx.deps.ids.next("call")}, ${s.org.id}, true, 'ongoing', ${s.agent.id}, '+33600000001',
-            'outbound', now(), now())`;
+            'outbound', now(), now(), now())`;
       },
     ],
     [
@@ -138,9 +139,10 @@ describe("a task refused when it fires", () => {
       async (s) => {
         await updateOrganization(w.ctx.deps, s.org.id, { maxCallsPerHour: 1 });
         await w.ctx.deps.sql`
-          insert into calls (id, organization_id, livemode, status, agent_id, to_number, direction, created_at, placed_at)
+          insert into calls (id, organization_id, livemode, status, agent_id, to_number, direction, created_at, placed_at,
+            updated_at)
           values (${w.ctx.deps.ids.next("call")}, ${s.org.id}, true, 'completed', ${s.agent.id}, '+33600000002',
-            'outbound', now(), now())`;
+            'outbound', now(), now(), now())`;
       },
     ],
   ];

@@ -58,7 +58,7 @@ describe("contacts", () => {
   test("DELETE answers {id, deleted: true}, then the contact is 404 for every verb", async () => {
     const c = await (await post({ phone: "+33633333333" })).json();
     const del = await server.fetch(`/api/v1/contacts/${c.id}`, { method: "DELETE", key: s.testKey });
-    expect(await del.json()).toEqual({ id: c.id, deleted: true });
+    expect(await del.json()).toEqual({ id: c.id, deleted: true, updatedAt: expect.any(String) });
     expect(await outcomeOf(await server.fetch(`/api/v1/contacts/${c.id}`, { key: s.testKey }))).toBe(
       "404 not_found",
     );

@@ -32,7 +32,7 @@ interface Event {
   type: string;
   livemode: boolean;
   createdAt: string;
-  data: { id: string; deleted?: boolean; name?: string | null };
+  data: { id: string; deleted?: boolean; name?: string | null; updatedAt: string };
 }
 
 const list = async (key: string, query = "") => {
@@ -56,7 +56,7 @@ describe("events", () => {
       expect(e.id).toMatch(/^evt_[0-9A-HJKMNP-TV-Z]{26}$/);
       expect(e.livemode).toBe(false);
     }
-    expect(events[0]!.data).toEqual({ id: made[0]!.contactId, deleted: true });
+    expect(events[0]!.data).toEqual({ id: made[0]!.contactId, deleted: true, updatedAt: expect.any(String) });
     expect(events[1]!.data.name).toBe("Renamed");
   });
 

@@ -119,7 +119,8 @@ describe("results of a live call", () => {
       "call.analysis_ready",
     ]);
     const transcript = await server.fetch(`/api/v1/calls/${callId}/transcript`, { key: s.liveKey });
-    expect(await transcript.json()).toEqual({ callId, livemode: true, segments });
+    const call = await (await server.fetch(`/api/v1/calls/${callId}`, { key: s.liveKey })).json();
+    expect(await transcript.json()).toEqual({ callId, livemode: true, segments, updatedAt: call.updatedAt });
     await expectApiError(await report({ summary: "again" }), 409, "results_already_reported");
     await deliver(liveKitEvents.roomFinished(callId));
     expect(await eventTypes(callId)).toHaveLength(4);

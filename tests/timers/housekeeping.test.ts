@@ -133,8 +133,8 @@ describe("the statistics timer", () => {
     await sql`analyze calls`;
     expect(await tablesWithStaleStatistics(sql)).not.toContain("calls");
     await sql`
-      insert into calls (id, organization_id, livemode, status, agent_id, direction, created_at)
-      select 'call_' || lpad(i::text, 26, '0'), ${seed.org.id}, false, 'completed', ${seed.agent.id}, 'web', now()
+      insert into calls (id, organization_id, livemode, status, agent_id, direction, created_at, updated_at)
+      select 'call_' || lpad(i::text, 26, '0'), ${seed.org.id}, false, 'completed', ${seed.agent.id}, 'web', now(), now()
       from generate_series(1, 5000) i`;
     // Growth is seen at once, from the table's pages.
     expect(await tablesWithStaleStatistics(sql)).toContain("calls");
@@ -167,8 +167,8 @@ describe("the statistics timer", () => {
     try {
       await conn`delete from calls`;
       await conn`
-        insert into calls (id, organization_id, livemode, status, agent_id, direction, created_at)
-        select 'call_' || lpad(i::text, 26, '0'), ${seed.org.id}, false, 'ringing', ${seed.agent.id}, 'web', now()
+        insert into calls (id, organization_id, livemode, status, agent_id, direction, created_at, updated_at)
+        select 'call_' || lpad(i::text, 26, '0'), ${seed.org.id}, false, 'ringing', ${seed.agent.id}, 'web', now(), now()
         from generate_series(1, 5000) i`;
       await conn`select pg_stat_force_next_flush()`;
       await conn`select 1`;

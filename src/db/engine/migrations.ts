@@ -27,6 +27,7 @@ import m0024 from "../../../sql/0024_blocked_numbers.sql" with { type: "text" };
 import m0025 from "../../../sql/0025_call_limits.sql" with { type: "text" };
 import m0026 from "../../../sql/0026_live_campaigns.sql" with { type: "text" };
 import m0027 from "../../../sql/0027_agent_changes.sql" with { type: "text" };
+import m0028 from "../../../sql/0028_updated_at.sql" with { type: "text" };
 import m0029 from "../../../sql/0029_list_filter_indexes.sql" with { type: "text" };
 import m0030 from "../../../sql/0030_hangups_and_open_reservations.sql" with { type: "text" };
 import m0031 from "../../../sql/0031_cjk_search.sql" with { type: "text" };
@@ -59,6 +60,7 @@ export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0025_call_limits", sql: m0025 },
   { name: "0026_live_campaigns", sql: m0026 },
   { name: "0027_agent_changes", sql: m0027 },
+  { name: "0028_updated_at", sql: m0028 },
   { name: "0029_list_filter_indexes", sql: m0029 },
   { name: "0030_hangups_and_open_reservations", sql: m0030 },
   { name: "0031_cjk_search", sql: m0031 },

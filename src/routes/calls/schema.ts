@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { E164, FlatObjectSchema, Timestamp } from "../../schemas.ts";
+import { E164, FlatObjectSchema, Timestamp, UpdatedAt } from "../../schemas.ts";
 import { CALL_STATUSES, MAX_SCHEDULE_AHEAD_DAYS } from "../../services/calls.ts";
 
 /** `variables` of a call: a flat object. */
@@ -57,6 +57,7 @@ export const CallSchema = z
     campaignId: z.string().nullable(),
     direction: z.enum(["outbound", "web"]),
     createdAt: Timestamp,
+    updatedAt: UpdatedAt,
     startedAt: timestamp("Set when the call becomes `ongoing`."),
     endedAt: timestamp("Set when the call ends."),
     durationSeconds: z
@@ -115,6 +116,11 @@ export const TranscriptSchema = z
     callId: z.string().openapi({ example: "call_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
     livemode: z.boolean(),
     segments: z.array(TranscriptSegmentSchema),
+    updatedAt: UpdatedAt.openapi({
+      description:
+        "The call's `updatedAt`: a transcript is ready once, so `call.transcript_ready` carries the call's " +
+        "last change at that moment (after its `call.ended`).",
+    }),
   })
   .openapi("Transcript");
 

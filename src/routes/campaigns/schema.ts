@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { enumFilter, listEnvelope, listQuery, livemodeParam } from "../../lists/cursor.ts";
-import { FlatObjectSchema, PhoneSchema, Timestamp } from "../../schemas.ts";
+import { FlatObjectSchema, PhoneSchema, Timestamp, UpdatedAt } from "../../schemas.ts";
 import { CAMPAIGN_STATUSES } from "../../services/campaigns.ts";
 
 const count = (description: string) => z.number().int().openapi({ description });
@@ -47,6 +47,7 @@ export const CampaignSchema = z
           "total = pending + inProgress + completed + cancelled. Only `pending` and `inProgress` ever go down.",
       }),
     createdAt: Timestamp,
+    updatedAt: UpdatedAt,
     startedAt: Timestamp.nullable().openapi({ description: "When the first calls were started." }),
     completedAt: Timestamp.nullable().openapi({
       description: "When the campaign became `completed`; null while running and for cancelled campaigns.",

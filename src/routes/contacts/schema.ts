@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { listEnvelope, listQuery, phoneFilter, textFilter } from "../../lists/cursor.ts";
-import { FlatObjectSchema, PhoneSchema as SharedPhone, Timestamp } from "../../schemas.ts";
+import { FlatObjectSchema, PhoneSchema as SharedPhone, Timestamp, UpdatedAt } from "../../schemas.ts";
 
 const PhoneSchema = SharedPhone.openapi({
   example: "+33612345678",
@@ -61,7 +61,7 @@ export const ContactSchema = z
     email: z.string().nullable().openapi({ example: "jeanne@example.com" }),
     metadata: FlatMetadataSchema,
     createdAt: Timestamp,
-    updatedAt: Timestamp,
+    updatedAt: UpdatedAt,
   })
   .openapi("Contact", {
     description: "A contact of the organization. Contacts are real in both modes, test keys included.",
@@ -82,5 +82,8 @@ export const DeletedContactSchema = z
   .object({
     id: z.string().openapi({ example: CONTACT_ID_EXAMPLE }),
     deleted: z.literal(true),
+    updatedAt: UpdatedAt.openapi({
+      description: "When the contact was deleted: after its last `updatedAt`, so the deletion orders last.",
+    }),
   })
   .openapi("DeletedContact");

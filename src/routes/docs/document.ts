@@ -2,6 +2,7 @@ import { errorStatus } from "../../errors.ts";
 import type { App } from "../../http/appEnv.ts";
 import { BODY_LIMIT, LARGE_BODY_LIMIT } from "../../http/body.ts";
 import { VERSION } from "../../version.ts";
+import { DELIVERY_ORDER } from "../events/webhooks.ts";
 
 /**
  * The OpenAPI document served at /api/openapi.json: what the routes generate (their schemas, errors and
@@ -35,8 +36,10 @@ export const TAGS = [
   {
     name: "Events",
     description:
-      "What happened, as listed by `GET /api/v1/events` and sent to webhook endpoints. Deliveries are not " +
-      "ordered: order an object's events by its `updatedAt`.",
+      "What happened, as listed by `GET /api/v1/events` (newest first) and sent to webhook endpoints. " +
+      `${DELIVERY_ORDER} Order the events of one object by \`data.updatedAt\`, the time of the change each ` +
+      "reports, strictly increasing per object (`data.createdAt` for `knowledge.document_ready`: a document " +
+      "never changes), and keep the data with the latest one.",
   },
   { name: "Webhook endpoints", description: "URLs that receive events, signed per Standard Webhooks." },
   {

@@ -5,6 +5,7 @@ import type { EventType } from "../../services/events.ts";
 import { CallSchema, TranscriptSchema } from "../calls/schema.ts";
 import { CampaignSchema } from "../campaigns/schema.ts";
 import { ContactSchema, DeletedContactSchema } from "../contacts/schema.ts";
+import { DocumentReadySchema } from "../knowledge-bases/schema.ts";
 
 /**
  * The `webhooks` section of the OpenAPI document: what the service POSTs to webhook endpoints, one
@@ -12,17 +13,8 @@ import { ContactSchema, DeletedContactSchema } from "../contacts/schema.ts";
  * headers. The API reference (/api/docs) lists them under "Webhooks".
  */
 
-const DocumentReadySchema = z
-  .object({
-    documentId: z.string().openapi({ example: "doc_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
-    knowledgeBaseId: z.string().openapi({ example: "kb_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
-    chunkCount: z.number().int().openapi({ description: "Fictitious for a test-mode upload.", example: 3 }),
-    livemode: z.boolean(),
-  })
-  .openapi("DocumentReady");
-
 /** Each event type: its payload's object, its schema name and what emits it. */
-const EVENTS: Record<EventType, { data: z.ZodType; name: string; when: string }> = {
+const EVENTS: Record<EventType, { data: z.ZodType; name: string; when: string; orderBy?: string }> = {
   "call.started": {
     data: CallSchema,
     name: "CallStartedEvent",
@@ -73,6 +65,8 @@ const EVENTS: Record<EventType, { data: z.ZodType; name: string; when: string }>
     data: DocumentReadySchema,
     name: "DocumentReadyEvent",
     when: "A knowledge-base document was chunked and indexed (test mode: fictitious, nothing stored).",
+    // A document has this one event and never changes.
+    orderBy: "createdAt",
   },
 };
 
@@ -92,6 +86,13 @@ const SignatureHeaders = z.object({
     example: "v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=",
   }),
 });
+
+/** How deliveries arrive, said on every webhook and on the Events tag (routes/docs/document.ts). */
+export const DELIVERY_ORDER =
+  "Deliveries are at least once and unordered: an event may arrive more than once (ignore a " +
+  "`webhook-id` already processed: it is the event's id) and the events of one object in any order (a " +
+  "call's `call.analysis_ready` before its `call.ended`, a contact's `contact.deleted` before its " +
+  "`contact.updated`).";
 
 export function registerWebhookDocs(app: App) {
   for (const [type, e] of Object.entries(EVENTS) as [EventType, (typeof EVENTS)[EventType]][]) {
@@ -116,7 +117,9 @@ export function registerWebhookDocs(app: App) {
       summary: type,
       description:
         `${e.when} Sent to every enabled endpoint that subscribes to \`${type}\`: live endpoints receive the ` +
-        "events of both modes, test endpoints only `livemode` false ones.",
+        `events of both modes, test endpoints only \`livemode\` false ones. ${DELIVERY_ORDER} To order ` +
+        `them, \`data.${e.orderBy ?? "updatedAt"}\` is the time of the change this event reports, strictly ` +
+        "increasing per object: keep the data with the latest one.",
       // The receiver authenticates the sender by the signature headers, not by a credential of this API.
       security: [],
       request: {

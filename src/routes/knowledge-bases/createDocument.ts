@@ -1,22 +1,10 @@
-import { createRoute, z } from "@hono/zod-openapi";
+import { createRoute } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
 import type { App } from "../../http/appEnv.ts";
 import { secretKeyAuth } from "../../http/secretKey.ts";
 import { addDocument, CHUNK_MAX_CHARS } from "../../services/documents.ts";
-import { DocumentInputSchema, KnowledgeBaseIdParams } from "./schema.ts";
-
-const DocumentReadySchema = z
-  .object({
-    documentId: z.string().openapi({ example: "doc_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
-    chunkCount: z.number().int().openapi({ example: 3 }),
-    livemode: z.boolean(),
-    simulated: z.literal(true).optional().openapi({
-      description:
-        "Only with a test key: the document id and chunk count are fictitious, nothing was stored.",
-    }),
-  })
-  .openapi("DocumentReady");
+import { CreatedDocumentSchema, DocumentInputSchema, KnowledgeBaseIdParams } from "./schema.ts";
 
 export function registerCreateDocument(app: App, deps: Deps) {
   const route = createRoute({
@@ -27,7 +15,7 @@ export function registerCreateDocument(app: App, deps: Deps) {
     summary: "Add a document to a knowledge base",
     description:
       "Adds a plain-text document to a knowledge base of the organization and emits " +
-      "`knowledge.document_ready` with `{documentId, knowledgeBaseId, chunkCount, livemode}`. The text is " +
+      "`knowledge.document_ready` with `{documentId, knowledgeBaseId, chunkCount, livemode, createdAt}`. The text is " +
       `split into chunks of at most ${CHUNK_MAX_CHARS.toLocaleString("en")} characters along paragraphs, ` +
       "sentences (Chinese and Japanese ones too, after 。！？) and words. With a test key the request is validated the same way, nothing is stored, " +
       "the answer carries `simulated: true` and a fictitious `documentId` (the document does not exist " +
@@ -40,7 +28,7 @@ export function registerCreateDocument(app: App, deps: Deps) {
     responses: {
       201: {
         description: "The document is ready (live), or would be (test key).",
-        content: { "application/json": { schema: DocumentReadySchema } },
+        content: { "application/json": { schema: CreatedDocumentSchema } },
       },
       ...errorResponses(
         "invalid_request",

@@ -55,6 +55,32 @@ export const DocumentWithTextSchema = z
   })
   .openapi("DocumentWithText");
 
+/** The answer of an upload. */
+export const CreatedDocumentSchema = z
+  .object({
+    documentId: z.string().openapi({ example: "doc_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
+    chunkCount: z.number().int().openapi({ example: 3 }),
+    livemode: z.boolean(),
+    simulated: z.literal(true).optional().openapi({
+      description:
+        "Only with a test key: the document id and chunk count are fictitious, nothing was stored.",
+    }),
+  })
+  .openapi("CreatedDocument");
+
+/** The data of `knowledge.document_ready`. */
+export const DocumentReadySchema = z
+  .object({
+    documentId: z.string().openapi({ example: "doc_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
+    knowledgeBaseId: z.string().openapi({ example: "kb_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
+    chunkCount: z.number().int().openapi({ description: "Fictitious for a test-mode upload.", example: 3 }),
+    livemode: z.boolean(),
+    createdAt: Timestamp.openapi({
+      description: "When the document was added (a document never changes: its one event's time).",
+    }),
+  })
+  .openapi("DocumentReady");
+
 export const DeletedDocumentSchema = z
   .object({
     id: z.string().openapi({ example: "doc_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),

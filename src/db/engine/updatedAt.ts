@@ -1,0 +1,14 @@
+import type { Fragment } from "postgres";
+import type { Db } from "./connection.ts";
+
+/**
+ * The `updated_at` of a row that a statement changes at `now` (the service's clock): `now`, or one
+ * millisecond after the row's previous `updated_at` when `now` is not later. So the changes of one row
+ * have strictly increasing times even within a millisecond (or under a clock that stands still), never
+ * before the row's creation, and a webhook receiver orders an object's events by them. Set by each
+ * statement rather than by a trigger: a trigger would read the database's clock, not the service's,
+ * and would cost a function call per row on the statements that move thousands of calls a second.
+ */
+export function nextUpdatedAt(sql: Db, now: Date): Fragment {
+  return sql`greatest(${now}::timestamptz, updated_at + interval '1 millisecond')`;
+}
