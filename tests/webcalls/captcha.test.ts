@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
+import { cpSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sha256 } from "../../src/auth/keys.ts";
@@ -8,6 +8,7 @@ import { ManualClock } from "../../src/clock.ts";
 import { parseEnv } from "../../src/env.ts";
 import { housekeepingPass } from "../../src/services/housekeeping.ts";
 import { createTestContext, type TestContext } from "../helpers/app.ts";
+import { embeddedTemplate } from "../helpers/db.ts";
 import { type FakeCaptcha, startFakeCaptcha } from "../helpers/fakeCaptcha.ts";
 
 let ctx: TestContext;
@@ -232,6 +233,8 @@ describe("verifyCaptcha against a siteverify server", () => {
 describe("serve without RECAPTCHA_SECRET", () => {
   test("logs a warning at start", async () => {
     const dir = mkdtempSync(join(tmpdir(), "vs-captcha-"));
+    // On the embedded database, a migrated copy: creating one takes long on a busy machine.
+    if (!ctx.db.url) cpSync(await embeddedTemplate(), dir, { recursive: true });
     const env: Record<string, string> = {
       PATH: process.env.PATH ?? "",
       PORT: "0",
