@@ -94,7 +94,7 @@ describe("a phone call's end, reported by LiveKit", () => {
     expect(await planUsed()).toBe(before + 2);
     expect(await events(id)).toEqual(["call.started ongoing", "call.ended completed"]);
     // The server closes the room: nobody can join it again.
-    await waitUntil("a DeleteRoom request", () => deletes(id).length === 1, { timeoutMs: 2000 });
+    await waitUntil("a DeleteRoom request", () => deletes(id).length === 1);
     expect(w.liveKit.rooms.has(id)).toBe(false);
 
     // Replays and the room_finished that follows change nothing.
@@ -153,7 +153,7 @@ describe("a phone call's end, reported by LiveKit", () => {
     expect(await events(id)).toEqual(["call.started ongoing", "call.ended completed"]);
     // Nothing keeps it running: no maxSeconds timer, no net; the room is closed.
     expect((await sql()`select kind from timers where payload->>'callId' = ${id}`).length).toBe(0);
-    await waitUntil("the room to close", () => !w.liveKit.rooms.has(id), { timeoutMs: 2000 });
+    await waitUntil("the room to close", () => !w.liveKit.rooms.has(id));
     expect(w.liveKit.dialCount(`sip_${id}`)).toBe(1);
   });
 
