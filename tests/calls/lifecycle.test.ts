@@ -100,7 +100,7 @@ describe("simulated call over HTTP", () => {
         bodies.set(call.status, call);
         return call.status === "completed";
       },
-      { timeoutMs: 10_000, stepMs: 5 },
+      { stepMs: 5 },
     );
     // Whatever the polling caught, in order; how long each state lasted on this machine is not the
     // point (the times below are). The call.started event below is the call as it was while ongoing.

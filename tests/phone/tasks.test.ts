@@ -48,16 +48,12 @@ async function fire(...calls: { taskId: string }[]): Promise<Date> {
 }
 async function settle(id: string, statuses: string[]) {
   let row: Record<string, unknown> = {};
-  await waitUntil(
-    "the call to settle",
-    async () => {
-      const rows = await w.ctx.deps.sql<Record<string, unknown>[]>`
+  await waitUntil("the call to settle", async () => {
+    const rows = await w.ctx.deps.sql<Record<string, unknown>[]>`
       select status, outcome, placed_at from calls where id = ${id}`;
-      row = rows[0]!;
-      return statuses.includes(String(row.status));
-    },
-    { timeoutMs: 10_000 },
-  );
+    row = rows[0]!;
+    return statuses.includes(String(row.status));
+  });
   return row;
 }
 async function events(id: string) {
