@@ -4,6 +4,7 @@ import { LiveKit, LiveKitError } from "../../src/livekit/client.ts";
 import { dialFailureEnd, sipCallAnswered, sipIdentity } from "../../src/livekit/sip.ts";
 import { type DialScript, type FakeLiveKit, startFakeLiveKit } from "../helpers/fakeLivekit.ts";
 import { newId } from "../helpers/ids.ts";
+import { waitUntil } from "../helpers/wait.ts";
 
 /**
  * Dialling through the real SDK's SipClient against the fake LiveKit. The fake rings through a
@@ -43,14 +44,6 @@ function dialInput(over: Partial<Parameters<LiveKit["dialSip"]>[0]> = {}) {
     maxSeconds: 600,
     ...over,
   };
-}
-
-async function until(what: () => Promise<boolean> | boolean, ms = 5000): Promise<void> {
-  const deadline = performance.now() + ms;
-  while (!(await what())) {
-    if (performance.now() > deadline) throw new Error("condition not reached in time");
-    await Bun.sleep(5);
-  }
 }
 
 describe("dialSip: CreateSIPParticipant through the SDK", () => {
@@ -106,14 +99,21 @@ describe("dialSip: CreateSIPParticipant through the SDK", () => {
     const input = dialInput();
     fake.scriptDial(input.to, { kind: "hang" });
     const dialing = lk.dialSip(input);
-    await until(async () => (await lk.listParticipants(input.roomName)).length > 0);
+    await waitUntil(
+      "the callee in the room",
+      async () => (await lk.listParticipants(input.roomName)).length > 0,
+    );
     const statuses = new Set<string>();
-    await until(async () => {
-      const [p] = await lk.listParticipants(input.roomName);
-      if (p) statuses.add(p.attributes["sip.callStatus"]!);
-      expect(sipCallAnswered(p ? [p] : [], input.callId)).toBe(false);
-      return p?.attributes["sip.callStatus"] === "ringing";
-    });
+    await waitUntil(
+      "the callee ringing",
+      async () => {
+        const [p] = await lk.listParticipants(input.roomName);
+        if (p) statuses.add(p.attributes["sip.callStatus"]!);
+        expect(sipCallAnswered(p ? [p] : [], input.callId)).toBe(false);
+        return p?.attributes["sip.callStatus"] === "ringing";
+      },
+      { stepMs: 5 },
+    );
     expect([...statuses].every((s) => s === "dialing" || s === "ringing")).toBe(true);
     fake.releaseDials();
     await dialing;
@@ -240,7 +240,10 @@ describe("closing the room", () => {
     const input = dialInput();
     fake.scriptDial(input.to, { kind: "hang" });
     const dialing = lk.dialSip(input).catch((e) => e);
-    await until(() => fake.rooms.get(input.roomName)?.participants.has(sipIdentity(input.callId)) ?? false);
+    await waitUntil(
+      "the callee in the room",
+      () => fake.rooms.get(input.roomName)?.participants.has(sipIdentity(input.callId)) ?? false,
+    );
     expect(await lk.deleteRoom(input.roomName)).toBe("deleted");
     const err = await dialing;
     expect(err).toBeInstanceOf(LiveKitError);
