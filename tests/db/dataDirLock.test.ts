@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DataDirInUseError, LOCK_TIMING, lockDataDir } from "../../src/db/engine/dataDirLock.ts";
+import { waitUntil } from "../helpers/wait.ts";
 import { spawnService } from "./serviceProcess.ts";
 
 /**
@@ -52,14 +53,6 @@ function beating(dir: string, everyMs: number): () => void {
   return () => clearInterval(timer);
 }
 
-async function until(check: () => boolean, timeoutMs = 10_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error("condition not met in time");
-    await Bun.sleep(10);
-  }
-}
-
 describe("the DATA_DIR lock", () => {
   test("a clean start takes it at once, with an owner id and where its pid means something", async () => {
     const dir = tempDir();
@@ -80,7 +73,7 @@ describe("the DATA_DIR lock", () => {
     const lock = await lockDataDir(dir, dir, { timing: FAST });
     const old = new Date(Date.now() - 60_000);
     utimesSync(lockPath(dir), old, old);
-    await until(() => Date.now() - statSync(lockPath(dir)).mtimeMs < 5_000);
+    await waitUntil("a fresh heartbeat", () => Date.now() - statSync(lockPath(dir)).mtimeMs < 5_000);
     lock.release();
   });
 
@@ -133,7 +126,7 @@ describe("the DATA_DIR lock", () => {
     let lost = 0;
     const lock = await lockDataDir(dir, dir, { timing: FAST, onLost: () => lost++ });
     foreignLock(dir);
-    await until(() => lost > 0);
+    await waitUntil("the holder to be told", () => lost > 0);
     await Bun.sleep(3 * FAST.heartbeatMs);
     expect(lost).toBe(1);
     lock.release();
@@ -157,7 +150,7 @@ describe("the DATA_DIR lock", () => {
     // The five refused exit at once; the one holding the lock waits to be told to let go.
     let exited = 0;
     for (const c of children) void c.exited.then(() => exited++);
-    await until(() => exited >= 5, 25_000);
+    await waitUntil("the five refused to exit", () => exited >= 5, { timeoutMs: 25_000 });
     writeFileSync(join(dir, "release"), "");
     await Promise.all(children.map((c) => c.exited));
     const outcomes = children.map((c) => c.output().trim());
