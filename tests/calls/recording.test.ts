@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { liveKitEvents } from "../helpers/fakeLivekit.ts";
+import { waitUntil } from "../helpers/wait.ts";
 import {
   mintToken,
   type Seed,
@@ -73,13 +74,10 @@ test("a simulated call has none, even once completed; malformed and unknown ids 
     json: { agentId: seed.agent.id, to: "+33612345678" },
   });
   const { id } = await res.json();
-  const deadline = Date.now() + 20_000;
-  for (;;) {
+  await waitUntil("the simulated call to complete", async () => {
     const call = await (await w.ctx.request(`/api/v1/calls/${id}`, { key: seed.testKey })).json();
-    if (call.status === "completed") break;
-    if (Date.now() > deadline) throw new Error(`simulated call still ${call.status}`);
-    await Bun.sleep(50);
-  }
+    return call.status === "completed";
+  });
   await expectNotFound(await recording(id, seed.testKey));
   await expectNotFound(await recording(id, seed.liveKey));
   await expectNotFound(await recording("call_nope"));

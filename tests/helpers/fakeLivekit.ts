@@ -121,8 +121,11 @@ export interface FakeLiveKit {
   scriptDial(to: string, script: DialScript | null): void;
   /** What every number without a script does (initially: answer after 200 ms). */
   setDefaultDial(script: DialScript): void;
-  /** Ends the dials in flight (hanging ones included) as `script` says (default: answered now). */
-  releaseDials(script?: DialScript): void;
+  /**
+   * Ends the dials in flight (hanging ones included) as `script` says (default: answered now), or
+   * those of them `which` picks.
+   */
+  releaseDials(script?: DialScript, which?: (dial: FakeDial) => boolean): void;
   /** How many times this participant identity was dialled. */
   dialCount(identity: string): number;
   /**
@@ -609,8 +612,8 @@ export async function startFakeLiveKit(
     setDefaultDial(script) {
       defaultDial = script;
     },
-    releaseDials(script = { kind: "answer" }) {
-      for (const end of [...inflight.keys()]) end(script);
+    releaseDials(script = { kind: "answer" }, which = () => true) {
+      for (const [end, dial] of [...inflight]) if (which(dial)) end(script);
     },
     dialCount(identity) {
       return dials.filter((d) => d.identity === identity).length;

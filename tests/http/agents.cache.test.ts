@@ -102,7 +102,7 @@ describe.skipIf(TEST_DATABASE !== "postgres")("another process changes an agent"
     await waitUntil(
       "the change to show",
       async () => (await listAgentsForKey(deps, auth)).agents[0]!.active === false,
-      { timeoutMs: 2_000, stepMs: 10 },
+      { stepMs: 10 },
     );
   });
 });

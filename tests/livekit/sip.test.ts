@@ -104,12 +104,16 @@ describe("dialSip: CreateSIPParticipant through the SDK", () => {
       async () => (await lk.listParticipants(input.roomName)).length > 0,
     );
     const statuses = new Set<string>();
-    await waitUntil("the callee ringing", async () => {
-      const [p] = await lk.listParticipants(input.roomName);
-      if (p) statuses.add(p.attributes["sip.callStatus"]!);
-      expect(sipCallAnswered(p ? [p] : [], input.callId)).toBe(false);
-      return p?.attributes["sip.callStatus"] === "ringing";
-    });
+    await waitUntil(
+      "the callee ringing",
+      async () => {
+        const [p] = await lk.listParticipants(input.roomName);
+        if (p) statuses.add(p.attributes["sip.callStatus"]!);
+        expect(sipCallAnswered(p ? [p] : [], input.callId)).toBe(false);
+        return p?.attributes["sip.callStatus"] === "ringing";
+      },
+      { stepMs: 5 },
+    );
     expect([...statuses].every((s) => s === "dialing" || s === "ringing")).toBe(true);
     fake.releaseDials();
     await dialing;
@@ -236,8 +240,9 @@ describe("closing the room", () => {
     const input = dialInput();
     fake.scriptDial(input.to, { kind: "hang" });
     const dialing = lk.dialSip(input).catch((e) => e);
-    await waitUntil("the callee in the room", () =>
-      fake.rooms.get(input.roomName)?.participants.has(sipIdentity(input.callId)),
+    await waitUntil(
+      "the callee in the room",
+      () => fake.rooms.get(input.roomName)?.participants.has(sipIdentity(input.callId)) ?? false,
     );
     expect(await lk.deleteRoom(input.roomName)).toBe("deleted");
     const err = await dialing;

@@ -215,7 +215,6 @@ describe("a live campaign", () => {
     await waitUntil(
       "the first contact to fail",
       async () => (await read(w, seed, campaign.id)).progress.failed === 1,
-      { timeoutMs: 10_000 },
     );
     const now = await read(w, seed, campaign.id);
     expect(now).toMatchObject({ status: "running", progress: { pending: 1, inProgress: 0, failed: 1 } });
@@ -231,10 +230,8 @@ describe("a live campaign", () => {
     const numbers = [freshNumber(), freshNumber(), freshNumber()];
     for (const n of numbers) w.liveKit.scriptDial(n, { kind: "answer", afterMs: 50 });
     const campaign = await create(w, seed, { contacts: numbers.map((phone) => ({ phone })), concurrency: 1 });
-    await waitUntil(
-      "an answered call",
-      async () => (await callsOf(w, campaign.id)).some((c) => c.status === "ongoing"),
-      { timeoutMs: 10_000 },
+    await waitUntil("an answered call", async () =>
+      (await callsOf(w, campaign.id)).some((c) => c.status === "ongoing"),
     );
     await updateAgent(w.ctx.deps, seed.agent.id, { active: false });
     await hangUpAnswered(w, campaign.id);
@@ -252,10 +249,8 @@ describe("a live campaign", () => {
     // The first call reserves the one minute there is; the second contact waits for it, not failed.
     const campaign = await create(w, seed, { contacts: numbers.map((phone) => ({ phone })), concurrency: 2 });
     expect(campaign.progress).toMatchObject({ inProgress: 1, pending: 1, failed: 0 });
-    await waitUntil(
-      "the first call to be answered",
-      async () => (await callsOf(w, campaign.id)).some((c) => c.status === "ongoing"),
-      { timeoutMs: 10_000 },
+    await waitUntil("the first call to be answered", async () =>
+      (await callsOf(w, campaign.id)).some((c) => c.status === "ongoing"),
     );
     expect((await read(w, seed, campaign.id)).progress).toMatchObject({
       inProgress: 1,
@@ -314,22 +309,16 @@ describe("a live campaign", () => {
     for (const n of numbers) w.liveKit.scriptDial(n, { kind: "answer", afterMs: 50 });
     const campaign = await create(w, seed, { contacts: numbers.map((phone) => ({ phone })), concurrency: 1 });
     // The first contact's call takes the last minute and keeps it: then only the other call holds any.
-    await waitUntil(
-      "the first contact's call to be answered",
-      async () => (await callsOf(w, campaign.id)).some((c) => c.status === "ongoing"),
-      { timeoutMs: 10_000 },
+    await waitUntil("the first contact's call to be answered", async () =>
+      (await callsOf(w, campaign.id)).some((c) => c.status === "ongoing"),
     );
     await hangUpAnswered(w, campaign.id);
-    await waitUntil(
-      "the campaign to wait with a timer",
-      async () => {
-        const c = await read(w, seed, campaign.id);
-        const [row] = await w.ctx.deps.sql<{ wake_at: Date | null }[]>`
+    await waitUntil("the campaign to wait with a timer", async () => {
+      const c = await read(w, seed, campaign.id);
+      const [row] = await w.ctx.deps.sql<{ wake_at: Date | null }[]>`
           select wake_at from campaigns where id = ${campaign.id}`;
-        return c.progress.succeeded === 1 && c.progress.pending === 1 && row!.wake_at !== null;
-      },
-      { timeoutMs: 10_000 },
-    );
+      return c.progress.succeeded === 1 && c.progress.pending === 1 && row!.wake_at !== null;
+    });
     // Woken by a timer a few seconds after the call that kept the last minute ended.
     const [waiting] = await w.ctx.deps.sql<{ wake_at: Date; ended_at: Date; timer: boolean }[]>`
       select c.wake_at, k.ended_at, exists(select 1 from timers t where t.kind = 'campaign.advance'
@@ -360,9 +349,7 @@ describe("a live campaign", () => {
       key: seed.liveKey,
     });
     expect((await res.json()).progress).toMatchObject({ cancelled: 1, inProgress: 1 });
-    await waitUntil("the first dial", () => w.liveKit.dials.some((d) => d.to === numbers[0]), {
-      timeoutMs: 10_000,
-    });
+    await waitUntil("the first dial", () => w.liveKit.dials.some((d) => d.to === numbers[0]));
     w.liveKit.releaseDials({ kind: "sip_error", sipStatus: 486 });
     const done = await watch(w, seed, campaign, (c) => c.progress.inProgress === 0);
     expect(done).toMatchObject({ status: "cancelled", progress: { cancelled: 1, failed: 1, pending: 0 } });
@@ -440,9 +427,8 @@ describe("a live campaign outside the call window", () => {
       await waitUntil(
         "a call in progress",
         async () => (await read(timed, seed, campaign.id)).progress.inProgress === 1,
-        { timeoutMs: 10_000 },
       );
-      await waitUntil("the dial", () => timed.liveKit.dials.some((d) => d.to === to), { timeoutMs: 10_000 });
+      await waitUntil("the dial", () => timed.liveKit.dials.some((d) => d.to === to));
     } finally {
       await timed.close();
     }
@@ -562,5 +548,5 @@ describe("a large live campaign that stops", () => {
     } finally {
       await world.close();
     }
-  }, 60_000);
+  });
 });

@@ -67,9 +67,7 @@ async function answered(): Promise<{ id: string; startedAt: Date }> {
   w.liveKit.scriptDial(to, { kind: "answer", afterMs: 50 });
   const res = await placeCall(w.ctx, seed.liveKey, { agentId: seed.agent.id, to });
   const id = (await res.json()).id as string;
-  await waitUntil("the call to be answered", async () => (await row(id)).status === "ongoing", {
-    timeoutMs: 10_000,
-  });
+  await waitUntil("the call to be answered", async () => (await row(id)).status === "ongoing");
   return { id, startedAt: (await row(id)).started_at! };
 }
 
@@ -94,7 +92,7 @@ describe("a phone call's end, reported by LiveKit", () => {
     expect(await planUsed()).toBe(before + 2);
     expect(await events(id)).toEqual(["call.started ongoing", "call.ended completed"]);
     // The server closes the room: nobody can join it again.
-    await waitUntil("a DeleteRoom request", () => deletes(id).length === 1, { timeoutMs: 2000 });
+    await waitUntil("a DeleteRoom request", () => deletes(id).length === 1);
     expect(w.liveKit.rooms.has(id)).toBe(false);
 
     // Replays and the room_finished that follows change nothing.
@@ -140,9 +138,7 @@ describe("a phone call's end, reported by LiveKit", () => {
     });
     const before = await planUsed();
     const id = (await (await placeCall(w.ctx, seed.liveKey, { agentId: seed.agent.id, to })).json()).id;
-    await waitUntil("the call to complete", async () => (await row(id)).status === "completed", {
-      timeoutMs: 10_000,
-    });
+    await waitUntil("the call to complete", async () => (await row(id)).status === "completed");
     expect(seen).toEqual([{ status: "ringing", webhook: 200 }]);
     const done = await row(id);
     // The hang-up is dated before the answer was written: endedAt is startedAt.
@@ -153,7 +149,7 @@ describe("a phone call's end, reported by LiveKit", () => {
     expect(await events(id)).toEqual(["call.started ongoing", "call.ended completed"]);
     // Nothing keeps it running: no maxSeconds timer, no net; the room is closed.
     expect((await sql()`select kind from timers where payload->>'callId' = ${id}`).length).toBe(0);
-    await waitUntil("the room to close", () => !w.liveKit.rooms.has(id), { timeoutMs: 2000 });
+    await waitUntil("the room to close", () => !w.liveKit.rooms.has(id));
     expect(w.liveKit.dialCount(`sip_${id}`)).toBe(1);
   });
 
@@ -194,7 +190,7 @@ describe("a phone call's end, reported by LiveKit", () => {
               await sql()`select 1 from pg_locks l join pg_stat_activity a on a.pid = l.pid
                 where not l.granted and a.datname = current_database()`
             ).length > 0,
-          { timeoutMs: 5000, stepMs: 5 },
+          { stepMs: 5 },
         );
       } finally {
         commit();
@@ -213,11 +209,11 @@ describe("a phone call's end, reported by LiveKit", () => {
     const to = freshNumber();
     w.liveKit.scriptDial(to, { kind: "hang" });
     const id = (await (await placeCall(w.ctx, seed.liveKey, { agentId: seed.agent.id, to })).json()).id;
-    await waitUntil("the dial", () => w.liveKit.dialCount(`sip_${id}`) === 1, { timeoutMs: 5000 });
+    await waitUntil("the dial", () => w.liveKit.dialCount(`sip_${id}`) === 1);
     await deliver(liveKitEvents.participantLeft(id, `sip_${id}`));
     expect((await row(id)).status).toBe("ringing");
     w.liveKit.releaseDials({ kind: "sip_error", sipStatus: 603 });
-    await waitUntil("the busy end", async () => (await row(id)).status === "busy", { timeoutMs: 5000 });
+    await waitUntil("the busy end", async () => (await row(id)).status === "busy");
     expect(await kept(id)).toEqual({ reserved_minutes: 60, kept_minutes: 0 });
     expect(await events(id)).toEqual(["call.ended busy"]);
   });
@@ -226,7 +222,7 @@ describe("a phone call's end, reported by LiveKit", () => {
     const to = freshNumber();
     w.liveKit.scriptDial(to, { kind: "hang" });
     const id = (await (await placeCall(w.ctx, seed.liveKey, { agentId: seed.agent.id, to })).json()).id;
-    await waitUntil("the dial", () => w.liveKit.dialCount(`sip_${id}`) === 1, { timeoutMs: 5000 });
+    await waitUntil("the dial", () => w.liveKit.dialCount(`sip_${id}`) === 1);
     await deliver(liveKitEvents.participantJoined(id, `agent-${id}`, "AGENT"));
     await deliver(liveKitEvents.participantJoined(id, `sip_${id}`, "SIP"));
     expect((await row(id)).status).toBe("ringing");
@@ -234,7 +230,7 @@ describe("a phone call's end, reported by LiveKit", () => {
     expect((await row(id)).status).toBe("ringing");
     // The dial's own answer decides.
     w.liveKit.releaseDials({ kind: "sip_error", sipStatus: 486 });
-    await waitUntil("the busy end", async () => (await row(id)).status === "busy", { timeoutMs: 5000 });
+    await waitUntil("the busy end", async () => (await row(id)).status === "busy");
   });
 });
 
@@ -247,9 +243,7 @@ describe("a phone call at maxSeconds", () => {
     const { id } = await answered();
     const logged = w.ctx.logs.length;
     await dueNow(id);
-    await waitUntil("the call to complete", async () => (await row(id)).status === "completed", {
-      timeoutMs: 10_000,
-    });
+    await waitUntil("the call to complete", async () => (await row(id)).status === "completed");
     const methods = w.liveKit.requests.filter((r) => r.body.room === id).map((r) => r.method);
     expect(methods.slice(-2)).toEqual(["ListParticipants", "DeleteRoom"]);
     expect(w.liveKit.rooms.has(id)).toBe(false);
@@ -263,9 +257,7 @@ describe("a phone call at maxSeconds", () => {
     w.liveKit.rooms.get(id)!.participants.delete(`sip_${id}`);
     const logged = w.ctx.logs.length;
     await dueNow(id);
-    await waitUntil("the call to complete", async () => (await row(id)).status === "completed", {
-      timeoutMs: 10_000,
-    });
+    await waitUntil("the call to complete", async () => (await row(id)).status === "completed");
     const warning = w.ctx.logs.slice(logged).find((l) => l.includes("/api/livekit/webhook"));
     expect(warning).toBeDefined();
     expect(JSON.parse(warning!)).toMatchObject({ level: "warn", callId: id });
@@ -310,9 +302,7 @@ describe("a web call whose end LiveKit never reports (no webhook configured)", (
     w.liveKit.rooms.delete(answer.callId);
     const logged = w.ctx.logs.length;
     await maxSecondsNow(answer.callId);
-    await waitUntil("the call to fail", async () => (await row(answer.callId)).status === "failed", {
-      timeoutMs: 10_000,
-    });
+    await waitUntil("the call to fail", async () => (await row(answer.callId)).status === "failed");
     expect(await row(answer.callId)).toMatchObject({ outcome: "end_not_reported" });
     expect(await kept(answer.callId)).toEqual({ reserved_minutes: 10, kept_minutes: 10 });
     expect(await used()).toBe(10);
@@ -329,9 +319,7 @@ describe("a web call whose end LiveKit never reports (no webhook configured)", (
     expect(await used()).toBe(1);
     const logged = w.ctx.logs.length;
     await maxSecondsNow(answer.callId);
-    await waitUntil("the call to end", async () => (await row(answer.callId)).status !== "initiated", {
-      timeoutMs: 10_000,
-    });
+    await waitUntil("the call to end", async () => (await row(answer.callId)).status !== "initiated");
     expect(await row(answer.callId)).toMatchObject({ status: "no_answer", outcome: null, started_at: null });
     expect(await kept(answer.callId)).toEqual({ reserved_minutes: 1, kept_minutes: 0 });
     expect(await used()).toBe(0);
@@ -355,9 +343,7 @@ describe("a web call whose end LiveKit never reports (no webhook configured)", (
     w.liveKit.rooms.get(answer.callId)!.creationTime -= 130;
     const logged = w.ctx.logs.length;
     await maxSecondsNow(answer.callId);
-    await waitUntil("the call to end", async () => (await row(answer.callId)).status !== "initiated", {
-      timeoutMs: 10_000,
-    });
+    await waitUntil("the call to end", async () => (await row(answer.callId)).status !== "initiated");
     expect(await row(answer.callId)).toMatchObject({ status: "failed", outcome: "end_not_reported" });
     expect(await kept(answer.callId)).toEqual({ reserved_minutes: 1, kept_minutes: 1 });
     expect(w.ctx.logs.slice(logged).some((l) => l.includes("/api/livekit/webhook"))).toBe(true);
@@ -368,9 +354,7 @@ describe("a web call whose end LiveKit never reports (no webhook configured)", (
     const visitor = w.liveKit.addParticipant(answer.callId, { identity: `visitor-${answer.callId}` });
     visitor.joinedAt = Math.floor(Date.now() / 1000) - 130;
     await maxSecondsNow(answer.callId);
-    await waitUntil("the call to complete", async () => (await row(answer.callId)).status === "completed", {
-      timeoutMs: 10_000,
-    });
+    await waitUntil("the call to complete", async () => (await row(answer.callId)).status === "completed");
     const done = await row(answer.callId);
     expect(done.started_at).toEqual(new Date(visitor.joinedAt * 1000));
     expect(done.duration_seconds).toBeGreaterThanOrEqual(129);

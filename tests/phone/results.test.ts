@@ -52,7 +52,7 @@ async function status(id: string): Promise<string> {
   return r!.status;
 }
 const settled = (id: string, expected: string) =>
-  waitUntil(`the call to be ${expected}`, async () => (await status(id)) === expected, { timeoutMs: 10_000 });
+  waitUntil(`the call to be ${expected}`, async () => (await status(id)) === expected);
 
 /** The call's events, oldest first, as `type`. */
 async function eventsOf(id: string): Promise<string[]> {
@@ -180,7 +180,7 @@ describe("a phone call that never started is 409 call_not_started, and nothing i
 
   test("ringing (dialled, not answered yet)", async () => {
     const id = await dialled({ kind: "hang" });
-    await waitUntil("the dial", () => w.liveKit.dialCount(`sip_${id}`) === 1, { timeoutMs: 5000 });
+    await waitUntil("the dial", () => w.liveKit.dialCount(`sip_${id}`) === 1);
     expect(await status(id)).toBe("ringing");
     await refused(id);
     w.liveKit.releaseDials({ kind: "sip_error", sipStatus: 486 });

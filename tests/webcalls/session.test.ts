@@ -58,7 +58,7 @@ describe("a test session token", () => {
       async () =>
         (await (await w.ctx.request(`/api/v1/calls/${body.callId}`, { key: seed.testKey })).json()).status ===
         "completed",
-      { timeoutMs: 10_000, stepMs: 100 },
+      { stepMs: 100 },
     );
     expect(await usedMinutes(w.ctx.deps.sql, w.ctx.deps.clock, { organizationId: seed.org.id })).toBe(0);
   });

@@ -207,14 +207,14 @@ describe("ten organizations whose receivers hang, and a healthy one", () => {
       select count(*)::int as n from webhook_deliveries d join webhook_endpoints e on e.id = d.endpoint_id
       where e.url like '%/hang-%' and d.attempts > 0 and d.status = 'pending'`;
     expect(row!.n).toBe(40);
-  }, 60_000);
+  });
 
   test("past the shared pool, hanging organizations hold one slot each beside it, and the healthy one is served", async () => {
     const run = await tenHangingAndOneHealthy({ shared: 4, concurrency: 16 });
     // Ten first requests, four from the shared pool; no more than that ever starts.
     await run.healthyAfter(14);
     expect(run.hangingRequests()).toBe(14);
-  }, 60_000);
+  });
 });
 
 describe("a backlog larger than an organization's queue", () => {
