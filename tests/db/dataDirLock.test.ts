@@ -213,5 +213,5 @@ describe("the DATA_DIR lock", () => {
     for (const o of outcomes.filter((o) => o !== "acquired")) {
       expect(o).toBe(`refused: DATA_DIR ${dir} is in use by process ${winner.pid}`);
     }
-  }, 30_000);
+  });
 });
