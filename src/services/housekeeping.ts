@@ -6,11 +6,13 @@ import { deleteIdleRateLimitWindows } from "../db/rateLimits.ts";
 import { deleteStaleSessionData } from "../db/sessionTokens.ts";
 import { analyzeTable, tablesWithStaleStatistics } from "../db/statistics.ts";
 import { bringSingleTimerForward, ensureSingleTimer } from "../db/timers.ts";
+import type { VacuumLimits } from "../db/vacuum.ts";
 import type { Deps } from "../deps.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
 import type { HandlerContext, TimerHandler } from "../timers/types.ts";
 import { RATE_LIMITS } from "./rateLimit.ts";
 import { IDEMPOTENCY_TTL_MS, SESSION_TOKEN_TTL_MS } from "./sessionTokens.ts";
+import { VACUUM_LIMITS, vacuumDue, vacuumTables } from "./vacuum.ts";
 
 /**
  * Housekeeping: rows that only served a while are removed by one periodic durable timer, never on a
@@ -119,13 +121,16 @@ export async function afterBulkChange(sql: Db, rows: number): Promise<void> {
 /**
  * The `statistics` timer: analyzes the tables whose statistics lag behind their rows (grown, or many
  * inserted, updated or deleted: db/statistics.ts), so that plans follow the data without autovacuum,
- * then checks again in STATISTICS_EVERY_MS.
+ * then checks again in STATISTICS_EVERY_MS. Where the server does not vacuum by itself, the tables
+ * that need it are vacuumed once the check has committed (services/vacuum.ts).
  */
-export function refreshStatistics(deps: Deps): TimerHandler {
-  return async ({ tx, schedule }: HandlerContext) => {
+export function refreshStatistics(deps: Deps, limits: VacuumLimits = VACUUM_LIMITS): TimerHandler {
+  return async ({ tx, schedule, afterCommit }: HandlerContext) => {
     const stale = await tablesWithStaleStatistics(tx);
     for (const table of stale) await analyzeTable(tx, table);
+    const due = await vacuumDue(tx, limits);
     await schedule({ kind: TIMER_KINDS.statistics, delayMs: STATISTICS_EVERY_MS });
     if (stale.length) deps.log.debug("statistics refreshed", { tables: stale });
+    if (due.length) afterCommit(() => void vacuumTables(deps, due));
   };
 }

@@ -17,7 +17,7 @@ import { openDatabase } from "../../src/db/engine/connection.ts";
 import { DataDirInUseError } from "../../src/db/engine/dataDirLock.ts";
 import { openEmbedded } from "../../src/db/engine/embedded.ts";
 import { migrate } from "../../src/db/engine/migrate.ts";
-import { silentLogger } from "../../src/log.ts";
+import { createLogger, silentLogger } from "../../src/log.ts";
 import { bunPgliteFiles } from "../../src/runtime/bunFiles.ts";
 import { waitUntil } from "../helpers/wait.ts";
 import { MAIN, spawnService, stopService } from "./serviceProcess.ts";
@@ -312,6 +312,27 @@ describe("embedded database: first start", () => {
     );
     expect(readFileSync(join(dataDir, "pgdata", "notes.txt"), "utf8")).toBe("mine");
     expect(existsSync(join(dataDir, "voice-service.lock"))).toBe(false);
+  });
+
+  test("the template databases, which its one session cannot vacuum, go at the first open: the cluster's oldest frozen-xid age is then the service database's own", async () => {
+    const dataDir = join(tempDir(), "data");
+    const logs: string[] = [];
+    const log = createLogger("info", (line) => logs.push(line));
+    const databases = async () => {
+      const db = await openDatabase({ dataDir, log, pglite: bunPgliteFiles });
+      try {
+        await db.sql`vacuum (freeze)`;
+        return [
+          ...(await db.sql`select datname as name, age(datfrozenxid) as age from pg_database order by datname`),
+        ];
+      } finally {
+        await db.close();
+      }
+    };
+    expect(await databases()).toEqual([{ name: "postgres", age: expect.any(Number) }]);
+    expect((await databases())[0]!.age).toBeLessThan(10);
+    const dropped = logs.filter((l) => l.includes("dropped a template database"));
+    expect(dropped.map((l) => JSON.parse(l).database).sort()).toEqual(["template0", "template1"]);
   });
 
   test("a data directory at the top of DATA_DIR (earlier layout) is refused, not replaced", async () => {

@@ -76,6 +76,7 @@ export async function openEmbedded(dataDir: string, log: Logger, files: PgliteFi
     });
     lock.refresh();
     cleanups.push(() => db.close());
+    await dropTemplateDatabases(db, log);
     // A run/ folder holding the Unix socket of earlier versions: nothing listens there any more.
     rmSync(join(root, "run"), { recursive: true, force: true });
     log.debug("embedded database ready", { dataDir, engine: files.enginePath });
@@ -84,6 +85,25 @@ export async function openEmbedded(dataDir: string, log: Logger, files: PgliteFi
   } catch (err) {
     await closeAll().catch(() => {});
     throw err;
+  }
+}
+
+/**
+ * initdb leaves two template databases beside ours (template0, template1), which the embedded
+ * database's one session, connected to its own database, can never vacuum. Their frozen-xid age
+ * grows with every transaction all the same, and the server refuses writes once the oldest database
+ * of the cluster nears wraparound (about 2.1 billion transactions): freezing our own database
+ * (services/vacuum.ts) would not keep writes going. Nothing here creates databases, so the templates
+ * go, once, on the first open that finds them (~40 ms).
+ */
+async function dropTemplateDatabases(db: PGlite, log: Logger): Promise<void> {
+  const templates = await db.query<{ name: string }>(
+    "select datname as name from pg_database where datname in ('template0', 'template1')",
+  );
+  for (const { name } of templates.rows) {
+    await db.exec(`alter database ${name} is_template false`);
+    await db.exec(`drop database ${name}`);
+    log.info("dropped a template database the embedded database cannot keep vacuumed", { database: name });
   }
 }
 
