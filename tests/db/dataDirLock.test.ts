@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DataDirInUseError, LOCK_TIMING, lockDataDir } from "../../src/db/engine/dataDirLock.ts";
@@ -179,6 +179,21 @@ describe("the DATA_DIR lock", () => {
     expect(lost).toBe(1);
     lock.release();
     expect(readLock(dir).owner).toBe("f".repeat(32));
+  });
+
+  test("a refresh after the release (a late statement while the database closes) is no lost lock", async () => {
+    const dir = tempDir();
+    let lost = 0;
+    const lock = await lockDataDir(dir, dir, { timing: FAST, onLost: () => lost++ });
+    lock.release();
+    expect(existsSync(lockPath(dir))).toBe(false);
+    // Past a beat, as when the engine runs a last batch of the closing driver.
+    const heldUntil = performance.now() + 3 * FAST.heartbeatMs;
+    while (performance.now() < heldUntil) {}
+    lock.refresh();
+    await Bun.sleep(3 * FAST.heartbeatMs);
+    expect(lost).toBe(0);
+    expect(existsSync(lockPath(dir))).toBe(false);
   });
 
   test("a second lock in the same process is refused", async () => {

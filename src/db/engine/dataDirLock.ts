@@ -149,10 +149,15 @@ export async function lockDataDir(
 /** Starts the heartbeat of a lock just created. */
 function hold(path: string, mine: string, timing: LockTiming, onLost?: () => void): DataDirLock {
   let lost = false;
+  /**
+   * Released: nothing to beat for any more. A late refresh (a statement the driver still hands to the
+   * engine while the database closes) must not read the lock file this process removed as a lock lost.
+   */
+  let released = false;
   /** When this process last touched its lock (monotonic clock). */
   let lastBeat = performance.now();
   const beatNow = () => {
-    if (lost) return;
+    if (lost || released) return;
     let current: string | null;
     try {
       current = readRaw(path);
@@ -177,6 +182,7 @@ function hold(path: string, mine: string, timing: LockTiming, onLost?: () => voi
   // The heartbeat never keeps the process alive on its own.
   beat.unref?.();
   const release = () => {
+    released = true;
     clearInterval(beat);
     if (!heldHere.delete(path)) return;
     process.off("exit", release);
