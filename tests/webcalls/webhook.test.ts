@@ -73,9 +73,11 @@ describe("signed webhooks", () => {
     expect((await deliver(joined)).status).toBe(200);
     expect((await callRow(id)).started_at).toEqual(ongoing.started_at);
 
-    // 150 seconds of talk: 3 minutes stay counted, 7 of the 10 reserved go back.
-    await w.ctx.deps.sql`update calls set started_at = now() - interval '150 seconds' where id = ${id}`;
+    // 150 seconds of talk before the room finished (LiveKit's time of the event, in whole seconds):
+    // 3 minutes stay counted, 7 of the 10 reserved go back.
     const finished = liveKitEvents.roomFinished(id);
+    const finishedAt = Number(finished.createdAt) * 1000;
+    await w.ctx.deps.sql`update calls set started_at = ${new Date(finishedAt - 150_000)} where id = ${id}`;
     expect((await deliver(finished, { contentType: "application/json" })).status).toBe(200);
     const done = await callRow(id);
     expect(done.status).toBe("completed");
@@ -84,8 +86,8 @@ describe("signed webhooks", () => {
     const [recorded] = await w.ctx.deps.sql<{ seconds: number }[]>`
       select round(extract(epoch from ended_at - started_at))::int as seconds from calls where id = ${id}`;
     expect(done.duration_seconds).toBe(recorded!.seconds);
-    expect(done.duration_seconds).toBeGreaterThanOrEqual(150);
-    expect(done.duration_seconds).toBeLessThanOrEqual(180);
+    expect(done.ended_at.getTime()).toBe(finishedAt);
+    expect(done.duration_seconds).toBe(150);
     expect(await planUsed()).toBe(before + 3);
 
     expect((await deliver(finished)).status).toBe(200);
