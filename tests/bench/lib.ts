@@ -97,11 +97,14 @@ export async function startServer(
 ): Promise<ServerProcess> {
   const port = 20000 + Math.floor(Math.random() * 20000);
   const started = performance.now();
-  // BENCH_CPU_PROF=<dir>: the server writes a CPU profile (Markdown) there when it stops (Bun only).
-  const profile =
-    process.env.BENCH_CPU_PROF && runtime === "bun"
-      ? ["--cpu-prof-md", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`]
-      : [];
+  // BENCH_CPU_PROF=<dir>: the server writes a CPU profile there when it stops: Markdown on Bun; on Deno
+  // V8's tick log (deno-<pid>.log), which `node --prof-process <file>` summarizes.
+  const dir = process.env.BENCH_CPU_PROF;
+  const profile = !dir
+    ? []
+    : runtime === "bun"
+      ? ["--cpu-prof-md", `--cpu-prof-dir=${dir}`]
+      : [`--v8-flags=--prof,--no-logfile-per-isolate,--logfile=${dir}/deno-%p.log`];
   const childEnv: Record<string, string | undefined> = {
     ...process.env,
     DENO_NO_UPDATE_CHECK: "1",
