@@ -86,7 +86,11 @@ export async function reportCallResults(
  * has ended and its results exist and they were not recorded yet; nothing otherwise. Called in the
  * transaction that reports the results and in the one that ends a live call.
  */
-export async function releaseCallResults(tx: Db, deps: Pick<Deps, "clock" | "ids">, callId: string) {
+export async function releaseCallResults(
+  tx: Db,
+  deps: Pick<Deps, "clock" | "ids" | "timers">,
+  callId: string,
+) {
   const ready = await markResultsReady(tx, callId, deps.clock.now());
   if (!ready) return;
   const { transcript, ...call } = ready;

@@ -38,6 +38,9 @@ interface Entry {
   readyAt: number;
 }
 
+/** How soon a poll follows `soon()`: a little after the usual commit of the transaction that asked. */
+const SOON_POLL_MS = 25;
+
 /** A firing that ran ahead of its take got fewer rows than its batch: roll back, fire with care. */
 class PartlyOwned extends Error {}
 
@@ -62,6 +65,10 @@ export class TimerRunner implements TimerScheduler {
   #running = false;
   #stopping = false;
   #pollTimer: ReturnType<typeof setTimeout> | null = null;
+  #pollDueAt = 0;
+  /** `soon()` was called while a poll was under way: the next one comes shortly after it. */
+  #pollAgainSoon = false;
+  #livenessCheckedAt = Number.NEGATIVE_INFINITY;
   #polling: Promise<void> | null = null;
   #wakeTimer: ReturnType<typeof setTimeout> | null = null;
   #wakeAt = Number.POSITIVE_INFINITY;
@@ -203,8 +210,29 @@ export class TimerRunner implements TimerScheduler {
     this.#held.clear();
   }
 
+  /**
+   * Timers were written by a statement of this process that did not go through `schedule` (the
+   * trigger that writes an event's webhook deliveries and their timers): the next poll comes within
+   * `SOON_POLL_MS` instead of the poll interval, late enough for the writing transaction to have
+   * committed in the usual case (a later commit is found by the regular poll). Calls in quick
+   * succession make one poll.
+   */
+  soon(): void {
+    if (!this.#running || this.#stopping) return;
+    if (this.#pollTimer === null) {
+      // A poll is under way: it may claim before the writer commits, so another follows it shortly.
+      this.#pollAgainSoon = true;
+      return;
+    }
+    if (this.#pollDueAt <= performance.now() + SOON_POLL_MS) return;
+    clearTimeout(this.#pollTimer);
+    this.#pollTimer = null;
+    this.#schedulePoll(SOON_POLL_MS);
+  }
+
   #schedulePoll(delay: number): void {
     if (this.#stopping) return;
+    this.#pollDueAt = performance.now() + delay;
     this.#pollTimer = setTimeout(() => {
       this.#pollTimer = null;
       this.#polling = this.#poll();
@@ -214,7 +242,12 @@ export class TimerRunner implements TimerScheduler {
   async #poll(): Promise<void> {
     let delay = this.#opts.pollIntervalMs;
     try {
-      await this.#checkLiveness();
+      // Once per interval, however many polls `soon()` adds between.
+      const now = performance.now();
+      if (now - this.#livenessCheckedAt >= this.#opts.pollIntervalMs) {
+        this.#livenessCheckedAt = now;
+        await this.#checkLiveness();
+      }
       for (;;) {
         if (this.#stopping) return;
         const room = this.#opts.maxHeld - this.#held.size;
@@ -233,7 +266,10 @@ export class TimerRunner implements TimerScheduler {
         delay = Math.min(5_000, delay * 2);
       }
     } finally {
-      this.#schedulePoll(delay);
+      // After a failed poll the backoff stands, whatever asked for a poll soon.
+      const soon = this.#pollAgainSoon && delay === this.#opts.pollIntervalMs;
+      this.#pollAgainSoon = false;
+      this.#schedulePoll(soon ? Math.min(delay, SOON_POLL_MS) : delay);
     }
   }
 

@@ -27,6 +27,11 @@ export interface TimerScheduler {
   insertFrom(sql: Db, rows: Fragment): Fragment;
   scheduled(rows: readonly InsertedTimerRow[]): void;
   cancel(sql: Db, id: string): Promise<boolean>;
+  /**
+   * Timers due now were written behind the scheduler's back (a trigger's): the runner looks for them
+   * shortly rather than at its next poll. Nothing without a runner.
+   */
+  soon(): void;
 }
 
 export const databaseScheduler: TimerScheduler = {
@@ -37,6 +42,7 @@ export const databaseScheduler: TimerScheduler = {
   insertFrom: (sql, rows) => insertTimersFrom(sql, rows),
   scheduled: () => {},
   cancel: (sql, id) => deleteTimer(sql, id),
+  soon: () => {},
 };
 
 /** The scheduler of the process, or the table alone when no runner was given. */

@@ -2,8 +2,9 @@
  * Webhook delivery and the operators' abuse view, on PostgreSQL, the server in a child process and
  * the receivers in this one:
  * 1. deliveries per second to a local receiver that answers at once, with 1 and with 20 endpoints;
- * 2. the delivery lag (event written → request received) of organization B while organization A has a
- *    backlog of deliveries to a receiver that never answers;
+ * 2. the delivery lag of organization B while organization A has a backlog of deliveries to a receiver
+ *    that never answers: from B's `POST /api/v1/contacts` (the server writes the event, as it does in
+ *    use) to the receiver's receipt of its `contact.created`;
  * 3. the latency of GET /api/admin/v1/publishable-keys/{id}/stats?days=90 for a busy key (90 days of
  *    attempts, 100 refused origins a day).
  * Run: npm run bench:webhooks   (BENCH_EVENTS=2000, BENCH_BACKLOG=3000, BENCH_SECONDS=10 by default)
@@ -18,7 +19,7 @@ import { parseEnv } from "../../src/env.ts";
 import { silentLogger } from "../../src/log.ts";
 import { createAgent } from "../../src/services/agents.ts";
 import { type NewEvent, recordEvents } from "../../src/services/events.ts";
-import { createPublishableKey } from "../../src/services/keys.ts";
+import { createPublishableKey, createSecretKey } from "../../src/services/keys.ts";
 import { createOrganization } from "../../src/services/organizations.ts";
 import { createWebhookEndpoint } from "../../src/services/webhookEndpoints.ts";
 import { freshPostgres, machine, percentile, startServer } from "./lib.ts";
@@ -38,7 +39,15 @@ function startReceiver() {
     fetch(req) {
       const path = new URL(req.url).pathname;
       received++;
-      arrivals.set(`${path} ${req.headers.get("webhook-id")}`, performance.now());
+      const at = performance.now();
+      arrivals.set(`${path} ${req.headers.get("webhook-id")}`, at);
+      // B's deliveries are matched to the contact whose creation caused them.
+      if (path === "/ok-b") {
+        return req.json().then((event: { data: { id: string } }) => {
+          arrivals.set(`${path} ${event.data.id}`, at);
+          return new Response(null, { status: 200 });
+        });
+      }
       if (path.startsWith("/hang")) return new Promise<Response>(() => {});
       return new Response(null, { status: 200 });
     },
@@ -125,16 +134,22 @@ try {
   // 2. B's lag while A's receiver hangs with a backlog.
   const a = await organizationWithEndpoints("Dead receiver", ["/hang-a"]);
   const b = await organizationWithEndpoints("Healthy receiver", ["/ok-b"]);
+  const bKey = (await createSecretKey(deps, b, { mode: "live", scopes: ["*"] })).key;
   await writeEvents(db.sql, events(a, BACKLOG));
   // Let A's backlog be looked at once (queued, deferred), as it is in a steady state.
   await Bun.sleep(3_000);
   const lags: number[] = [];
   const sentAt = new Map<string, number>();
   const until = performance.now() + SECONDS * 1000;
-  while (performance.now() < until) {
+  for (let i = 0; performance.now() < until; i++) {
     const sent = performance.now();
-    const [id] = await recordEvents(db.sql, deps, events(b, 1));
-    sentAt.set(id!, sent);
+    const res = await fetch(`${server.url}/api/v1/contacts`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${bKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ phone: `+336${String(10_000_000 + i).slice(-8)}` }),
+    });
+    if (res.status !== 201) throw new Error(`contact: ${res.status} ${await res.text()}`);
+    sentAt.set(((await res.json()) as { id: string }).id, sent);
     await Bun.sleep(50);
   }
   const waitEnd = performance.now() + 15_000;

@@ -3,6 +3,7 @@ import { ManualClock } from "../../src/clock.ts";
 import { IdGenerator } from "../../src/ids.ts";
 import { type EventType, recordEvent, recordEvents } from "../../src/services/events.ts";
 import { createSecretKey } from "../../src/services/keys.ts";
+import { databaseScheduler } from "../../src/timers/scheduler.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { expectApiError } from "../helpers/errors.ts";
 
@@ -159,7 +160,7 @@ describe("keys and scopes", () => {
 describe("recording a batch", () => {
   test("several events in one statement keep their order, modes, organizations and data", async () => {
     const batchClock = new ManualClock("2026-11-22T08:00:00.000Z");
-    const batchDeps = { clock: batchClock, ids: new IdGenerator(batchClock) };
+    const batchDeps = { clock: batchClock, ids: new IdGenerator(batchClock), timers: databaseScheduler };
     const org = await seedOrganization(ctx);
     const input = [
       {

@@ -355,3 +355,41 @@ describe("one attempt at a time (no runner: the handler is called by the test)",
     expect(await deliveryOf(ctx, eventId, endpoint.id)).toMatchObject({ status: "delivered", attempts: 1 });
   });
 });
+
+describe("a delivery leaves soon after its event, not at the runner's next poll", () => {
+  // The deliveries' timers are written by the events' trigger, behind the runner's back: recording the
+  // events asks the runner to look shortly. With a poll interval of a minute, only that look can send
+  // them within the test's bound.
+  let ctx: TestContext;
+  let seed: Awaited<ReturnType<typeof seedOrganization>>;
+  beforeAll(async () => {
+    ctx = await createTestContext({
+      timers: { pollIntervalMs: 60_000 },
+      env: { WEBHOOK_ALLOW_PRIVATE_URLS: "true" },
+    });
+    seed = await seedOrganization(ctx);
+  });
+  afterAll(() => ctx.close());
+
+  test("three events in a row, each delivered within two seconds of its 201", async () => {
+    await createEndpoint(ctx, seed.testKey, receiver.url("/soon"), ["contact.created"]);
+    for (const phone of ["+33612345671", "+33612345672", "+33612345673"]) {
+      const res = await ctx.request("/api/v1/contacts", {
+        method: "POST",
+        key: seed.testKey,
+        json: { phone },
+      });
+      expect(res.status).toBe(201);
+      const answered = Date.now();
+      const got = await waitUntil(
+        "the delivery",
+        () =>
+          receiver
+            .at("/soon")
+            .find((r) => (JSON.parse(r.body) as { data: { phone: string } }).data.phone === phone),
+        { timeoutMs: 2_000 },
+      );
+      expect(got.at - answered).toBeLessThan(2_000);
+    }
+  });
+});
