@@ -1,5 +1,14 @@
 import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DataDirInUseError, LOCK_TIMING, lockDataDir } from "../../src/db/engine/dataDirLock.ts";
@@ -127,6 +136,30 @@ describe("the DATA_DIR lock", () => {
     expect(performance.now() - started).toBeGreaterThanOrEqual(FAST.staleMs);
     expect(waits).toEqual([process.pid]);
     expect(readLock(dir).owner).not.toBe("f".repeat(32));
+    lock.release();
+  });
+
+  test("a takeover guard left by a process that died taking over is removed once it stood still for the stale period", async () => {
+    const dir = tempDir();
+    foreignLock(dir, { heartbeatAgeMs: 3600_000 });
+    // Only the creator of the guard may move a lock: one left behind blocks every takeover until it is stale.
+    writeFileSync(`${lockPath(dir)}.takeover`, "0".repeat(32));
+    const started = performance.now();
+    const lock = await lockDataDir(dir, dir, { timing: FAST });
+    // The lock watched for the stale period, then the guard too.
+    expect(performance.now() - started).toBeGreaterThanOrEqual(2 * FAST.staleMs);
+    expect(readLock(dir).owner).not.toBe("f".repeat(32));
+    expect(existsSync(`${lockPath(dir)}.takeover`)).toBe(false);
+    lock.release();
+  });
+
+  test("a takeover leaves nothing behind but its own lock (no guard, no file set aside)", async () => {
+    const dir = tempDir();
+    foreignLock(dir, { heartbeatAgeMs: 3600_000 });
+    const lock = await lockDataDir(dir, dir, { timing: FAST });
+    expect(readdirSync(dir).filter((f) => f.startsWith("voice-service.lock"))).toEqual([
+      "voice-service.lock",
+    ]);
     lock.release();
   });
 

@@ -141,7 +141,7 @@ export async function lockDataDir(
       if (watched === "alive") throw new DataDirInUseError(displayName, holder!.pid);
       if (watched === "changed") continue;
     }
-    takeOverStale(path, seen, owner);
+    await takeOverStale(path, seen, owner, timing);
   }
   throw new Error(`could not lock DATA_DIR ${displayName}: its lock file keeps changing`);
 }
@@ -242,26 +242,45 @@ function tryCreate(path: string, content: string, owner: string): boolean {
 }
 
 /**
- * Moves a stale lock aside (a rename: of several processes taking it over at once, one moves it, the
- * others find nothing and race to create theirs, which one wins). One that moved something else than
- * the lock it judged (a fresh lock created since, or the same one touched since: its holder beat at
- * the last moment) puts it back.
+ * Removes the stale lock judged (`stale`), so the next attempt can create ours. Only the process that
+ * created the takeover guard (a second file, created the same atomic way) may move a lock, and it
+ * moves only a file that still is the lock it judged: so a lock created after the stale one was
+ * judged is never moved, and of several processes taking one stale lock over at once exactly one gets
+ * it (the first to create its own once the stale one is gone). Without the guard, one of them could
+ * move aside the lock another had just created and, putting it back, find a third one's lock there:
+ * two holders. A holder that beats at the last moment is put back. A guard left by a process that
+ * died in the middle of a takeover is removed once it has stood still for `staleMs`.
  */
-function takeOverStale(path: string, stale: SeenLock, owner: string) {
+async function takeOverStale(
+  path: string,
+  stale: SeenLock,
+  owner: string,
+  timing: LockTiming,
+): Promise<void> {
+  const guard = `${path}.takeover`;
+  if (!tryCreate(guard, owner, owner)) {
+    // Another process is taking over (the next attempt finds its lock), or died doing it.
+    const seenGuard = readLock(guard);
+    if (seenGuard && (await watch(guard, seenGuard, timing)) === "stale") {
+      const now = readLock(guard);
+      if (now && now.raw === seenGuard.raw && now.mtimeMs === seenGuard.mtimeMs)
+        rmSync(guard, { force: true });
+    }
+    return;
+  }
   const aside = `${path}.${owner}.stale`;
   try {
+    const current = readLock(path);
+    if (current === null || current.raw !== stale.raw) return; // gone or replaced: the next attempt decides
     renameSync(path, aside);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") return;
-    throw err;
-  }
-  try {
     const moved = readLock(aside);
-    if (moved && (moved.raw !== stale.raw || moved.mtimeMs !== stale.mtimeMs)) linkSync(aside, path);
+    // Touched since it was judged: its holder is alive after all, and keeps it.
+    if (moved && moved.mtimeMs !== stale.mtimeMs) linkSync(aside, path);
   } catch {
-    // Another lock appeared meanwhile: the next attempt reads it.
+    // A lock appeared meanwhile (only after ours was moved): the next attempt reads it.
   } finally {
     rmSync(aside, { force: true });
+    rmSync(guard, { force: true });
   }
 }
 
