@@ -40,7 +40,7 @@ export async function insertEvents(sql: Db, events: readonly EventRow[]): Promis
  * The page of an events list (db/engine/pages.ts); each filter has its index: (organization_id,
  * livemode[, type | agent_id], created_at desc, id desc). A key restricted to some agents sees only
  * their objects' events, one range per agent (a type filter is then checked row by row within them).
- * Every range is pinned: the retention's index on created_at alone would serve any of them too.
+ * Every range is pinned to its own index, whatever other index on created_at the table may gain.
  */
 export function eventsPage(
   sql: Db,

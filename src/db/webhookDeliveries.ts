@@ -149,7 +149,7 @@ export function deliveriesPage(sql: Db, endpointId: string, q: PageInput): PageR
   return {
     sql,
     table: "webhook_deliveries",
-    // Pinned: the retention's index on created_at alone would also serve it.
+    // Pinned to its own index, whatever other index on created_at the table may gain.
     ranges: [{ keys: [["endpoint_id", endpointId]], pinned: true }],
     prefix: "whd",
     limit: q.limit,
