@@ -1,5 +1,6 @@
 import type { Hook } from "@hono/zod-openapi";
 import { OpenAPIHono } from "@hono/zod-openapi";
+import type { Context } from "hono";
 import type { Deps } from "./deps.ts";
 import { ApiError, describeIssues, errorResponse, onError, thrownValuesAsErrors } from "./errors.ts";
 import type { AppEnv } from "./http/appEnv.ts";
@@ -14,17 +15,13 @@ import { routes } from "./routes/index.ts";
  * Validation failures in the one envelope: query → `invalid_query`, path → `not_found`
  * (a malformed id is just an unknown id), body and headers → `invalid_request`.
  * PostgreSQL text cannot hold U+0000: a NUL in any query or path value is refused here, before the
- * route's own schema is consulted, for every route at once (bodies: http/body.ts).
+ * route's own schema is consulted, for every route at once (bodies: http/body.ts). A decoded value
+ * holds a NUL only if the URL carries `%00` (a raw control character arrives percent-encoded), so a
+ * request without it is not scanned.
  */
 export const defaultHook: Hook<unknown, AppEnv, string, unknown> = (result, c) => {
   const target = (result as { target?: string }).target;
-  if (target === "query") {
-    const param = Object.entries(c.req.queries()).find(([, values]) => values.some(hasNul))?.[0];
-    if (param !== undefined) throw new ApiError("invalid_query", `${param} ${NUL_MESSAGE}`, { param });
-  }
-  if (target === "param" && Object.values(c.req.param() as Record<string, string>).some(hasNul)) {
-    throw new ApiError("not_found", "No such object.");
-  }
+  if (c.req.url.includes("%00")) refuseNul(c, target);
   if (result.success) return;
   const { message, param } = describeIssues(result.error.issues);
   if (target === "query") throw new ApiError("invalid_query", message, param ? { param } : {});
@@ -32,6 +29,17 @@ export const defaultHook: Hook<unknown, AppEnv, string, unknown> = (result, c) =
   if (target === "param") throw new ApiError("not_found", "No such object.");
   return errorResponse(c, new ApiError("invalid_request", message, param ? { param } : {}));
 };
+
+/** A NUL in a query value: 400 naming it; in a path value: 404, as any malformed id. */
+function refuseNul(c: Context<AppEnv>, target: string | undefined): void {
+  if (target === "query") {
+    const param = Object.entries(c.req.queries()).find(([, values]) => values.some(hasNul))?.[0];
+    if (param !== undefined) throw new ApiError("invalid_query", `${param} ${NUL_MESSAGE}`, { param });
+  }
+  if (target === "param" && Object.values(c.req.param() as Record<string, string>).some(hasNul)) {
+    throw new ApiError("not_found", "No such object.");
+  }
+}
 
 const NUL_MESSAGE = "must not contain the NUL character (%00).";
 const hasNul = (value: string) => value.includes("\0");
