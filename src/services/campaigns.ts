@@ -1,5 +1,6 @@
 import { assertAgentAllowed, type ReadScope, type SecretKeyAuth } from "../auth/access.ts";
 import { type AgentRow, findAgent } from "../db/agents.ts";
+import type { CallFacts } from "../db/callAdmission.ts";
 import {
   type CampaignRow,
   type CampaignTarget,
@@ -25,6 +26,7 @@ import { findContactTargets } from "../db/contacts.ts";
 import { type Db, pipelinedTransaction } from "../db/engine/connection.ts";
 import { paginate } from "../db/engine/pages.ts";
 import { hasOpenReservations } from "../db/minutes.ts";
+import type { CallWindow } from "../db/organizations.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError, type ErrorCode } from "../errors.ts";
 import { isId } from "../ids.ts";
@@ -274,8 +276,9 @@ async function callLive(
     const refused: Refusal[] = [];
     for (const target of next) {
       const callId = deps.ids.next("call");
+      let facts: CallFacts | undefined;
       try {
-        const facts = await callFacts(deps, tx, campaign.organization_id, { to: target.phone });
+        facts = await callFacts(deps, tx, campaign.organization_id, { to: target.phone });
         checkPhoneCall(deps, facts, agent, { to: target.phone, at: now });
         await placePhoneCall(tx, deps, {
           callId,
@@ -294,7 +297,7 @@ async function callLive(
           refused.push({ position: target.position, callId, code: err.code });
           continue;
         }
-        wait = await waitFor(tx, deps, campaign, err, now);
+        wait = await waitFor(tx, campaign, err, now, facts?.organization.call_window ?? null);
         if (!wait) stop = err.code;
         break;
       }
@@ -332,13 +335,16 @@ async function callLive(
   }
 }
 
-/** The wait a refusal calls for, or null when it means the organization can call no more. */
+/**
+ * The wait a refusal calls for, or null when it means the organization can call no more. `callWindow`:
+ * the organization's, as the refused placement read it (`outside_call_window` waits for its opening).
+ */
 async function waitFor(
   tx: Db,
-  deps: Deps,
   campaign: CampaignRow,
   err: ApiError,
   now: Date,
+  callWindow: CallWindow | null,
 ): Promise<Wait | null> {
   if (err.code === "plan_minutes_exhausted") {
     return (await hasOpenReservations(tx, campaign.organization_id))
@@ -352,11 +358,7 @@ async function waitFor(
     retryAfterSeconds: Number.isFinite(retryAfter) ? retryAfter : null,
     opensAt: null,
   };
-  if (err.code === "outside_call_window") {
-    const facts = await callFacts(deps, tx, campaign.organization_id, { to: null });
-    const window = facts.organization.call_window;
-    wait.opensAt = window ? nextOpening(window, now) : null;
-  }
+  if (err.code === "outside_call_window") wait.opensAt = callWindow ? nextOpening(callWindow, now) : null;
   return wait;
 }
 
