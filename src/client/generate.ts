@@ -67,7 +67,7 @@ export async function generateTypes(): Promise<string> {
 }
 
 /** The client as one ES module: the sources bundled (they import only each other), types erased. */
-export async function buildModule(): Promise<string> {
+async function buildModule(): Promise<string> {
   const built = await Bun.build({ entrypoints: [ENTRY], target: "browser", format: "esm" });
   if (!built.success || built.outputs.length !== 1) {
     throw new Error(`the client did not build: ${built.logs.map(String).join("\n")}`);
@@ -76,7 +76,7 @@ export async function buildModule(): Promise<string> {
 }
 
 /** The declarations of the client's sources (as they are on disk), by file name: `index.d.ts`, … */
-export async function buildDeclarations(): Promise<Map<string, string>> {
+async function buildDeclarations(): Promise<Map<string, string>> {
   // TypeScript 7 (the project's `typescript`) has no JavaScript API; TypeScript 5's emits declarations.
   const { default: ts } = await import("typescript5");
   const options: import("typescript5").CompilerOptions = {

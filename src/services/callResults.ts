@@ -12,7 +12,7 @@ import { type Db, pipelinedTransaction } from "../db/engine/connection.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
-import { callEvent, type NewEvent, recordEvents } from "./events.ts";
+import { callEvent, type EventDeps, type NewEvent, recordEvents } from "./events.ts";
 
 /**
  * The results of a live call, reported by the voice agent dispatched for it: transcript, summary,
@@ -86,11 +86,7 @@ export async function reportCallResults(
  * has ended and its results exist and they were not recorded yet; nothing otherwise. Called in the
  * transaction that reports the results and in the one that ends a live call.
  */
-export async function releaseCallResults(
-  tx: Db,
-  deps: Pick<Deps, "clock" | "ids" | "timers">,
-  callId: string,
-) {
+export async function releaseCallResults(tx: Db, deps: EventDeps, callId: string) {
   const ready = await markResultsReady(tx, callId, deps.clock.now());
   if (!ready) return;
   const { transcript, ...call } = ready;

@@ -62,7 +62,7 @@ export async function recordEvent(sql: Db, deps: EventDeps, e: NewEvent): Promis
 }
 
 /** What recording events needs: ids, the clock, and the timers (for the webhook deliveries they cause). */
-type EventDeps = Pick<Deps, "ids" | "clock" | "timers">;
+export type EventDeps = Pick<Deps, "ids" | "clock" | "timers">;
 
 /**
  * Records several events in one statement (a batch of timers moving many calls). Ids are drawn in the

@@ -192,12 +192,7 @@ export function simulationSteps(deps: Deps): BatchTimerHandler {
           agentId: call.agent_id,
           type: "call.transcript_ready" as const,
           livemode: call.livemode,
-          data: transcriptView({
-            id: call.id,
-            livemode: call.livemode,
-            transcript: outcomes.get(call.id)!.segments,
-            updated_at: call.updated_at,
-          }),
+          data: transcriptView({ ...call, transcript: outcomes.get(call.id)!.segments }),
         },
         callEvent("call.analysis_ready", call),
       ]),

@@ -38,9 +38,9 @@ import type { Deps } from "../deps.ts";
 
 export const VACUUM_LIMITS: VacuumLimits = { deadRows: 50, deadShare: 0.2, freezeAge: 100_000_000 };
 /** No vacuum is begun once a pass has taken this long. */
-export const PASS_BUDGET_MS = 250;
+const PASS_BUDGET_MS = 250;
 /** A vacuum that took longer is logged as a warning. */
-export const SLOW_MS = 1_000;
+const SLOW_MS = 1_000;
 
 /** The tables to vacuum now, the worst first: none where the server's autovacuum runs. */
 export async function vacuumDue(sql: Db, limits: VacuumLimits = VACUUM_LIMITS): Promise<VacuumTarget[]> {

@@ -89,7 +89,7 @@ export const driverOptions = {
  * compiled to machine code at every execution: hundreds of milliseconds of CPU before it reads a row.
  * (The embedded database has no JIT.)
  */
-export const POSTGRES_SESSION = { jit: "off" } as const;
+const POSTGRES_SESSION = { jit: "off" } as const;
 
 export async function openDatabase(opts: OpenOptions): Promise<Database> {
   if (opts.url) {

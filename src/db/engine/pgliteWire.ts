@@ -2,6 +2,12 @@ import { Buffer } from "node:buffer";
 import { EventEmitter } from "node:events";
 import type { PGlite } from "@electric-sql/pglite";
 
+/** The one PGlite session and the wire that owns it now (made once per database by openEmbedded). */
+export interface PgliteSession {
+  readonly db: PGlite;
+  owner: PgliteWire | null;
+}
+
 /**
  * The driver's connection to the embedded database, inside the process: postgres.js's `socket`
  * option takes any object with the few socket methods it uses, and this one hands the driver's bytes
@@ -19,17 +25,10 @@ import type { PGlite } from "@electric-sql/pglite";
  * (named per connection by the driver) dropped. Session-level advisory locks are kept on purpose:
  * the timer runner's liveness lock must survive a reconnect.
  */
-/** The one PGlite session and the wire that owns it now (made once per database by openEmbedded). */
-export interface PgliteSession {
-  readonly db: PGlite;
-  owner: PgliteWire | null;
-}
-
 export class PgliteWire extends EventEmitter {
   /** Read by postgres.js before it sends its Terminate message. */
   readyState: "open" | "closed" = "open";
   #session: PgliteSession;
-  #db: PGlite;
   /** Bytes written by the driver and not yet given to PGlite (whole messages plus, rarely, a partial one). */
   #input: Buffer[] = [];
   #inputLength = 0;
@@ -47,10 +46,9 @@ export class PgliteWire extends EventEmitter {
   /** Called right before and right after PGlite runs each batch (the DATA_DIR lock's refresh). */
   #aroundBatch: () => void;
 
-  constructor(session: PgliteSession, aroundBatch: () => void = () => {}) {
+  constructor(session: PgliteSession, aroundBatch: () => void) {
     super();
     this.#session = session;
-    this.#db = session.db;
     this.#aroundBatch = aroundBatch;
   }
 
@@ -102,8 +100,8 @@ export class PgliteWire extends EventEmitter {
 
   async #resetSession(): Promise<void> {
     try {
-      if (this.#db.isInTransaction()) await this.#db.exec("rollback");
-      await this.#db.exec("deallocate all");
+      if (this.#session.db.isInTransaction()) await this.#session.db.exec("rollback");
+      await this.#session.db.exec("deallocate all");
     } catch {
       // PGlite closed or failed: there is no session left to reset.
     }
@@ -123,7 +121,7 @@ export class PgliteWire extends EventEmitter {
         // plain Node file system mount, whose sync is a no-op), then answers in one `data` event.
         // PGlite holds the thread until the batch ends: the lock is refreshed on both sides of it.
         this.#aroundBatch();
-        await this.#db.execProtocolRawStream(batch, { syncToFs: false, onRawData: this.#onData });
+        await this.#session.db.execProtocolRawStream(batch, { syncToFs: false, onRawData: this.#onData });
         this.#aroundBatch();
         if (this.#output.length > 0) {
           const answer = this.#output.length === 1 ? this.#output[0]! : Buffer.concat(this.#output);
