@@ -3,6 +3,8 @@ import { KeyCache } from "./auth/keyCache.ts";
 import { GenerationCache } from "./caches.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import { listenForChanges } from "./db/changes.ts";
+import { KeyedCoalescer, logRefusedBatch, STATEMENT_COALESCING } from "./db/engine/coalesce.ts";
+import { refusedByDatabase } from "./db/engine/connection.ts";
 import { KeyUsageRecorder } from "./db/keyUsage.ts";
 import { ServerSecrets } from "./db/serverSecrets.ts";
 import { sessionTokenInserts } from "./db/sessionTokens.ts";
@@ -12,6 +14,7 @@ import type { Env } from "./env.ts";
 import { IdGenerator } from "./ids.ts";
 import { createLiveKit } from "./livekit/client.ts";
 import type { Logger } from "./log.ts";
+import { placeLiveCalls } from "./services/calls.ts";
 import { WEB_CALL_RATE_LIMIT } from "./services/rateLimit.ts";
 import { ringDelayMs } from "./services/simulatedCalls.ts";
 import { TIMER_KINDS } from "./timers/kinds.ts";
@@ -57,6 +60,18 @@ export function composeDeps(input: {
           insert: (tx, rows) => deps.timers.insertFrom(tx, rows),
         },
       }),
+      // One batch of an organization at a time: its placements take the organization's lock, so a
+      // second one would only hold a pooled connection while it waits.
+      livePlacements: new KeyedCoalescer(
+        async (request) => (await placeLiveCalls(deps, [request]))[0]!,
+        (requests) => placeLiveCalls(deps, requests),
+        {
+          maxBatch: STATEMENT_COALESCING.maxBatch,
+          maxInFlight: 1,
+          refusedByDatabase,
+          onRefused: logRefusedBatch(log, "live call placements"),
+        },
+      ),
     },
   };
   return deps;

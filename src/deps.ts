@@ -1,17 +1,22 @@
 import type { Sql } from "postgres";
+import type { SecretKeyAuth } from "./auth/access.ts";
 import type { KeyCache } from "./auth/keyCache.ts";
 import type { GenerationCache } from "./caches.ts";
 import type { Clock } from "./clock.ts";
 import type { AgentRow } from "./db/agents.ts";
+import type { CallView } from "./db/calls.ts";
+import type { KeyedCoalescer } from "./db/engine/coalesce.ts";
 import type { Db } from "./db/engine/connection.ts";
 import type { KeyUsageRecorder } from "./db/keyUsage.ts";
 import type { ServerSecrets } from "./db/serverSecrets.ts";
 import type { SessionTokenInserts } from "./db/sessionTokens.ts";
 import type { TestTokenRedemptions } from "./db/webCallRedemptions.ts";
 import type { Env } from "./env.ts";
+import type { ApiError } from "./errors.ts";
 import type { IdGenerator } from "./ids.ts";
 import type { LiveKit } from "./livekit/client.ts";
 import type { Logger } from "./log.ts";
+import type { FlatObject } from "./schemas.ts";
 import type { TimerScheduler } from "./timers/scheduler.ts";
 
 /**
@@ -48,7 +53,22 @@ export interface Deps {
   batches: {
     sessionTokenInserts: SessionTokenInserts;
     testTokenRedemptions: TestTokenRedemptions;
+    /**
+     * Live phone calls that `POST /v1/calls` places now, one transaction per organization's batch
+     * (services/calls.ts, `placeLiveCalls`): the call, or the refusal of that request.
+     */
+    livePlacements: KeyedCoalescer<LivePlacement, CallView | ApiError>;
   };
+}
+
+/** A live phone call to place now, as `POST /v1/calls` asked for it (not yet checked). */
+export interface LivePlacement {
+  auth: SecretKeyAuth;
+  agentId: string;
+  /** E.164. */
+  to: string;
+  contactId: string | null;
+  variables: FlatObject;
 }
 
 /**

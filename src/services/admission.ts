@@ -14,7 +14,7 @@ import { findOrganization, type OrganizationRow } from "../db/organizations.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError, type ErrorCode } from "../errors.ts";
 import { describeWindow, isOpen, nextOpening } from "./callWindow.ts";
-import { monthOf } from "./minutes.ts";
+import { monthOf, planMinutesExhausted } from "./minutes.ts";
 import { countryOf } from "./phoneNumbers.ts";
 
 /** Checks that decide whether a live call may start, shared by every way of starting one. */
@@ -98,12 +98,7 @@ export function checkPhoneCall(
   if (!org.paid_plan) {
     throw new ApiError("plan_required", "Live calls need an active paid plan for the organization.");
   }
-  if (org.plan_minutes - facts.plan_used <= 0) {
-    throw new ApiError(
-      "plan_minutes_exhausted",
-      "The organization's plan minutes for this month are used up.",
-    );
-  }
+  if (org.plan_minutes - facts.plan_used <= 0) throw planMinutesExhausted();
   const carrier = carrierOf(deps, org);
   if (!carrier) {
     throw new ApiError("carrier_unavailable", "No carrier is configured to place live phone calls.");
@@ -172,6 +167,17 @@ export function readAdmission(tx: Db, organizationId: string, now: Date): Promis
   return read;
 }
 
+/** A placement that passed the organization's limits (`admitPhoneCall`). */
+export interface Admitted {
+  /** Counts the placement in the hour (the lock is held). */
+  record(tx: Db): Promise<void>;
+  /**
+   * What `readAdmission` would read once this placement and its reservation of `reservedMinutes` are
+   * written, in the same transaction: for the next placement of a batch, without reading again.
+   */
+  after(reservedMinutes: number): AdmissionRead;
+}
+
 /**
  * The organization's limits, on what `readAdmission` read: 429 `concurrency_limit_reached` when
  * maxConcurrentCalls live phone calls are `initiated`, `ringing` or `ongoing`; 429
@@ -183,7 +189,7 @@ export function readAdmission(tx: Db, organizationId: string, now: Date): Promis
 export function admitPhoneCall(
   org: Pick<OrganizationRow, "id" | "max_concurrent_calls" | "max_calls_per_hour">,
   read: AdmissionRead,
-): { record(tx: Db): Promise<void> } {
+): Admitted {
   const { now, load } = read;
   const hourAgo = new Date(now.getTime() - HOUR_MS);
   // The cut never goes back (another process's clock may run a little behind).
@@ -205,7 +211,22 @@ export function admitPhoneCall(
     );
   }
   // A placement at or before the cut would never leave the count: it is outside the hour already.
-  return { record: (tx) => recordHour(tx, org.id, { cut, count: inHour + (now > cut ? 1 : 0) }) };
+  const hour = { cut, count: inHour + (now > cut ? 1 : 0) };
+  return {
+    record: (tx) => recordHour(tx, org.id, hour),
+    // The row now keeps the hour from `cut` (no placement left it since), one more call is in
+    // progress, and this placement is the hour's oldest when there was none.
+    after: (reservedMinutes) => ({
+      now,
+      load: {
+        hour,
+        inProgress: load.inProgress + 1,
+        left: 0,
+        oldest: load.oldest ?? (now > cut ? now : null),
+      },
+      planUsed: read.planUsed + reservedMinutes,
+    }),
+  };
 }
 
 function refusal(code: ErrorCode, message: string, retryAfterSeconds: number): ApiError {

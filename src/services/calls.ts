@@ -1,5 +1,6 @@
 import { agentAllowed, assertAgentAllowed, type ReadScope, type SecretKeyAuth } from "../auth/access.ts";
 import { type AgentRow, findAgent } from "../db/agents.ts";
+import type { CallFacts } from "../db/callAdmission.ts";
 import {
   type CallRow,
   type CallStatus,
@@ -12,14 +13,14 @@ import {
   transcriptView,
 } from "../db/calls.ts";
 import { contactExists } from "../db/contacts.ts";
-import { type Db, pipelinedTransaction } from "../db/engine/connection.ts";
+import { type Db, pipelinedTransaction, settledAll } from "../db/engine/connection.ts";
 import { type Page, paginate } from "../db/engine/pages.ts";
-import type { Deps } from "../deps.ts";
+import type { Deps, LivePlacement } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
 import type { FlatObject } from "../schemas.ts";
 import { callFacts, checkPhoneCall, readAdmission } from "./admission.ts";
-import { placePhoneCall } from "./liveCalls.ts";
+import { placePhoneCallOn } from "./placement.ts";
 import { tryCreateSimulatedCall } from "./simulatedCalls.ts";
 import { scheduleCall } from "./tasks.ts";
 
@@ -107,9 +108,10 @@ async function checkAgentAndContact(
 }
 
 /**
- * A live key's call, in one transaction whose first round trip carries every read: the agent and
- * what the calling rules need, the contact, and (for a call placed now) the organization's locks
- * and limits. Then the checks in their order, and the call placed (or scheduled).
+ * A live key's call. Placed now: batched with the other live calls of the organization that arrive
+ * meanwhile (`placeLiveCalls`). Scheduled: one transaction whose first round trip carries every read
+ * (the agent and what the calling rules need, the contact), then the checks up to the call window
+ * (at `runAt`) and the call scheduled.
  */
 async function createLiveCall(deps: Deps, auth: SecretKeyAuth, input: CreateCallInput): Promise<CallView> {
   const runAt = input.runAt ? new Date(input.runAt) : null;
@@ -122,49 +124,108 @@ async function createLiveCall(deps: Deps, auth: SecretKeyAuth, input: CreateCall
       param: "runAt",
     });
   }
-  const agentId = isId(input.agentId, "agt") ? input.agentId : null;
-  const contactId = input.contactId ?? null;
+  const request: LivePlacement = {
+    auth,
+    agentId: input.agentId,
+    to: input.to,
+    contactId: input.contactId ?? null,
+    variables: input.variables ?? {},
+  };
+  if (!scheduled) {
+    const placed = await deps.batches.livePlacements.run(auth.organizationId, request);
+    if (placed instanceof ApiError) throw placed;
+    return placed;
+  }
   return pipelinedTransaction(deps.sql, async (tx) => {
-    const reading = callFacts(deps, tx, auth.organizationId, { to: input.to, agentId });
-    const contactFound =
-      contactId !== null && isId(contactId, "ct")
-        ? contactExists(tx, auth.organizationId, contactId)
-        : undefined;
-    const admission = scheduled ? undefined : readAdmission(tx, auth.organizationId, now);
-    contactFound?.catch(() => {});
-    const facts = await reading;
-    const agent = facts.agent;
-    await checkAgentAndContact(tx, auth, agent, contactId, contactFound);
-    // Paid plan → plan minutes → carrier → agent active → blocked → country → call window (at runAt
-    // for a scheduled call, which checks nothing further until its task fires and checks everything).
-    checkPhoneCall(deps, facts, agent!, { to: input.to, at: scheduled ? runAt : now, scheduled });
-    const variables = input.variables ?? {};
-    if (scheduled) {
-      return scheduleCall(tx, deps, {
-        organizationId: auth.organizationId,
-        agent: agent!,
-        to: input.to,
-        contactId,
-        variables,
-        runAt,
-      });
+    const { agent } = await checkLiveCall(deps, tx, request, readLiveCall(deps, tx, request), runAt, true);
+    return scheduleCall(tx, deps, {
+      organizationId: auth.organizationId,
+      agent,
+      to: request.to,
+      contactId: request.contactId,
+      variables: request.variables,
+      runAt,
+    });
+  });
+}
+
+/** The reads of a live call's checks, sent at once: the agent and the calling facts, the contact. */
+function readLiveCall(deps: Deps, tx: Db, r: LivePlacement) {
+  const agentId = isId(r.agentId, "agt") ? r.agentId : null;
+  const facts = callFacts(deps, tx, r.auth.organizationId, { to: r.to, agentId });
+  const contactFound =
+    r.contactId !== null && isId(r.contactId, "ct")
+      ? contactExists(tx, r.auth.organizationId, r.contactId)
+      : undefined;
+  facts.catch(() => {});
+  contactFound?.catch(() => {});
+  return { facts, contactFound };
+}
+
+/**
+ * A live call's checks on what `readLiveCall` read, in their order: the agent (404), the key's
+ * restriction (403), the contact (404), then paid plan → plan minutes → carrier → agent active →
+ * blocked → country → call window (at `at`).
+ */
+async function checkLiveCall(
+  deps: Deps,
+  tx: Db,
+  r: LivePlacement,
+  read: ReturnType<typeof readLiveCall>,
+  at: Date,
+  scheduled: boolean,
+): Promise<{ facts: CallFacts; agent: AgentRow }> {
+  const facts = await read.facts;
+  const agent = facts.agent;
+  await checkAgentAndContact(tx, r.auth, agent, r.contactId, read.contactFound);
+  checkPhoneCall(deps, facts, agent!, { to: r.to, at, scheduled });
+  return { facts, agent: agent! };
+}
+
+/**
+ * Live calls of one organization placed now, in one transaction: every request's reads and the
+ * organization's locks and limits go out in the first round trip; then each request in its turn is
+ * checked and, when it passes, placed on the limits as the requests before it left them (no second
+ * read), its writes sent with the others'; the commit follows. A refused request writes nothing and
+ * gets its error; the others are placed. One request alone is a batch of one. Batching is what lets
+ * an organization place more than one call per lock: every placement holds the organization's lock
+ * from its first round trip to its commit (BENCHMARKS.md, "Live phone calls").
+ */
+export function placeLiveCalls(deps: Deps, requests: LivePlacement[]): Promise<(CallView | ApiError)[]> {
+  const organizationId = requests[0]!.auth.organizationId;
+  return pipelinedTransaction(deps.sql, async (tx) => {
+    const now = deps.clock.now();
+    const reads = requests.map((r) => readLiveCall(deps, tx, r));
+    let read = await readAdmission(tx, organizationId, now);
+    const answers: Promise<CallView | ApiError>[] = [];
+    for (const [i, r] of requests.entries()) {
+      try {
+        const { facts, agent } = await checkLiveCall(deps, tx, r, reads[i]!, now, false);
+        const placed = placePhoneCallOn(
+          tx,
+          deps,
+          {
+            callId: deps.ids.next("call"),
+            organization: facts.organization,
+            agent,
+            to: r.to,
+            contactId: r.contactId,
+            campaignId: null,
+            variables: r.variables,
+          },
+          read,
+        );
+        read = placed.after;
+        const answer = placed.row.then(callView);
+        // Awaited below, unless a later request's failure ends the batch first.
+        answer.catch(() => {});
+        answers.push(answer);
+      } catch (err) {
+        if (!(err instanceof ApiError)) throw err;
+        answers.push(Promise.resolve(err));
+      }
     }
-    // Concurrency → hourly limit → the minutes, on what the locks showed; then the call is placed.
-    const row = await placePhoneCall(
-      tx,
-      deps,
-      {
-        callId: deps.ids.next("call"),
-        organization: facts.organization,
-        agent: agent!,
-        to: input.to,
-        contactId,
-        campaignId: null,
-        variables,
-      },
-      admission,
-    );
-    return callView(row);
+    return settledAll(answers);
   });
 }
 

@@ -37,7 +37,8 @@ import { callFacts, carrierOf, checkPhoneCall } from "./admission.ts";
 import { nextOpening } from "./callWindow.ts";
 import { callEvent, recordEvent, recordEvents } from "./events.ts";
 import { afterBulkChange } from "./housekeeping.ts";
-import { placePhoneCall } from "./liveCalls.ts";
+import { planMinutesExhausted } from "./minutes.ts";
+import { placePhoneCall } from "./placement.ts";
 import { createSimulatedCall } from "./simulatedCalls.ts";
 
 /**
@@ -105,12 +106,7 @@ export async function createCampaign(
     if (!org.paid_plan) {
       throw new ApiError("plan_required", "Live campaigns need an active paid plan for the organization.");
     }
-    if (org.plan_minutes - facts.plan_used <= 0) {
-      throw new ApiError(
-        "plan_minutes_exhausted",
-        "The organization's plan minutes for this month are used up.",
-      );
-    }
+    if (org.plan_minutes - facts.plan_used <= 0) throw planMinutesExhausted();
     if (!carrierOf(deps, org)) {
       throw new ApiError("carrier_unavailable", "No carrier is configured to place live phone calls.");
     }

@@ -11,7 +11,6 @@ import {
 } from "../db/calls.ts";
 import { type Db, pipelinedTransaction, settledAll } from "../db/engine/connection.ts";
 import { reservationMaxSeconds } from "../db/minutes.ts";
-import type { OrganizationRow } from "../db/organizations.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import {
@@ -25,7 +24,6 @@ import {
 import { sipIdentity } from "../livekit/sip.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
 import type { HandlerContext, TimerHandler } from "../timers/types.ts";
-import { type AdmissionRead, admitPhoneCall, readAdmission } from "./admission.ts";
 import { releaseCallResults } from "./callResults.ts";
 import { callEvent, recordEvent } from "./events.ts";
 import { reserveMinutes, settleReservation } from "./minutes.ts";
@@ -86,81 +84,6 @@ export async function prepareLiveCall(
     payload: { callId: input.callId },
   });
   return { callId: input.callId, maxSeconds, timerId: timer.id };
-}
-
-/** The longest phone call, whatever remains of the plan. */
-export const MAX_PHONE_CALL_SECONDS = 3600;
-
-/** A live phone call to place now: a new one, or the `scheduled` call of a task whose time has come. */
-export interface PhoneCallToPlace {
-  callId: string;
-  organization: OrganizationRow;
-  agent: AgentRow;
-  to: string;
-  contactId: string | null;
-  campaignId: string | null;
-  variables: Record<string, unknown>;
-  /** The call exists, `scheduled` (a task's): it moves to `initiated` instead of being created. */
-  scheduled?: boolean;
-}
-
-/**
- * Inside the placing transaction, once the checks that need no lock have passed: the organization's
- * limits under its lock (429 `concurrency_limit_reached`, `hourly_limit_reached`), the minutes
- * reserved (which decides `maxSeconds` = min(3,600, remaining plan minutes × 60)), the call
- * `initiated` and the timer that dials it, due at once. Nothing is written before the last refusal,
- * so a caller that catches one (a task, a campaign) may go on in the same transaction. Dialling
- * happens after the commit, from that timer (services/dialing.ts): never inside a request.
- */
-export async function placePhoneCall(
-  tx: Db,
-  deps: Deps,
-  call: PhoneCallToPlace,
-  /** The organization's locks and limits, when the caller sent for them with its own reads. */
-  admission?: Promise<AdmissionRead>,
-): Promise<CallRow> {
-  const org = call.organization;
-  const read = await (admission ?? readAdmission(tx, org.id, deps.clock.now()));
-  const { now, planUsed } = read;
-  const admitted = admitPhoneCall(org, read);
-  // Every write goes out at once, in one round trip: the reservation (which may still refuse, before
-  // writing, when the plan's minutes ran out since they were checked), the call, its timer, the hour.
-  const reservation = reserveMinutes(tx, deps.clock, {
-    callId: call.callId,
-    organizationId: org.id,
-    livemode: true,
-    maxSeconds: MAX_PHONE_CALL_SECONDS,
-    planMinutes: org.plan_minutes,
-    planUsedLocked: planUsed,
-  });
-  if (org.plan_minutes - planUsed <= 0) await reservation;
-  const [, row] = await settledAll([
-    reservation,
-    call.scheduled
-      ? moveCall(tx, call.callId, "scheduled", "initiated", now, { placed_at: now })
-      : insertCall(tx, {
-          id: call.callId,
-          organization_id: org.id,
-          livemode: true,
-          status: "initiated",
-          agent_id: call.agent.id,
-          to_number: call.to,
-          contact_id: call.contactId,
-          campaign_id: call.campaignId,
-          direction: "outbound",
-          variables: call.variables,
-          simulated_duration_seconds: null,
-          language: call.agent.content_language,
-          task_id: null,
-          created_at: now,
-          placed_at: now,
-        }),
-    deps.timers.schedule(tx, { kind: TIMER_KINDS.callDial, delayMs: 0, payload: { callId: call.callId } }),
-    admitted.record(tx),
-  ] as const);
-  // A task's call that is no longer `scheduled` was cancelled meanwhile: nothing is placed.
-  if (!row) throw new Error(`call ${call.callId} is no longer scheduled`);
-  return row;
 }
 
 /**

@@ -41,6 +41,19 @@ export function secondsUntilNextMonth(at: Date): number {
   return Math.max(1, Math.ceil((next - at.getTime()) / 1000));
 }
 
+/** 403 `plan_minutes_exhausted`: the organization's plan has no minute left this month. */
+export function planMinutesExhausted(): ApiError {
+  return new ApiError(
+    "plan_minutes_exhausted",
+    "The organization's plan minutes for this month are used up.",
+  );
+}
+
+/** How long a call that may last `longest` seconds may last on `planRemaining` (> 0) plan minutes. */
+export function planMaxSeconds(longest: number, planRemaining: number): number {
+  return Math.min(longest, planRemaining * 60);
+}
+
 export interface ReserveInput {
   callId: string;
   organizationId: string;
@@ -88,13 +101,8 @@ export async function reserveMinutes(tx: Db, clock: Clock, input: ReserveInput):
           lockUsage(tx, "plan", input.organizationId, month),
         ]);
   const planRemaining = planMinutes - planUsed;
-  if (planRemaining <= 0) {
-    throw new ApiError(
-      "plan_minutes_exhausted",
-      "The organization's plan minutes for this month are used up.",
-    );
-  }
-  maxSeconds = Math.min(maxSeconds, planRemaining * 60);
+  if (planRemaining <= 0) throw planMinutesExhausted();
+  maxSeconds = planMaxSeconds(maxSeconds, planRemaining);
 
   if (input.publishableKeyId) {
     const cap = await monthlyMinuteCap(tx, input.publishableKeyId);

@@ -9,7 +9,8 @@ import { isId } from "../ids.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
 import type { BatchTimerHandler } from "../timers/types.ts";
 import { callFacts, checkPhoneCall } from "./admission.ts";
-import { endLiveCall, placePhoneCall } from "./liveCalls.ts";
+import { endLiveCall } from "./liveCalls.ts";
+import { placePhoneCall } from "./placement.ts";
 
 /** Scheduled tasks (live mode only): a live call to place at `runAt`. */
 

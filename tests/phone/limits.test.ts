@@ -19,6 +19,7 @@ import {
   seedPhoneOrganization,
   startPhoneWorld,
   TRUNK,
+  tally,
 } from "./support.ts";
 
 /**
@@ -31,12 +32,6 @@ beforeAll(async () => {
   w = await startPhoneWorld();
 });
 afterAll(() => w.close());
-
-function tally(outcomes: string[]): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const o of outcomes) out[o] = (out[o] ?? 0) + 1;
-  return out;
-}
 
 async function inProgress(organizationId: string): Promise<number> {
   const [row] = await w.ctx.deps.sql<{ n: number }[]>`

@@ -82,3 +82,10 @@ export function freshNumber(prefix = "+336"): string {
   numbers += 1;
   return `${prefix}${String(10_000_000 + numbers).slice(-8)}`;
 }
+
+/** How many times each outcome ("201 ok", "429 concurrency_limit_reached", …) was answered. */
+export function tally(outcomes: string[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const o of outcomes) out[o] = (out[o] ?? 0) + 1;
+  return out;
+}
