@@ -3,7 +3,7 @@ import { KeyCache } from "./auth/keyCache.ts";
 import { GenerationCache } from "./caches.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import { listenForChanges } from "./db/changes.ts";
-import { KeyedCoalescer, logRefusedBatch, STATEMENT_COALESCING } from "./db/engine/coalesce.ts";
+import { Coalescer, logRefusedBatch, STATEMENT_COALESCING } from "./db/engine/coalesce.ts";
 import { refusedByDatabase } from "./db/engine/connection.ts";
 import { KeyUsageRecorder } from "./db/keyUsage.ts";
 import { ServerSecrets } from "./db/serverSecrets.ts";
@@ -60,9 +60,9 @@ export function composeDeps(input: {
           insert: (tx, rows) => deps.timers.insertFrom(tx, rows),
         },
       }),
-      // One batch of an organization at a time: its placements take the organization's lock, so a
-      // second one would only hold a pooled connection while it waits.
-      livePlacements: new KeyedCoalescer(
+      // One batch at a time: a batch holds its organizations' locks until it commits, so a second
+      // one would mostly hold a pooled connection while it waits.
+      livePlacements: new Coalescer(
         async (request) => (await placeLiveCalls(deps, [request]))[0]!,
         (requests) => placeLiveCalls(deps, requests),
         {

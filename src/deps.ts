@@ -5,7 +5,7 @@ import type { GenerationCache } from "./caches.ts";
 import type { Clock } from "./clock.ts";
 import type { AgentRow } from "./db/agents.ts";
 import type { CallView } from "./db/calls.ts";
-import type { KeyedCoalescer } from "./db/engine/coalesce.ts";
+import type { Coalescer } from "./db/engine/coalesce.ts";
 import type { Db } from "./db/engine/connection.ts";
 import type { KeyUsageRecorder } from "./db/keyUsage.ts";
 import type { ServerSecrets } from "./db/serverSecrets.ts";
@@ -54,10 +54,10 @@ export interface Deps {
     sessionTokenInserts: SessionTokenInserts;
     testTokenRedemptions: TestTokenRedemptions;
     /**
-     * Live phone calls that `POST /v1/calls` places now, one transaction per organization's batch
-     * (services/calls.ts, `placeLiveCalls`): the call, or the refusal of that request.
+     * Live phone calls that `POST /v1/calls` places now, one transaction per batch (services/calls.ts,
+     * `placeLiveCalls`): the call, or the refusal of that request.
      */
-    livePlacements: KeyedCoalescer<LivePlacement, CallView | ApiError>;
+    livePlacements: Coalescer<LivePlacement, CallView | ApiError>;
   };
 }
 

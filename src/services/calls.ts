@@ -19,7 +19,7 @@ import type { Deps, LivePlacement } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
 import type { FlatObject } from "../schemas.ts";
-import { callFacts, checkPhoneCall, readAdmission } from "./admission.ts";
+import { type AdmissionRead, callFacts, checkPhoneCall, readAdmission } from "./admission.ts";
 import { placePhoneCallOn } from "./placement.ts";
 import { tryCreateSimulatedCall } from "./simulatedCalls.ts";
 import { scheduleCall } from "./tasks.ts";
@@ -108,8 +108,8 @@ async function checkAgentAndContact(
 }
 
 /**
- * A live key's call. Placed now: batched with the other live calls of the organization that arrive
- * meanwhile (`placeLiveCalls`). Scheduled: one transaction whose first round trip carries every read
+ * A live key's call. Placed now: batched with the other live calls that arrive meanwhile
+ * (`placeLiveCalls`). Scheduled: one transaction whose first round trip carries every read
  * (the agent and what the calling rules need, the contact), then the checks up to the call window
  * (at `runAt`) and the call scheduled.
  */
@@ -132,7 +132,7 @@ async function createLiveCall(deps: Deps, auth: SecretKeyAuth, input: CreateCall
     variables: input.variables ?? {},
   };
   if (!scheduled) {
-    const placed = await deps.batches.livePlacements.run(auth.organizationId, request);
+    const placed = await deps.batches.livePlacements.run(request);
     if (placed instanceof ApiError) throw placed;
     return placed;
   }
@@ -183,23 +183,27 @@ async function checkLiveCall(
 }
 
 /**
- * Live calls of one organization placed now, in one transaction: every request's reads and the
- * organization's locks and limits go out in the first round trip; then each request in its turn is
- * checked and, when it passes, placed on the limits as the requests before it left them (no second
+ * Live calls placed now, in one transaction: every request's reads and the locks and limits of each
+ * organization named go out in the first round trip; then each request in its turn is checked and,
+ * when it passes, placed on its organization's limits as the requests before it left them (no second
  * read), its writes sent with the others'; the commit follows. A refused request writes nothing and
  * gets its error; the others are placed. One request alone is a batch of one. Batching is what lets
- * an organization place more than one call per lock: every placement holds the organization's lock
+ * an organization place more than one call per lock: every placement holds its organization's lock
  * from its first round trip to its commit (BENCHMARKS.md, "Live phone calls").
  */
 export function placeLiveCalls(deps: Deps, requests: LivePlacement[]): Promise<(CallView | ApiError)[]> {
-  const organizationId = requests[0]!.auth.organizationId;
   return pipelinedTransaction(deps.sql, async (tx) => {
     const now = deps.clock.now();
     const reads = requests.map((r) => readLiveCall(deps, tx, r));
-    let read = await readAdmission(tx, organizationId, now);
+    // Organizations locked in the order of their ids, like every batch, so that two never deadlock.
+    const organizations = [...new Set(requests.map((r) => r.auth.organizationId))].sort();
+    const admissions = organizations.map((id) => [id, readAdmission(tx, id, now)] as const);
+    const limits = new Map<string, AdmissionRead>();
+    for (const [id, admission] of admissions) limits.set(id, await admission);
     const answers: Promise<CallView | ApiError>[] = [];
     for (const [i, r] of requests.entries()) {
       try {
+        const read = limits.get(r.auth.organizationId)!;
         const { facts, agent } = await checkLiveCall(deps, tx, r, reads[i]!, now, false);
         const placed = placePhoneCallOn(
           tx,
@@ -215,7 +219,7 @@ export function placeLiveCalls(deps: Deps, requests: LivePlacement[]): Promise<(
           },
           read,
         );
-        read = placed.after;
+        limits.set(r.auth.organizationId, placed.after);
         const answer = placed.row.then(callView);
         // Awaited below, unless a later request's failure ends the batch first.
         answer.catch(() => {});

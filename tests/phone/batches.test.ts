@@ -1,10 +1,17 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { KeyedCoalescer, STATEMENT_COALESCING } from "../../src/db/engine/coalesce.ts";
-import { refusedByDatabase } from "../../src/db/engine/connection.ts";
-import type { LivePlacement } from "../../src/deps.ts";
+import postgres from "postgres";
+import { composeDeps } from "../../src/compose.ts";
+import { Coalescer, STATEMENT_COALESCING } from "../../src/db/engine/coalesce.ts";
+import { driverOptions, refusedByDatabase } from "../../src/db/engine/connection.ts";
+import type { Deps, LivePlacement } from "../../src/deps.ts";
+import { parseEnv } from "../../src/env.ts";
+import { silentLogger } from "../../src/log.ts";
 import { placeLiveCalls } from "../../src/services/calls.ts";
 import { createSecretKey } from "../../src/services/keys.ts";
+import { seedOrganization } from "../helpers/app.ts";
+import { createTestDatabase, type TestDatabase } from "../helpers/db.ts";
 import { outcomeOf } from "../helpers/errors.ts";
+import { type FakeLiveKit, startFakeLiveKit } from "../helpers/fakeLivekit.ts";
 import {
   freshNumber,
   type PhoneWorld,
@@ -12,37 +19,39 @@ import {
   placementWrites,
   seedPhoneOrganization,
   startPhoneWorld,
+  TRUNK,
   tally,
 } from "./support.ts";
 
 /**
- * Live calls that `POST /v1/calls` places now go out in one transaction per batch of an
- * organization (services/calls.ts, `placeLiveCalls`): each request of a batch gets the answer it
- * would have had alone, on the limits and minutes as the requests before it in the batch left them.
+ * Live calls that `POST /v1/calls` places now go out in batches, one transaction each
+ * (services/calls.ts, `placeLiveCalls`): each request of a batch gets the answer it would have had
+ * alone, on its organization's limits and minutes as the requests before it in the batch left them.
  */
 
 let w: PhoneWorld;
-/** The size of every batch the app placed since the last `track()`. */
-let batches: number[] = [];
+/** The organizations of every batch the app placed (a request alone is a batch of one). */
+let batches: string[][] = [];
+const sizes = () => batches.map((b) => b.length);
 
-beforeAll(async () => {
-  w = await startPhoneWorld();
-  const deps = w.ctx.deps;
-  // The app's own batching, with each batch's size noted.
-  deps.batches.livePlacements = new KeyedCoalescer<
-    LivePlacement,
-    Awaited<ReturnType<typeof placeLiveCalls>>[number]
-  >(
+/** The app's own batching (compose.ts), with each batch noted. */
+function trackedPlacements(deps: Deps): Deps["batches"]["livePlacements"] {
+  return new Coalescer(
     async (request) => {
-      batches.push(1);
+      batches.push([request.auth.organizationId]);
       return (await placeLiveCalls(deps, [request]))[0]!;
     },
     (requests) => {
-      batches.push(requests.length);
+      batches.push(requests.map((r) => r.auth.organizationId));
       return placeLiveCalls(deps, requests);
     },
     { maxBatch: STATEMENT_COALESCING.maxBatch, maxInFlight: 1, refusedByDatabase },
   );
+}
+
+beforeAll(async () => {
+  w = await startPhoneWorld();
+  w.ctx.deps.batches.livePlacements = trackedPlacements(w.ctx.deps);
 });
 afterAll(() => w.close());
 
@@ -91,8 +100,8 @@ describe("live calls placed together", () => {
       "foreign: 403 country_not_allowed": 2,
     });
     // More than one request went out in one transaction.
-    expect(Math.max(...batches)).toBeGreaterThan(1);
-    expect(batches.reduce((a, b) => a + b, 0)).toBe(20);
+    expect(Math.max(...sizes())).toBeGreaterThan(1);
+    expect(sizes().reduce((a, b) => a + b, 0)).toBe(20);
     // Only the four calls placed wrote anything: their call, dial timer, reservation, hour.
     const after = await placementWrites(w.ctx);
     const grew = (what: string) => after[what]! - before[what]!;
@@ -115,7 +124,7 @@ describe("live calls placed together", () => {
       "201 ok": 2,
       "403 plan_minutes_exhausted": 6,
     });
-    expect(Math.max(...batches)).toBeGreaterThan(1);
+    expect(Math.max(...sizes())).toBeGreaterThan(1);
     const reserved = await w.ctx.deps.sql<{ reserved_minutes: number; max_seconds: number }[]>`
       select reserved_minutes, max_seconds from minute_reservations
       where organization_id = ${seed.org.id} order by reserved_minutes desc`;
@@ -140,45 +149,119 @@ describe("live calls placed together", () => {
       "201 ok": 3,
       "429 hourly_limit_reached": 9,
     });
-    expect(Math.max(...batches)).toBeGreaterThan(1);
+    expect(Math.max(...sizes())).toBeGreaterThan(1);
     const [limits] = await w.ctx.deps.sql<{ hour_count: number }[]>`
       select hour_count from call_limits where organization_id = ${seed.org.id}`;
     expect(limits!.hour_count).toBe(3);
   });
 
-  test("two organizations' requests never share a transaction, and each organization's batches end when idle", async () => {
-    const a = await seedPhoneOrganization(w.ctx);
-    const b = await seedPhoneOrganization(w.ctx);
-    const seen: string[][] = [];
-    const deps = w.ctx.deps;
-    const saved = deps.batches.livePlacements;
-    deps.batches.livePlacements = new KeyedCoalescer<
-      LivePlacement,
-      Awaited<ReturnType<typeof placeLiveCalls>>[number]
-    >(
-      async (request) => {
-        seen.push([request.auth.organizationId]);
-        return (await placeLiveCalls(deps, [request]))[0]!;
-      },
-      (requests) => {
-        seen.push(requests.map((r) => r.auth.organizationId));
-        return placeLiveCalls(deps, requests);
-      },
-      { maxBatch: STATEMENT_COALESCING.maxBatch, maxInFlight: 1, refusedByDatabase },
+  test("two organizations in one batch: each on its own limits and minutes", async () => {
+    const a = await seedPhoneOrganization(w.ctx, { maxConcurrentCalls: 2, maxCallsPerHour: 1000 });
+    const b = await seedPhoneOrganization(w.ctx, { maxConcurrentCalls: 3, maxCallsPerHour: 1000 });
+    batches = [];
+    const answers = await Promise.all(
+      Array.from({ length: 16 }, async (_, i) => {
+        const seed = i % 2 ? a : b;
+        const res = await placeCall(w.ctx, seed.liveKey, { agentId: seed.agent.id, to: freshNumber() });
+        return `${seed === a ? "a" : "b"}: ${await outcomeOf(res)}`;
+      }),
     );
-    try {
-      const answers = await Promise.all(
-        Array.from({ length: 16 }, (_, i) => {
-          const seed = i % 2 ? a : b;
-          return placeCall(w.ctx, seed.liveKey, { agentId: seed.agent.id, to: freshNumber() });
-        }),
-      );
-      expect(answers.map((r) => r.status)).toEqual(Array(16).fill(201));
-      for (const batch of seen) expect(new Set(batch).size).toBe(1);
-      expect(Math.max(...seen.map((s) => s.length))).toBeGreaterThan(1);
-      expect(deps.batches.livePlacements.keys).toBe(0);
-    } finally {
-      deps.batches.livePlacements = saved;
+    expect(tally(answers)).toEqual({
+      "a: 201 ok": 2,
+      "a: 429 concurrency_limit_reached": 6,
+      "b: 201 ok": 3,
+      "b: 429 concurrency_limit_reached": 5,
+    });
+    expect(batches.some((orgs) => new Set(orgs).size === 2)).toBe(true);
+    for (const [seed, placed] of [
+      [a, 2],
+      [b, 3],
+    ] as const) {
+      const [usage] = await w.ctx.deps.sql<{ used_minutes: number }[]>`
+        select used_minutes from minute_usage where kind = 'plan' and subject_id = ${seed.org.id}`;
+      expect(usage!.used_minutes).toBe(placed * 60);
+    }
+  });
+});
+
+describe("two apps with their own pools on one PostgreSQL", () => {
+  let db: TestDatabase;
+  let liveKit: FakeLiveKit;
+  const pools: postgres.Sql[] = [];
+
+  beforeAll(async () => {
+    db = await createTestDatabase("postgres");
+    liveKit = await startFakeLiveKit();
+  });
+  afterAll(async () => {
+    await Promise.all(pools.map((p) => p.end({ timeout: 1 })));
+    await liveKit.close();
+    await db.close();
+  });
+
+  test("two batches naming two organizations in opposite orders, one queued behind the other: no deadlock", async () => {
+    const env = parseEnv({ ...liveKit.env, LIVEKIT_SIP_TRUNK_ID: TRUNK });
+    const [x, y] = [0, 1].map(() => {
+      const sql = postgres(db.url!, { ...driverOptions, max: 4 });
+      pools.push(sql);
+      return composeDeps({ sql, env, log: silentLogger });
+    }) as [Deps, Deps];
+    const [a, b] = [await seedOrganization({ deps: x }), await seedOrganization({ deps: x })];
+    const request = (seed: typeof a): LivePlacement => ({
+      auth: {
+        keyId: seed.live.id,
+        organizationId: seed.org.id,
+        mode: "live",
+        livemode: true,
+        scopes: ["*"],
+        agentIds: null,
+        paidPlan: true,
+      },
+      agentId: seed.agent.id,
+      to: freshNumber(),
+      contactId: null,
+      variables: {},
+    });
+    // Each organization's limits row exists (a first placement makes it).
+    for (const seed of [a, b]) expect(await placeLiveCalls(x, [request(seed)])).toHaveLength(1);
+    // Another transaction holds the second organization's limits; y asks for [b, a], then x for [a, b].
+    const [first, second] = [a.org.id, b.org.id].sort() as [string, string];
+    const [low, high] = first === a.org.id ? [a, b] : [b, a];
+    let release = () => {};
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
+    let holding = () => {};
+    const holds = new Promise<void>((r) => {
+      holding = r;
+    });
+    const blocker = db.sql.begin(async (tx) => {
+      await tx`select 1 from call_limits where organization_id = ${second} for update`;
+      holding();
+      await held;
+    });
+    await holds;
+    const waiting = async (n: number) => {
+      for (let i = 0; i < 200; i++) {
+        const [row] = await db.sql<{ n: number }[]>`
+          select count(*)::int as n from pg_locks where not granted`;
+        if (row!.n >= n) return;
+        await Bun.sleep(10);
+      }
+      throw new Error(`never ${n} waiting`);
+    };
+    const ofY = placeLiveCalls(y, [request(high), request(low)]);
+    await waiting(1);
+    const ofX = placeLiveCalls(x, [request(low), request(high)]);
+    await waiting(2);
+    release();
+    await blocker;
+    const answers = await Promise.allSettled([ofY, ofX]);
+    expect(answers.map((r) => r.status)).toEqual(["fulfilled", "fulfilled"]);
+    for (const r of answers) {
+      for (const call of (r as PromiseFulfilledResult<unknown[]>).value) {
+        expect(call).toMatchObject({ status: "initiated" });
+      }
     }
   });
 });

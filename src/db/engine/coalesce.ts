@@ -191,42 +191,6 @@ export class Coalescer<I, O> {
   }
 }
 
-/**
- * One coalescer per key: items of one key go out together, items of different keys never do (each
- * key's batches run beside the others'). A key's coalescer is made on its first item and dropped
- * once nothing of it waits or runs, so keys that come and go (organizations) leave nothing behind.
- */
-export class KeyedCoalescer<I, O> {
-  readonly #groups = new Map<string, { coalescer: Coalescer<I, O>; pending: number }>();
-  readonly #make: () => Coalescer<I, O>;
-
-  constructor(
-    runOne: (item: I) => Promise<O>,
-    runBatch: (items: I[]) => Promise<O[]>,
-    options: Omit<CoalesceOptions<I>, "keys">,
-  ) {
-    this.#make = () => new Coalescer(runOne, runBatch, options);
-  }
-
-  /** Keys with items waiting or running. */
-  get keys(): number {
-    return this.#groups.size;
-  }
-
-  run(key: string, item: I): Promise<O> {
-    let group = this.#groups.get(key);
-    if (!group) {
-      group = { coalescer: this.#make(), pending: 0 };
-      this.#groups.set(key, group);
-    }
-    const g = group;
-    g.pending++;
-    return g.coalescer.run(item).finally(() => {
-      if (--g.pending === 0) this.#groups.delete(key);
-    });
-  }
-}
-
 /** First in, first out, in constant time per item (an array's shift moves every item after it). */
 class Queue<T> {
   #items: (T | undefined)[] = [];
