@@ -95,7 +95,9 @@ export async function startServer(
   timeoutMs = 30_000,
   runtime: RuntimeName = "bun",
 ): Promise<ServerProcess> {
-  const port = 20000 + Math.floor(Math.random() * 20000);
+  // Below the ephemeral range (32768–60999 on Linux), where the benchmark's own outgoing connections
+  // take their ports: a port picked there was sometimes in use, and the server exited at once.
+  const port = 10000 + Math.floor(Math.random() * 22000);
   const started = performance.now();
   // BENCH_CPU_PROF=<dir>: the server writes a CPU profile there when it stops: Markdown on Bun; on Deno
   // V8's tick log (deno-<pid>.log), which `node --prof-process <file>` summarizes.
