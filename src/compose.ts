@@ -8,6 +8,7 @@ import { refusedByDatabase } from "./db/engine/connection.ts";
 import { KeyUsageRecorder } from "./db/keyUsage.ts";
 import { ServerSecrets } from "./db/serverSecrets.ts";
 import { sessionTokenInserts } from "./db/sessionTokens.ts";
+import { simulatedCallInserts } from "./db/simulatedCalls.ts";
 import { testTokenRedemptions } from "./db/webCallRedemptions.ts";
 import type { Deps } from "./deps.ts";
 import type { Env } from "./env.ts";
@@ -16,8 +17,7 @@ import { createLiveKit } from "./livekit/client.ts";
 import type { Logger } from "./log.ts";
 import { placeLiveCalls } from "./services/calls.ts";
 import { WEB_CALL_RATE_LIMIT } from "./services/rateLimit.ts";
-import { ringDelayMs } from "./services/simulatedCalls.ts";
-import { TIMER_KINDS } from "./timers/kinds.ts";
+import { firstStepTimer } from "./services/simulatedCalls.ts";
 import { databaseScheduler, type TimerScheduler } from "./timers/scheduler.ts";
 
 /**
@@ -36,6 +36,12 @@ export function composeDeps(input: {
   const { sql, env, log } = input;
   const clock = input.clock ?? systemClock;
   const timers = input.timers ?? databaseScheduler;
+  // The first step's timer of a simulated call, written through the scheduler the dependencies hold
+  // when a statement is built.
+  const firstStep = firstStepTimer({
+    env,
+    timers: { insertFrom: (tx, rows) => deps.timers.insertFrom(tx, rows) },
+  });
   const deps: Deps = {
     sql,
     clock,
@@ -51,15 +57,8 @@ export function composeDeps(input: {
     dialing: new Map(),
     batches: {
       sessionTokenInserts: sessionTokenInserts(sql, log),
-      testTokenRedemptions: testTokenRedemptions(sql, log, {
-        rule: WEB_CALL_RATE_LIMIT,
-        timer: {
-          kind: TIMER_KINDS.simulationStep,
-          delayMs: ringDelayMs({ env }),
-          // Read when the statement is built: the scheduler is the one the dependencies hold then.
-          insert: (tx, rows) => deps.timers.insertFrom(tx, rows),
-        },
-      }),
+      testTokenRedemptions: testTokenRedemptions(sql, log, { rule: WEB_CALL_RATE_LIMIT, timer: firstStep }),
+      simulatedCallInserts: simulatedCallInserts(sql, log, firstStep),
       // One batch at a time: a batch holds its organizations' locks until it commits, so a second
       // one would mostly hold a pooled connection while it waits.
       livePlacements: new Coalescer(

@@ -10,6 +10,7 @@ import type { Db } from "./db/engine/connection.ts";
 import type { KeyUsageRecorder } from "./db/keyUsage.ts";
 import type { ServerSecrets } from "./db/serverSecrets.ts";
 import type { SessionTokenInserts } from "./db/sessionTokens.ts";
+import type { SimulatedCallInserts } from "./db/simulatedCalls.ts";
 import type { TestTokenRedemptions } from "./db/webCallRedemptions.ts";
 import type { Env } from "./env.ts";
 import type { ApiError } from "./errors.ts";
@@ -53,6 +54,7 @@ export interface Deps {
   batches: {
     sessionTokenInserts: SessionTokenInserts;
     testTokenRedemptions: TestTokenRedemptions;
+    simulatedCallInserts: SimulatedCallInserts;
     /**
      * Live phone calls that `POST /v1/calls` places now, one transaction per batch (services/calls.ts,
      * `placeLiveCalls`): the call, or the refusal of that request.

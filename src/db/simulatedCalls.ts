@@ -1,8 +1,11 @@
 import type { Fragment } from "postgres";
+import type { Logger } from "../log.ts";
 import type { TranscriptSegment } from "../simulation/content.ts";
 import { CALL_COLUMNS, type CallRow, columnList, insertCallsFrom } from "./calls.ts";
-import type { Db } from "./engine/connection.ts";
+import { Coalescer, logRefusedBatch, STATEMENT_COALESCING } from "./engine/coalesce.ts";
+import { type Db, refusedByDatabase } from "./engine/connection.ts";
 import { nextUpdatedAt } from "./engine/updatedAt.ts";
+import type { InsertedTimerRow } from "./timers.ts";
 
 /**
  * Statements of the calls table for simulated calls (test keys): created with the timer of their
@@ -178,6 +181,54 @@ export async function insertSimulatedCall<T>(
 }
 
 /**
+ * Several `insertSimulatedCall`s with `onlyIf` `{ activeAgent, contactExists }` in one statement (the
+ * test keys' `POST /v1/calls`, coalesced): each call is written only if its agent is the
+ * organization's and active and its contact, when it names one, the organization's. Answers in the
+ * order of `cs`: the call and its timer rows, or null where nothing was written.
+ */
+export async function insertSimulatedCalls<T>(
+  sql: Db,
+  cs: readonly NewSimulatedCall[],
+  timer: { kind: string; delayMs: number; insert: TimerInsert },
+): Promise<({ call: CallRow; timers: T[] } | null)[]> {
+  const input = cs.map((c) => ({
+    id: c.id,
+    organization_id: c.organizationId,
+    agent_id: c.agentId,
+    to_number: c.to,
+    contact_id: c.contactId,
+    campaign_id: c.campaignId,
+    direction: c.direction,
+    variables: c.variables,
+    duration: c.durationSeconds,
+    language: c.language,
+    created_at: c.createdAt.toISOString(),
+  }));
+  const rows = await sql<(CallRow & { timers: T[] })[]>`
+    with input as (
+        select r.* from batch_rows(${sql.json(input as never)}::json) e
+          cross join lateral json_to_record(e) as r(id text, organization_id text, agent_id text,
+            to_number text, contact_id text, campaign_id text, direction text, variables jsonb,
+            duration integer, language text, created_at timestamptz)
+      ),
+      created_call as (${insertSimulatedCallsFrom(
+        sql,
+        sql`
+          select r.id, a.organization_id, a.id as agent_id, r.to_number, r.contact_id, r.campaign_id,
+            r.direction, r.variables, r.duration as simulated_duration_seconds,
+            coalesce(r.language, a.content_language) as language, r.created_at
+          from input r join agents a on a.id = r.agent_id and a.organization_id = r.organization_id and a.active
+          where r.contact_id is null
+            or exists (select from contacts k where k.id = r.contact_id and k.organization_id = a.organization_id)`,
+      )}),
+      created_timer as (${timer.insert(sql, firstStepTimers(sql, timer.kind, sql`created_call`, timer.delayMs))})
+    select c.*, (select json_agg(t) from created_timer t where t.payload->>'callId' = c.id) as timers
+    from created_call c`;
+  const written = new Map(rows.map(({ timers, ...call }) => [call.id, { call: call as CallRow, timers }]));
+  return cs.map((c) => written.get(c.id) ?? null);
+}
+
+/**
  * The rows of the next step's timer of each call of `moved` (a relation with `id` and `due`, the due
  * time of the step that moved it), due `delayMs` after that: `to` names the step.
  */
@@ -192,4 +243,22 @@ export function nextStepTimers(
     select ${kind}::text as kind, due + ${delayMs}::float8 * interval '1 millisecond' as due_at,
       jsonb_build_object('callId', id, 'to', ${to}::text) as payload
     from ${moved}`;
+}
+
+/** Test keys' calls created together share one statement (engine/coalesce.ts). */
+export type SimulatedCallInserts<T = InsertedTimerRow> = Coalescer<
+  NewSimulatedCall,
+  { call: CallRow; timers: T[] } | null
+>;
+
+export function simulatedCallInserts<T>(
+  sql: Db,
+  log: Logger,
+  timer: { kind: string; delayMs: number; insert: TimerInsert },
+): SimulatedCallInserts<T> {
+  return new Coalescer(
+    (c) => insertSimulatedCall<T>(sql, c, timer, { activeAgent: true, contactExists: c.contactId !== null }),
+    (cs) => insertSimulatedCalls<T>(sql, cs, timer),
+    { ...STATEMENT_COALESCING, refusedByDatabase, onRefused: logRefusedBatch(log, "simulated call inserts") },
+  );
 }

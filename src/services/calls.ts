@@ -76,7 +76,7 @@ async function createTestCall(deps: Deps, auth: SecretKeyAuth, input: CreateCall
     agentAllowed(auth, input.agentId) &&
     (contactId === null || isId(contactId, "ct"));
   if (plausible) {
-    const created = await tryCreateSimulatedCall(deps.sql, deps, call);
+    const created = await tryCreateSimulatedCall(deps, call);
     if (created) return created;
   }
   const agent = isId(input.agentId, "agt")
@@ -86,7 +86,7 @@ async function createTestCall(deps: Deps, auth: SecretKeyAuth, input: CreateCall
   if (!agent!.active)
     throw new ApiError("agent_unavailable", "This agent is not active.", { param: "agentId" });
   // Everything holds now (the agent was activated, or the contact created, since the first try).
-  return (await tryCreateSimulatedCall(deps.sql, deps, call)) ?? createTestCall(deps, auth, input);
+  return (await tryCreateSimulatedCall(deps, call)) ?? createTestCall(deps, auth, input);
 }
 
 /** 404 for the agent, 403 for the key's restriction, 404 for the contact, in this order; the contact id. */

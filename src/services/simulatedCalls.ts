@@ -1,9 +1,11 @@
+import type { Fragment } from "postgres";
 import { type CallView, callView, transcriptView } from "../db/calls.ts";
 import { campaignAdvanceTimers } from "../db/campaigns.ts";
 import { type Db, settledAll } from "../db/engine/connection.ts";
 import {
   completeCalls,
   insertSimulatedCall,
+  type NewSimulatedCall,
   nextStepTimers,
   readOngoingCalls,
   ringCalls,
@@ -50,60 +52,62 @@ export function ringDelayMs(deps: Pick<Deps, "env">): number {
  * the caller's transaction: outbound calls of test keys, and the calls of test campaigns.
  */
 export async function createSimulatedCall(tx: Db, deps: Deps, input: SimulatedCallInput): Promise<CallView> {
-  const call = await insertSimulated(tx, deps, input, {});
-  if (!call) throw new Error(`no agent ${input.agentId} in organization ${input.organizationId}`);
-  return call;
+  const written = await insertSimulatedCall<InsertedTimerRow>(
+    tx,
+    newSimulatedCall(deps, input),
+    firstStepTimer(deps),
+  );
+  if (!written) throw new Error(`no agent ${input.agentId} in organization ${input.organizationId}`);
+  deps.timers.scheduled(written.timers);
+  return callView(written.call);
 }
 
 /**
- * A test key's `POST /v1/calls` in one statement, no transaction: the call is written only if the agent
- * is the organization's and active, and the contact (when given) the organization's. Null when nothing
- * was written: the caller then reads why.
+ * A test key's `POST /v1/calls` in one statement, no transaction, shared with the other test calls
+ * created meanwhile (`simulatedCallInserts`): the call is written only if the agent is the
+ * organization's and active, and the contact (when given) the organization's. Null when nothing was
+ * written: the caller then reads why.
  */
-export function tryCreateSimulatedCall(
-  sql: Db,
+export async function tryCreateSimulatedCall(
   deps: Deps,
   input: Omit<SimulatedCallInput, "agentLanguage">,
 ): Promise<CallView | null> {
-  return insertSimulated(sql, deps, input, { activeAgent: true, contactExists: input.contactId != null });
-}
-
-async function insertSimulated(
-  sql: Db,
-  deps: Deps,
-  input: SimulatedCallInput,
-  onlyIf: { activeAgent?: boolean; contactExists?: boolean },
-): Promise<CallView | null> {
-  const variables = input.variables ?? {};
-  const id = deps.ids.next("call");
-  const written = await insertSimulatedCall<InsertedTimerRow>(
-    sql,
-    {
-      id,
-      organizationId: input.organizationId,
-      agentId: input.agentId,
-      to: input.to,
-      contactId: input.contactId ?? null,
-      campaignId: input.campaignId ?? null,
-      direction: input.direction,
-      variables,
-      durationSeconds: drawDurationSeconds(id),
-      // The variables' language, else the agent's (known here, or read by the statement).
-      language:
-        languageOfVariables(variables) ??
-        (input.agentLanguage === undefined ? null : pickLanguage(variables, input.agentLanguage)),
-      createdAt: deps.clock.now(),
-    },
-    {
-      kind: TIMER_KINDS.simulationStep,
-      delayMs: ringDelayMs(deps),
-      insert: (tx, rows) => deps.timers.insertFrom(tx, rows),
-    },
-    onlyIf,
-  );
+  const written = await deps.batches.simulatedCallInserts.run(newSimulatedCall(deps, input));
   if (!written) return null;
   deps.timers.scheduled(written.timers);
   return callView(written.call);
+}
+
+/** The row of a new simulated call: its id, drawn duration and, when known here, its language. */
+function newSimulatedCall(deps: Deps, input: SimulatedCallInput): NewSimulatedCall {
+  const variables = input.variables ?? {};
+  const id = deps.ids.next("call");
+  return {
+    id,
+    organizationId: input.organizationId,
+    agentId: input.agentId,
+    to: input.to,
+    contactId: input.contactId ?? null,
+    campaignId: input.campaignId ?? null,
+    direction: input.direction,
+    variables,
+    durationSeconds: drawDurationSeconds(id),
+    // The variables' language, else the agent's (known here, or read by the statement).
+    language:
+      languageOfVariables(variables) ??
+      (input.agentLanguage === undefined ? null : pickLanguage(variables, input.agentLanguage)),
+    createdAt: deps.clock.now(),
+  };
+}
+
+/** The timer of a new simulated call's first step, through the process's scheduler. */
+export function firstStepTimer(deps: Pick<Deps, "env"> & { timers: Pick<Deps["timers"], "insertFrom"> }) {
+  return {
+    kind: TIMER_KINDS.simulationStep,
+    delayMs: ringDelayMs(deps),
+    // Read when the statement is built: the scheduler is the one the dependencies hold then.
+    insert: (tx: Db, rows: Fragment) => deps.timers.insertFrom(tx, rows),
+  };
 }
 
 /**
