@@ -168,8 +168,9 @@ export async function endLiveCall(
     ? { moved: completed, from: "ongoing" as const, actualSeconds: completed.duration_seconds }
     : await endOtherwise(tx, deps, callId, at, end);
   if (!moved) return null;
+  // The reservation's settlement goes out last: it locks the organization's plan usage row, which
+  // every placement of the organization needs too, so it is held for the commit alone.
   await settledAll([
-    settleReservation(tx, deps.clock, callId, actualSeconds),
     recordEvent(tx, deps, callEvent("call.ended", moved)),
     // Results the voice agent reported before the end become ready now (services/callResults.ts);
     // their events are drawn after call.ended's.
@@ -183,6 +184,7 @@ export async function endLiveCall(
           payload: { campaignId: moved.campaign_id },
         })
       : Promise.resolve(null),
+    settleReservation(tx, deps.clock, callId, actualSeconds),
   ] as const);
   return moved;
 }
