@@ -1,3 +1,4 @@
+import type { Fragment } from "postgres";
 import type { AgentRow } from "./agents.ts";
 import type { Db } from "./engine/connection.ts";
 import type { OrganizationRow } from "./organizations.ts";
@@ -69,9 +70,14 @@ export interface HourState {
  * go out in the same round trip as this one.
  */
 export async function lockCallLimits(sql: Db, organizationId: string, hourAgo: Date): Promise<void> {
+  await lockCallLimitsSql(sql, organizationId, hourAgo);
+}
+
+/** The statement of `lockCallLimits` (also explained by the plan tests). */
+export function lockCallLimitsSql(sql: Db, organizationId: string, hourAgo: Date): Fragment {
   // The row is locked by the update when it exists; only on first use is the hour counted (a
   // subquery in VALUES would count the whole hour on every placement, conflict or not).
-  await sql`
+  return sql`
     with locked as (
       update call_limits set hour_count = hour_count where organization_id = ${organizationId} returning 1)
     insert into call_limits as l (organization_id, hour_cut, hour_count)
@@ -101,10 +107,22 @@ export interface CallLoad {
  * on each placement (4 ms on a few thousand calls, under the organization's lock).
  */
 export async function readCallLoad(sql: Db, organizationId: string, hourAgo: Date): Promise<CallLoad> {
-  const live = sql.unsafe(LIVE_PHONE);
   const [row] = await sql<
     { hour_cut: Date; hour_count: number; in_progress: number; left: number; oldest: Date | null }[]
-  >`
+  >`${callLoadSql(sql, organizationId, hourAgo)}`;
+  const r = row!;
+  return {
+    hour: { cut: r.hour_cut, count: r.hour_count },
+    inProgress: r.in_progress,
+    left: r.left,
+    oldest: r.oldest,
+  };
+}
+
+/** The statement of `readCallLoad` (also explained by the plan tests). */
+export function callLoadSql(sql: Db, organizationId: string, hourAgo: Date): Fragment {
+  const live = sql.unsafe(LIVE_PHONE);
+  return sql`
     select l.hour_cut, l.hour_count,
       (select count(status)::int from calls where organization_id = l.organization_id and ${live}
         and status in ('initiated', 'ringing', 'ongoing')) as in_progress,
@@ -113,13 +131,6 @@ export async function readCallLoad(sql: Db, organizationId: string, hourAgo: Dat
       (select min(placed_at) from calls where organization_id = l.organization_id and ${live}
         and placed_at > greatest(l.hour_cut, ${hourAgo}::timestamptz)) as oldest
     from call_limits l where l.organization_id = ${organizationId}`;
-  const r = row!;
-  return {
-    hour: { cut: r.hour_cut, count: r.hour_count },
-    inProgress: r.in_progress,
-    left: r.left,
-    oldest: r.oldest,
-  };
 }
 
 /** Writes the hour's new cut and count (the lock is held). */

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Sql } from "postgres";
+import { callLoadSql, lockCallLimitsSql } from "../../src/db/callAdmission.ts";
 import { eventsPage } from "../../src/db/events.ts";
 import { claimSql } from "../../src/db/sessionTokens.ts";
 import { claimDueSql, claimPlanning } from "../../src/db/timers.ts";
@@ -7,6 +8,7 @@ import { createAgent } from "../../src/services/agents.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import {
   cursorAt,
+  describePlan,
   executedPlan,
   expectBoundedReads,
   expectListWalks,
@@ -226,3 +228,66 @@ function insertLaterTimers(sql: Sql, count: number) {
     select 'plan.later', now() + interval '1 hour', '{}'::jsonb
     from generate_series(1, ${count}) i`;
 }
+
+describe("the organization's limits, read by every live phone call's placement", () => {
+  /**
+   * 3,000 live phone calls that were in progress and ended (each left an entry in the index of calls
+   * in progress, which stays until a vacuum), 5 still in progress, and the organization's limits row.
+   */
+  async function organizationWithEndedCalls(): Promise<string> {
+    const s = await seedOrganization(ctx);
+    const sql = ctx.deps.sql;
+    const insert = (count: number, tag: string) => sql`
+      insert into calls (id, organization_id, livemode, status, agent_id, to_number, direction, created_at, placed_at, updated_at)
+      select 'call_' || ${tag} || lpad(i::text, ${26 - tag.length}, '0'), ${s.org.id}, true, 'initiated',
+        ${s.agent.id}, '+33612345678', 'outbound', now() - i * interval '1 millisecond',
+        now() - i * interval '1 millisecond', now()
+      from generate_series(1, ${count}) i`;
+    await insert(3_000, `L${s.org.id.slice(-4)}`);
+    await sql`update calls set status = 'ringing' where organization_id = ${s.org.id}`;
+    await sql`update calls set status = 'completed' where organization_id = ${s.org.id}`;
+    await insert(5, `M${s.org.id.slice(-4)}`);
+    await sql`update calls set status = 'ongoing' where organization_id = ${s.org.id} and status = 'initiated'`;
+    await sql`
+      insert into call_limits (organization_id, hour_cut, hour_count)
+      values (${s.org.id}, now() - interval '1 hour', 3005)`;
+    return s.org.id;
+  }
+
+  for (const mode of PLAN_MODES) {
+    test(`calls in progress are counted by a plain index scan, never an index-only one (${mode} plan)`, async () => {
+      const org = await organizationWithEndedCalls();
+      const hourAgo = new Date(Date.now() - 3_600_000);
+      await withPlans(
+        ctx,
+        async (conn) => {
+          // An index-only scan never marks the entries of ended calls dead: every placement would visit
+          // the heap of each call that ever ran until a vacuum. A plain index scan marks them once seen.
+          await conn`${callLoadSql(conn, org, hourAgo)}`;
+          const plan = await executedPlan(conn, callLoadSql(conn, org, hourAgo));
+          const inProgress = nodes(plan).filter((n) => n["Index Name"] === "calls_live_phone_in_progress");
+          expect(inProgress.length, describePlan(plan)).toBeGreaterThan(0);
+          for (const n of inProgress) {
+            expect(n["Node Type"], describePlan(plan)).toBe("Index Scan");
+            expect(n["Actual Rows"], describePlan(plan)).toBe(5);
+          }
+        },
+        mode,
+      );
+    });
+  }
+
+  test("the limits row's lock counts the hour only when it makes the row", async () => {
+    const org = await organizationWithEndedCalls();
+    const fresh = await seedOrganization(ctx);
+    const hourAgo = new Date(Date.now() - 3_600_000);
+    await withPlans(ctx, async (conn) => {
+      const existing = await executedPlan(conn, lockCallLimitsSql(conn, org, hourAgo));
+      const counted = readsOf(existing, "calls");
+      expect(counted.length, describePlan(existing)).toBeGreaterThan(0);
+      for (const n of counted) expect(n["Actual Loops"], describePlan(existing)).toBe(0);
+      const made = await executedPlan(conn, lockCallLimitsSql(conn, fresh.org.id, hourAgo));
+      expect(Math.max(...readsOf(made, "calls").map((n) => n["Actual Loops"] ?? 0))).toBe(1);
+    });
+  });
+});
