@@ -60,13 +60,15 @@ export function composeDeps(input: {
       testTokenRedemptions: testTokenRedemptions(sql, log, { rule: WEB_CALL_RATE_LIMIT, timer: firstStep }),
       simulatedCallInserts: simulatedCallInserts(sql, log, firstStep),
       // One batch at a time: a batch holds its organizations' locks until it commits, so a second
-      // one would mostly hold a pooled connection while it waits.
+      // one would mostly hold a pooled connection while it waits. The requests that arrive while a
+      // batch waits for its connection join it (the wait was most of a placement's time).
       livePlacements: new Coalescer(
         async (request) => (await placeLiveCalls(deps, [request]))[0]!,
-        (requests) => placeLiveCalls(deps, requests),
+        (requests, more) => placeLiveCalls(deps, requests, more),
         {
           maxBatch: STATEMENT_COALESCING.maxBatch,
           maxInFlight: 1,
+          joinWhileWaiting: true,
           refusedByDatabase,
           onRefused: logRefusedBatch(log, "live call placements"),
         },

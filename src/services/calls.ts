@@ -191,8 +191,15 @@ async function checkLiveCall(
  * an organization place more than one call per lock: every placement holds its organization's lock
  * from its first round trip to its commit (BENCHMARKS.md, "Live phone calls").
  */
-export function placeLiveCalls(deps: Deps, requests: LivePlacement[]): Promise<(CallView | ApiError)[]> {
+export function placeLiveCalls(
+  deps: Deps,
+  requests: LivePlacement[],
+  /** The requests that arrived while this batch waited for its connection (engine/coalesce.ts). */
+  more: () => LivePlacement[] = () => [],
+): Promise<(CallView | ApiError)[]> {
   return pipelinedTransaction(deps.sql, async (tx) => {
+    // The connection is ours now: what arrived meanwhile goes in this batch, not the next.
+    requests.push(...more());
     const now = deps.clock.now();
     const reads = requests.map((r) => readLiveCall(deps, tx, r));
     // Organizations locked in the order of their ids, like every batch, so that two never deadlock.

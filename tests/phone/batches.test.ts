@@ -36,16 +36,22 @@ const sizes = () => batches.map((b) => b.length);
 
 /** The app's own batching (compose.ts), with each batch noted. */
 function trackedPlacements(deps: Deps): Deps["batches"]["livePlacements"] {
+  const organizationOf = (r: LivePlacement) => r.auth.organizationId;
   return new Coalescer(
     async (request) => {
-      batches.push([request.auth.organizationId]);
+      batches.push([organizationOf(request)]);
       return (await placeLiveCalls(deps, [request]))[0]!;
     },
-    (requests) => {
-      batches.push(requests.map((r) => r.auth.organizationId));
-      return placeLiveCalls(deps, requests);
+    (requests, more) => {
+      const batch = requests.map(organizationOf);
+      batches.push(batch);
+      return placeLiveCalls(deps, requests, () => {
+        const joined = more();
+        batch.push(...joined.map(organizationOf));
+        return joined;
+      });
     },
-    { maxBatch: STATEMENT_COALESCING.maxBatch, maxInFlight: 1, refusedByDatabase },
+    { maxBatch: STATEMENT_COALESCING.maxBatch, maxInFlight: 1, refusedByDatabase, joinWhileWaiting: true },
   );
 }
 

@@ -267,4 +267,79 @@ describe("Coalescer", () => {
       { numRuns: 200 },
     );
   });
+
+  describe("joinWhileWaiting", () => {
+    /** A batch that first waits (for a connection) until the test opens it, then takes in what arrived. */
+    function waitingBatches() {
+      const batches: { items: string[]; open(): void; answer(): void; fail(err: Error): void }[] = [];
+      const runBatch = (items: string[], more: () => string[]) =>
+        new Promise<string[]>((resolve, reject) => {
+          const batch = {
+            items,
+            open: () => {
+              batch.items = [...items, ...more()];
+            },
+            answer: () => resolve(batch.items.map((i) => `done ${i}`)),
+            fail: reject,
+          };
+          batches.push(batch);
+        });
+      const alone: string[] = [];
+      const runOne = async (item: string) => {
+        alone.push(item);
+        return `alone ${item}`;
+      };
+      return { batches, runBatch, runOne, alone };
+    }
+
+    test("a lone item goes as a batch; what arrives while it waits joins it, each with its answer in order", async () => {
+      const w = waitingBatches();
+      const c = new Coalescer(w.runOne, w.runBatch, {
+        maxBatch: 3,
+        maxInFlight: 1,
+        refusedByDatabase,
+        joinWhileWaiting: true,
+      });
+      const answers = ["a", "b", "c", "d"].map((i) => c.run(i));
+      expect(w.batches.map((b) => b.items)).toEqual([["a"]]);
+      // Its connection came: b and c join it (at most 3), d waits for the next batch.
+      w.batches[0]!.open();
+      expect(w.batches[0]!.items).toEqual(["a", "b", "c"]);
+      w.batches[0]!.answer();
+      await tick();
+      expect(w.batches.map((b) => b.items)).toEqual([["a", "b", "c"], ["d"]]);
+      w.batches[1]!.open();
+      w.batches[1]!.answer();
+      expect(await Promise.all(answers)).toEqual(["done a", "done b", "done c", "done d"]);
+      expect(w.alone).toEqual([]);
+    });
+
+    test("a refused batch runs every item again alone, those that joined it too", async () => {
+      const w = waitingBatches();
+      const c = new Coalescer(w.runOne, w.runBatch, {
+        maxBatch: 10,
+        maxInFlight: 1,
+        refusedByDatabase,
+        joinWhileWaiting: true,
+      });
+      const answers = ["a", "b"].map((i) => c.run(i));
+      w.batches[0]!.open();
+      w.batches[0]!.fail(new Refusal("deadlock detected"));
+      expect(await Promise.all(answers)).toEqual(["alone a", "alone b"]);
+    });
+
+    test("is refused with keys: items sharing a key could join one batch", () => {
+      const w = waitingBatches();
+      expect(
+        () =>
+          new Coalescer(w.runOne, w.runBatch, {
+            maxBatch: 10,
+            maxInFlight: 1,
+            refusedByDatabase,
+            joinWhileWaiting: true,
+            keys: (i) => [i],
+          }),
+      ).toThrow("joinWhileWaiting");
+    });
+  });
 });

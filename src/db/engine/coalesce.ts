@@ -36,6 +36,12 @@ export interface CoalesceOptions<I> {
   refusedByDatabase: (err: unknown) => boolean;
   /** Told of each refused batch before its items run again alone (a refusal every time would double the work unseen). */
   onRefused?: (err: unknown, items: number) => void;
+  /**
+   * For a batch that waits before its statements can go (for a pooled connection): every item goes
+   * through `runBatch`, a lone one too, and `runBatch` may call `more()` once it can go, to take in
+   * the items that arrived while it waited, rather than leave them for the next batch. Not with `keys`.
+   */
+  joinWhileWaiting?: boolean;
 }
 
 /**
@@ -72,7 +78,7 @@ interface Waiting<I, O> {
 
 export class Coalescer<I, O> {
   readonly #runOne: (item: I) => Promise<O>;
-  readonly #runBatch: (items: I[]) => Promise<O[]>;
+  readonly #runBatch: (items: I[], more: () => I[]) => Promise<O[]>;
   readonly #options: CoalesceOptions<I>;
   /**
    * The waiting items free to go (no earlier waiting item shares a key), oldest first; the others wait
@@ -90,14 +96,15 @@ export class Coalescer<I, O> {
   #examined = 0;
 
   /**
-   * `runBatch` answers for every item, in order. `runOne` is what a single item runs: alone when
-   * nothing else waits, and each item of a failed batch.
+   * `runBatch` answers for every item, in order (those `more()` gave it after the others). `runOne` is
+   * what a single item runs: alone when nothing else waits, and each item of a failed batch.
    */
   constructor(
     runOne: (item: I) => Promise<O>,
-    runBatch: (items: I[]) => Promise<O[]>,
+    runBatch: (items: I[], more: () => I[]) => Promise<O[]>,
     options: CoalesceOptions<I>,
   ) {
+    if (options.joinWhileWaiting && options.keys) throw new Error("joinWhileWaiting does not go with keys");
     this.#runOne = runOne;
     this.#runBatch = runBatch;
     this.#options = options;
@@ -142,9 +149,9 @@ export class Coalescer<I, O> {
    * The oldest free items, at most `maxBatch`, in arrival order. The items they held back become free
    * for the next statement only: two items sharing a key never go in the same one.
    */
-  #take(): Waiting<I, O>[] {
+  #take(room = this.#options.maxBatch): Waiting<I, O>[] {
     const taken: Waiting<I, O>[] = [];
-    while (taken.length < this.#options.maxBatch && this.#ready.size > 0) {
+    while (taken.length < room && this.#ready.size > 0) {
       this.#examined++;
       taken.push(this.#ready.pop()!);
     }
@@ -162,9 +169,17 @@ export class Coalescer<I, O> {
   }
 
   async #send(batch: Waiting<I, O>[]): Promise<void> {
-    if (batch.length > 1) {
+    if (batch.length > 1 || this.#options.joinWhileWaiting) {
+      const more = () => {
+        const joined = this.#take(this.#options.maxBatch - batch.length);
+        batch.push(...joined);
+        return joined.map((w) => w.item);
+      };
       try {
-        const results = await this.#runBatch(batch.map((w) => w.item));
+        const results = await this.#runBatch(
+          batch.map((w) => w.item),
+          this.#options.joinWhileWaiting ? more : () => [],
+        );
         if (results.length !== batch.length) {
           throw new BatchAnswerError(`${results.length} answers for ${batch.length} items`);
         }
