@@ -9,7 +9,7 @@ import {
   recordHour,
 } from "../db/callAdmission.ts";
 import { type Db, settledAll } from "../db/engine/connection.ts";
-import { lockUsage } from "../db/minutes.ts";
+import { addUsage, lockUsage } from "../db/minutes.ts";
 import { findOrganization, type OrganizationRow } from "../db/organizations.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError, type ErrorCode } from "../errors.ts";
@@ -227,6 +227,24 @@ export function admitPhoneCall(
       planUsed: read.planUsed + reservedMinutes,
     }),
   };
+}
+
+/**
+ * What a batch of placements of one organization counts once for all, in the transaction that holds
+ * the organization's locks: the hour as the last placement left it, and the plan minutes they reserved
+ * (`last.planUsed` − `first.planUsed`). Nothing when none was placed.
+ */
+export async function recordPlacements(
+  tx: Db,
+  organizationId: string,
+  first: AdmissionRead,
+  last: AdmissionRead,
+): Promise<void> {
+  if (last === first) return;
+  await settledAll([
+    recordHour(tx, organizationId, last.load.hour),
+    addUsage(tx, monthOf(first.now), organizationId, null, last.planUsed - first.planUsed),
+  ]);
 }
 
 function refusal(code: ErrorCode, message: string, retryAfterSeconds: number): ApiError {

@@ -19,7 +19,13 @@ import type { Deps, LivePlacement } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
 import type { FlatObject } from "../schemas.ts";
-import { type AdmissionRead, callFacts, checkPhoneCall, readAdmission } from "./admission.ts";
+import {
+  type AdmissionRead,
+  callFacts,
+  checkPhoneCall,
+  readAdmission,
+  recordPlacements,
+} from "./admission.ts";
 import { placePhoneCallOn } from "./placement.ts";
 import { tryCreateSimulatedCall } from "./simulatedCalls.ts";
 import { scheduleCall } from "./tasks.ts";
@@ -207,6 +213,7 @@ export function placeLiveCalls(
     const admissions = organizations.map((id) => [id, readAdmission(tx, id, now)] as const);
     const limits = new Map<string, AdmissionRead>();
     for (const [id, admission] of admissions) limits.set(id, await admission);
+    const first = new Map(limits);
     const answers: Promise<CallView | ApiError>[] = [];
     for (const [i, r] of requests.entries()) {
       try {
@@ -225,6 +232,7 @@ export function placeLiveCalls(
             variables: r.variables,
           },
           read,
+          { countedByBatch: true },
         );
         limits.set(r.auth.organizationId, placed.after);
         const answer = placed.row.then(callView);
@@ -236,7 +244,10 @@ export function placeLiveCalls(
         answers.push(Promise.resolve(err));
       }
     }
-    return settledAll(answers);
+    // Each organization's hour and plan minutes, once for the batch.
+    const counted = organizations.map((id) => recordPlacements(tx, id, first.get(id)!, limits.get(id)!));
+    const [placed] = await settledAll([settledAll(answers), settledAll(counted)] as const);
+    return placed;
   });
 }
 

@@ -59,6 +59,11 @@ export function placePhoneCallOn(
   deps: Deps,
   call: PhoneCallToPlace,
   read: AdmissionRead,
+  /**
+   * The batch counts its placements itself, once for all (`recordPlacements`): the hour's row and the
+   * plan's usage are not written here.
+   */
+  opts: { countedByBatch?: boolean } = {},
 ): { row: Promise<CallRow>; after: AdmissionRead } {
   const org = call.organization;
   const { now, planUsed } = read;
@@ -74,6 +79,7 @@ export function placePhoneCallOn(
       maxSeconds: MAX_PHONE_CALL_SECONDS,
       planMinutes: org.plan_minutes,
       planUsedLocked: planUsed,
+      usageAddedByCaller: opts.countedByBatch ?? false,
     }),
     call.scheduled
       ? moveCall(tx, call.callId, "scheduled", "initiated", now, { placed_at: now })
@@ -95,7 +101,7 @@ export function placePhoneCallOn(
           placed_at: now,
         }),
     deps.timers.schedule(tx, { kind: TIMER_KINDS.callDial, delayMs: 0, payload: { callId: call.callId } }),
-    admitted.record(tx),
+    opts.countedByBatch ? Promise.resolve() : admitted.record(tx),
   ] as const);
   const row = written.then(([, row]) => {
     // A task's call that is no longer `scheduled` was cancelled meanwhile: nothing is placed.
