@@ -1,6 +1,6 @@
 import { agentAllowed, assertAgentAllowed, type ReadScope, type SecretKeyAuth } from "../auth/access.ts";
 import { type AgentRow, findAgent } from "../db/agents.ts";
-import type { CallFacts } from "../db/callAdmission.ts";
+import { type CallFacts, readCallFactsOf } from "../db/callAdmission.ts";
 import {
   type CallRow,
   type CallStatus,
@@ -19,13 +19,8 @@ import type { Deps, LivePlacement } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
 import type { FlatObject } from "../schemas.ts";
-import {
-  type AdmissionRead,
-  callFacts,
-  checkPhoneCall,
-  readAdmission,
-  recordPlacements,
-} from "./admission.ts";
+import { type AdmissionRead, checkPhoneCall, readAdmission, recordPlacements } from "./admission.ts";
+import { monthOf } from "./minutes.ts";
 import { placePhoneCallOn } from "./placement.ts";
 import { tryCreateSimulatedCall } from "./simulatedCalls.ts";
 import { scheduleCall } from "./tasks.ts";
@@ -143,7 +138,8 @@ async function createLiveCall(deps: Deps, auth: SecretKeyAuth, input: CreateCall
     return placed;
   }
   return pipelinedTransaction(deps.sql, async (tx) => {
-    const { agent } = await checkLiveCall(deps, tx, request, readLiveCall(deps, tx, request), runAt, true);
+    const [read] = readLiveCalls(deps, tx, [request]);
+    const { agent } = await checkLiveCall(deps, tx, request, read!, runAt, true);
     return scheduleCall(tx, deps, {
       organizationId: auth.organizationId,
       agent,
@@ -155,17 +151,35 @@ async function createLiveCall(deps: Deps, auth: SecretKeyAuth, input: CreateCall
   });
 }
 
-/** The reads of a live call's checks, sent at once: the agent and the calling facts, the contact. */
-function readLiveCall(deps: Deps, tx: Db, r: LivePlacement) {
-  const agentId = isId(r.agentId, "agt") ? r.agentId : null;
-  const facts = callFacts(deps, tx, r.auth.organizationId, { to: r.to, agentId });
-  const contactFound =
-    r.contactId !== null && isId(r.contactId, "ct")
-      ? contactExists(tx, r.auth.organizationId, r.contactId)
-      : undefined;
-  facts.catch(() => {});
-  contactFound?.catch(() => {});
-  return { facts, contactFound };
+/**
+ * The reads of live calls' checks, in one statement for them all: each one's agent and calling facts
+ * (services/admission.ts), and its contact.
+ */
+function readLiveCalls(deps: Deps, tx: Db, rs: readonly LivePlacement[]) {
+  const contactOf = (r: LivePlacement) =>
+    r.contactId !== null && isId(r.contactId, "ct") ? r.contactId : null;
+  const read = readCallFactsOf(
+    tx,
+    rs.map((r) => ({
+      organizationId: r.auth.organizationId,
+      to: r.to,
+      agentId: isId(r.agentId, "agt") ? r.agentId : null,
+      contactId: contactOf(r),
+    })),
+    monthOf(deps.clock.now()),
+  );
+  read.catch(() => {});
+  return rs.map((r, i) => {
+    const facts = read.then((rows) => {
+      // Only an organization deleted under a key could miss; there is no such operation.
+      const f = rows[i]!.facts;
+      if (!f) throw new ApiError("not_found", "No such organization.");
+      return f;
+    });
+    const contactFound = contactOf(r) ? read.then((rows) => rows[i]!.contactFound === true) : undefined;
+    facts.catch(() => {});
+    return { facts, contactFound };
+  });
 }
 
 /**
@@ -177,7 +191,7 @@ async function checkLiveCall(
   deps: Deps,
   tx: Db,
   r: LivePlacement,
-  read: ReturnType<typeof readLiveCall>,
+  read: ReturnType<typeof readLiveCalls>[number],
   at: Date,
   scheduled: boolean,
 ): Promise<{ facts: CallFacts; agent: AgentRow }> {
@@ -207,7 +221,7 @@ export function placeLiveCalls(
     // The connection is ours now: what arrived meanwhile goes in this batch, not the next.
     requests.push(...more());
     const now = deps.clock.now();
-    const reads = requests.map((r) => readLiveCall(deps, tx, r));
+    const reads = readLiveCalls(deps, tx, requests);
     // Organizations locked in the order of their ids, like every batch, so that two never deadlock.
     const organizations = [...new Set(requests.map((r) => r.auth.organizationId))].sort();
     const admissions = organizations.map((id) => [id, readAdmission(tx, id, now)] as const);

@@ -7,6 +7,7 @@ import type { Deps, LivePlacement } from "../../src/deps.ts";
 import { parseEnv } from "../../src/env.ts";
 import { silentLogger } from "../../src/log.ts";
 import { placeLiveCalls } from "../../src/services/calls.ts";
+import { createContact } from "../../src/services/contacts.ts";
 import { createSecretKey } from "../../src/services/keys.ts";
 import { seedOrganization } from "../helpers/app.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/db.ts";
@@ -159,6 +160,43 @@ describe("live calls placed together", () => {
     const [limits] = await w.ctx.deps.sql<{ hour_count: number }[]>`
       select hour_count from call_limits where organization_id = ${seed.org.id}`;
     expect(limits!.hour_count).toBe(3);
+  });
+
+  test("contacts in a batch: the organization's goes with its call, another's or a malformed one is 404", async () => {
+    const seed = await seedPhoneOrganization(w.ctx);
+    const other = await seedPhoneOrganization(w.ctx);
+    const own = await createContact(
+      w.ctx.deps,
+      { organizationId: seed.org.id, livemode: true },
+      { phone: freshNumber() },
+    );
+    const foreign = await createContact(
+      w.ctx.deps,
+      { organizationId: other.org.id, livemode: true },
+      { phone: freshNumber() },
+    );
+    batches = [];
+    const contacts = [own.id, foreign.id, "ct_nope", own.id, foreign.id, own.id];
+    const answers = await Promise.all(
+      contacts.map(async (contactId) => {
+        const res = await placeCall(w.ctx, seed.liveKey, {
+          agentId: seed.agent.id,
+          to: freshNumber(),
+          contactId,
+        });
+        const body = (await res.clone().json()) as { contactId?: string; error?: { param?: string } };
+        return { outcome: await outcomeOf(res), contactId: body.contactId ?? body.error?.param };
+      }),
+    );
+    expect(answers).toEqual([
+      { outcome: "201 ok", contactId: own.id },
+      { outcome: "404 not_found", contactId: "contactId" },
+      { outcome: "404 not_found", contactId: "contactId" },
+      { outcome: "201 ok", contactId: own.id },
+      { outcome: "404 not_found", contactId: "contactId" },
+      { outcome: "201 ok", contactId: own.id },
+    ]);
+    expect(Math.max(...sizes())).toBeGreaterThan(1);
   });
 
   test("two organizations in one batch: each on its own limits and minutes", async () => {
