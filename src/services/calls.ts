@@ -183,7 +183,7 @@ function readLiveCalls(deps: Deps, tx: Db, rs: readonly LivePlacement[]) {
 }
 
 /**
- * A live call's checks on what `readLiveCall` read, in their order: the agent (404), the key's
+ * A live call's checks on what `readLiveCalls` read, in their order: the agent (404), the key's
  * restriction (403), the contact (404), then paid plan → plan minutes → carrier → agent active →
  * blocked → country → call window (at `at`).
  */
@@ -203,13 +203,14 @@ async function checkLiveCall(
 }
 
 /**
- * Live calls placed now, in one transaction: every request's reads and the locks and limits of each
- * organization named go out in the first round trip; then each request in its turn is checked and,
- * when it passes, placed on its organization's limits as the requests before it left them (no second
- * read), its writes sent with the others'; the commit follows. A refused request writes nothing and
- * gets its error; the others are placed. One request alone is a batch of one. Batching is what lets
- * an organization place more than one call per lock: every placement holds its organization's lock
- * from its first round trip to its commit (BENCHMARKS.md, "Live phone calls").
+ * Live calls placed now, in one transaction: every request's reads (one statement) and the locks and
+ * limits of each organization named go out in the first round trip; then each request in its turn is
+ * checked and, when it passes, placed on its organization's limits as the requests before it left
+ * them (no second read), its writes sent with the others' and with each organization's hour and plan
+ * minutes, counted once for the batch; the commit follows. A refused request writes nothing and gets
+ * its error; the others are placed. One request alone is a batch of one. Batching is what lets an
+ * organization place more than one call per lock: every placement holds its organization's lock from
+ * its first round trip to its commit (BENCHMARKS.md, "Live phone calls").
  */
 export function placeLiveCalls(
   deps: Deps,
