@@ -24,7 +24,7 @@ export interface CallFacts {
 
 /**
  * The organization, its plan usage for `month`, whether `to` is blocked and the agent `agentId`, in
- * one statement; null without the organization.
+ * one statement; null without the organization. (`readCallFactsOf` for one call.)
  */
 export async function readCallFacts(
   sql: Db,
@@ -32,15 +32,8 @@ export async function readCallFacts(
   call: { to: string | null; agentId: string | null },
   month: string,
 ): Promise<CallFacts | null> {
-  const [row] = await sql<FactsRow[]>`
-    select o.*,
-      coalesce((select u.used_minutes from minute_usage u
-        where u.kind = 'plan' and u.subject_id = o.id and u.month = ${month}), 0)::int as plan_used,
-      exists(select 1 from blocked_numbers b
-        where b.organization_id = o.id and b.livemode and b.phone = ${call.to}::text) as blocked,
-      (select row_to_json(a) from agents a where a.id = ${call.agentId}::text and a.organization_id = o.id) as agent
-    from organizations o where o.id = ${organizationId}`;
-  return row ? factsOf(row) : null;
+  const [read] = await readCallFactsOf(sql, [{ organizationId, ...call, contactId: null }], month);
+  return read!.facts;
 }
 
 type FactsRow = OrganizationRow & {
@@ -60,13 +53,20 @@ function factsOf(row: FactsRow): CallFacts {
 }
 
 /**
- * `readCallFacts` for several calls in one statement (a batch of placements), and whether each call's
- * contact, when it names one, is its organization's. Answers in the order of `calls`; null facts
- * without the organization.
+ * What the checks of several calls read, in one statement (a batch of placements): for each, its
+ * organization, the organization's plan usage for `month`, whether `to` is blocked (false without a
+ * number), the agent `agentId` when it is the organization's, and whether the contact, when the call
+ * names one, is the organization's. Answers in the order of `calls`; null facts without the
+ * organization.
  */
 export async function readCallFactsOf(
   sql: Db,
-  calls: readonly { organizationId: string; to: string; agentId: string | null; contactId: string | null }[],
+  calls: readonly {
+    organizationId: string;
+    to: string | null;
+    agentId: string | null;
+    contactId: string | null;
+  }[],
   month: string,
 ): Promise<{ facts: CallFacts | null; contactFound: boolean | null }[]> {
   const input = calls.map((c, i) => ({
