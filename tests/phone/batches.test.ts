@@ -1,26 +1,23 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import postgres from "postgres";
 import { composeDeps } from "../../src/compose.ts";
 import { Coalescer, STATEMENT_COALESCING } from "../../src/db/engine/coalesce.ts";
-import { driverOptions, refusedByDatabase } from "../../src/db/engine/connection.ts";
+import { refusedByDatabase } from "../../src/db/engine/connection.ts";
 import type { Deps, LivePlacement } from "../../src/deps.ts";
-import { parseEnv } from "../../src/env.ts";
 import { silentLogger } from "../../src/log.ts";
 import { placeLiveCalls } from "../../src/services/calls.ts";
 import { createContact } from "../../src/services/contacts.ts";
 import { createSecretKey } from "../../src/services/keys.ts";
 import { seedOrganization } from "../helpers/app.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/db.ts";
 import { outcomeOf } from "../helpers/errors.ts";
-import { type FakeLiveKit, startFakeLiveKit } from "../helpers/fakeLivekit.ts";
 import {
   freshNumber,
   type PhoneWorld,
   placeCall,
   placementWrites,
+  type SharedPostgres,
   seedPhoneOrganization,
   startPhoneWorld,
-  TRUNK,
+  startSharedPostgres,
   tally,
 } from "./support.ts";
 
@@ -229,27 +226,18 @@ describe("live calls placed together", () => {
 });
 
 describe("two apps with their own pools on one PostgreSQL", () => {
-  let db: TestDatabase;
-  let liveKit: FakeLiveKit;
-  const pools: postgres.Sql[] = [];
-
+  let shared: SharedPostgres;
   beforeAll(async () => {
-    db = await createTestDatabase("postgres");
-    liveKit = await startFakeLiveKit();
+    shared = await startSharedPostgres();
   });
-  afterAll(async () => {
-    await Promise.all(pools.map((p) => p.end({ timeout: 1 })));
-    await liveKit.close();
-    await db.close();
-  });
+  afterAll(() => shared.close());
 
   test("two batches naming two organizations in opposite orders, one queued behind the other: no deadlock", async () => {
-    const env = parseEnv({ ...liveKit.env, LIVEKIT_SIP_TRUNK_ID: TRUNK });
-    const [x, y] = [0, 1].map(() => {
-      const sql = postgres(db.url!, { ...driverOptions, max: 4 });
-      pools.push(sql);
-      return composeDeps({ sql, env, log: silentLogger });
-    }) as [Deps, Deps];
+    const { db, env } = shared;
+    const [x, y] = [0, 1].map(() => composeDeps({ sql: shared.pool(), env, log: silentLogger })) as [
+      Deps,
+      Deps,
+    ];
     const [a, b] = [await seedOrganization({ deps: x }), await seedOrganization({ deps: x })];
     const request = (seed: typeof a): LivePlacement => ({
       auth: {

@@ -1,23 +1,20 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import postgres from "postgres";
 import { createApp } from "../../src/app.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { composeDeps } from "../../src/compose.ts";
-import { driverOptions } from "../../src/db/engine/connection.ts";
-import { parseEnv } from "../../src/env.ts";
 import { silentLogger } from "../../src/log.ts";
 import { updateOrganization } from "../../src/services/organizations.ts";
 import { startServer } from "../calls/process.ts";
 import { depsFor, seedOrganization } from "../helpers/app.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/db.ts";
 import { outcomeOf } from "../helpers/errors.ts";
-import { type FakeLiveKit, startFakeLiveKit } from "../helpers/fakeLivekit.ts";
 import {
   freshNumber,
   type PhoneWorld,
   placeCall,
+  type SharedPostgres,
   seedPhoneOrganization,
   startPhoneWorld,
+  startSharedPostgres,
   TRUNK,
   tally,
 } from "./support.ts";
@@ -131,26 +128,15 @@ describe("the rolling hour", () => {
 });
 
 describe("two processes on one PostgreSQL", () => {
-  let db: TestDatabase;
-  let liveKit: FakeLiveKit;
-  let pools: postgres.Sql[] = [];
-
+  let shared: SharedPostgres;
   beforeAll(async () => {
-    db = await createTestDatabase("postgres");
-    liveKit = await startFakeLiveKit();
+    shared = await startSharedPostgres();
   });
-  afterAll(async () => {
-    await Promise.all(pools.map((p) => p.end({ timeout: 1 })));
-    await liveKit.close();
-    await db.close();
-  });
+  afterAll(() => shared.close());
 
   test("20 requests over two apps with their own pools: the limits hold exactly", async () => {
-    const env = parseEnv({ ...liveKit.env, LIVEKIT_SIP_TRUNK_ID: TRUNK });
-    pools = [
-      postgres(db.url!, { ...driverOptions, max: 4 }),
-      postgres(db.url!, { ...driverOptions, max: 4 }),
-    ];
+    const { env, db } = shared;
+    const pools = [shared.pool(), shared.pool()];
     const apps = pools
       .map((sql) => ({ deps: composeDeps({ sql, env, log: silentLogger }) }))
       .map((c) => ({
@@ -197,6 +183,7 @@ describe("two processes on one PostgreSQL", () => {
   });
 
   test("20 parallel requests over two server processes: the limits hold exactly", async () => {
+    const { db, liveKit } = shared;
     const env = { DATABASE_URL: db.url!, ...liveKit.env, LIVEKIT_SIP_TRUNK_ID: TRUNK };
     const servers = await Promise.all([startServer(env), startServer(env)]);
     try {

@@ -1,8 +1,12 @@
+import postgres from "postgres";
 import type { Clock } from "../../src/clock.ts";
+import { driverOptions } from "../../src/db/engine/connection.ts";
+import { type Env, parseEnv } from "../../src/env.ts";
 import type { OrganizationFields } from "../../src/services/organizations.ts";
 import { updateOrganization } from "../../src/services/organizations.ts";
 import type { RunnerOptions } from "../../src/timers/runner.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
+import { createTestDatabase, type TestDatabase } from "../helpers/db.ts";
 import { type FakeLiveKit, startFakeLiveKit } from "../helpers/fakeLivekit.ts";
 
 /** What the live phone call tests share: an app whose carrier is a fake LiveKit with a SIP trunk. */
@@ -88,4 +92,39 @@ export function tally(outcomes: string[]): Record<string, number> {
   const out: Record<string, number> = {};
   for (const o of outcomes) out[o] = (out[o] ?? 0) + 1;
   return out;
+}
+
+/**
+ * A PostgreSQL database of the test's own and a fake LiveKit with the default trunk, for apps that
+ * each have a pool of their own (two processes, as far as the database can tell).
+ */
+export interface SharedPostgres {
+  db: TestDatabase;
+  liveKit: FakeLiveKit;
+  /** The environment of an app placing live phone calls through the fake. */
+  env: Env;
+  /** A pool of four connections of its own, ended by `close`. */
+  pool(): postgres.Sql;
+  close(): Promise<void>;
+}
+
+export async function startSharedPostgres(): Promise<SharedPostgres> {
+  const db = await createTestDatabase("postgres");
+  const liveKit = await startFakeLiveKit();
+  const pools: postgres.Sql[] = [];
+  return {
+    db,
+    liveKit,
+    env: parseEnv({ ...liveKit.env, LIVEKIT_SIP_TRUNK_ID: TRUNK }),
+    pool: () => {
+      const sql = postgres(db.url!, { ...driverOptions, max: 4 });
+      pools.push(sql);
+      return sql;
+    },
+    close: async () => {
+      await Promise.all(pools.map((p) => p.end({ timeout: 1 })));
+      await liveKit.close();
+      await db.close();
+    },
+  };
 }
