@@ -74,7 +74,12 @@ export interface StartRoomInput {
   agentName: string;
   /** The call's variables, for the agent only (dispatch metadata never reaches the browser). */
   variables: Record<string, unknown>;
+  /** The call's `maxSeconds`: the visitor's token lives no longer than the call may (plus a minute to connect). */
+  maxSeconds: number;
 }
+
+/** Seconds a visitor's token outlives the call's `maxSeconds`: time to connect. */
+export const PARTICIPANT_TOKEN_GRACE_SECONDS = 60;
 
 /** The visitor's participant identity in a web call's room. */
 export function visitorIdentity(callId: string): string {
@@ -186,7 +191,11 @@ export class LiveKit {
     await this.createRoom(name, { metadata: { callId: input.callId } });
     try {
       await this.dispatchAgent(name, input.agentName, { callId: input.callId, variables: input.variables });
-      const participantToken = await this.participantToken(name, visitorIdentity(input.callId));
+      const participantToken = await this.participantToken(
+        name,
+        visitorIdentity(input.callId),
+        Math.min(PARTICIPANT_TOKEN_TTL_SECONDS, input.maxSeconds + PARTICIPANT_TOKEN_GRACE_SECONDS),
+      );
       return { name, serverUrl: clientServerUrl(this.config.url), participantToken };
     } catch (err) {
       await this.deleteRoom(name).catch(() => {});

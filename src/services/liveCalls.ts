@@ -105,6 +105,7 @@ export async function startRoom(
       callId: prepared.callId,
       agentName: liveKitAgentName(agent),
       variables,
+      maxSeconds: prepared.maxSeconds,
     });
     return { callId: prepared.callId, livemode: true, maxSeconds: prepared.maxSeconds, room };
   } catch (err) {

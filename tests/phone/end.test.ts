@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { TokenVerifier } from "livekit-server-sdk";
 import { answerPhoneCall } from "../../src/db/calls.ts";
 import { usedMinutes } from "../../src/services/minutes.ts";
 import { TEST_DATABASE } from "../helpers/db.ts";
@@ -283,6 +284,15 @@ describe("a web call whose end LiveKit never reports (no webhook configured)", (
   async function maxSecondsNow(id: string) {
     await sql()`update timers set due_at = now() where kind = 'webcall.max_duration' and payload->>'callId' = ${id}`;
   }
+
+  test("the participant token lives min(600, maxSeconds + 60) s", async () => {
+    const { answer } = await webCall(3);
+    expect(answer.maxSeconds).toBe(180);
+    const claims = (await new TokenVerifier(w.liveKit.apiKey, w.liveKit.apiSecret).verify(
+      answer.room.participantToken,
+    )) as { exp: number; nbf: number };
+    expect(claims.exp - claims.nbf).toBe(240);
+  });
 
   test("its room closed by LiveKit before maxSeconds (someone came and left): failed end_not_reported, every reserved minute kept, a warning", async () => {
     const { org, answer } = await webCall(1000);

@@ -62,6 +62,7 @@ describe("startWebCall with the real SDK against a Twirp server", () => {
       callId,
       agentName: "reception-agent",
       variables: { name: "Ada", n: 2 },
+      maxSeconds: 600,
     });
     expect(room.name).toBe(callId);
     expect(room.serverUrl).toBe(fake.url.replace("http://", "ws://"));
@@ -89,16 +90,37 @@ describe("startWebCall with the real SDK against a Twirp server", () => {
     expect(exp - Math.floor(Date.now() / 1000)).toBeLessThanOrEqual(PARTICIPANT_TOKEN_TTL_SECONDS);
   });
 
+  test("the participant token lives min(600, maxSeconds + 60) seconds: never longer than the call may", async () => {
+    const verifier = new TokenVerifier(fake.apiKey, fake.apiSecret);
+    for (const [maxSeconds, ttl] of [
+      [60, 120],
+      [300, 360],
+      [540, 600],
+      [600, 600],
+    ] as const) {
+      const room = await lk.startWebCall({
+        callId: newId("call"),
+        agentName: "x",
+        variables: {},
+        maxSeconds,
+      });
+      const { exp, nbf } = (await verifier.verify(room.participantToken)) as { exp: number; nbf: number };
+      expect(exp - nbf).toBe(ttl);
+    }
+  });
+
   test("each call gets its own room and its own participant identity", async () => {
     const a = await lk.startWebCall({
       callId: newId("call"),
       agentName: "x",
       variables: {},
+      maxSeconds: 600,
     });
     const b = await lk.startWebCall({
       callId: newId("call"),
       agentName: "x",
       variables: {},
+      maxSeconds: 600,
     });
     const verifier = new TokenVerifier(fake.apiKey, fake.apiSecret);
     const [ca, cb] = await Promise.all([
@@ -113,7 +135,7 @@ describe("startWebCall with the real SDK against a Twirp server", () => {
   test("a failing CreateRoom is a LiveKitError and nothing is dispatched", async () => {
     fake.fail("CreateRoom");
     const err = await lk
-      .startWebCall({ callId: newId("call"), agentName: "x", variables: {} })
+      .startWebCall({ callId: newId("call"), agentName: "x", variables: {}, maxSeconds: 600 })
       .catch((e) => e);
     expect(err).toBeInstanceOf(LiveKitError);
     expect(err.message).toContain("CreateRoom");
@@ -123,7 +145,9 @@ describe("startWebCall with the real SDK against a Twirp server", () => {
   test("a failing CreateDispatch is a LiveKitError and the room is deleted again", async () => {
     fake.fail("CreateDispatch");
     const callId = newId("call");
-    const err = await lk.startWebCall({ callId, agentName: "x", variables: {} }).catch((e) => e);
+    const err = await lk
+      .startWebCall({ callId, agentName: "x", variables: {}, maxSeconds: 600 })
+      .catch((e) => e);
     expect(err).toBeInstanceOf(LiveKitError);
     expect(err.message).toContain("CreateDispatch");
     expect(fake.requests.map((r) => `${r.method} ${r.status}`)).toEqual([
@@ -139,7 +163,7 @@ describe("startWebCall with the real SDK against a Twirp server", () => {
     const quick = new LiveKit(lk.config, { requestTimeoutSeconds: 0.3 });
     const started = performance.now();
     const err = await quick
-      .startWebCall({ callId: newId("call"), agentName: "x", variables: {} })
+      .startWebCall({ callId: newId("call"), agentName: "x", variables: {}, maxSeconds: 600 })
       .catch((e) => e);
     expect(err).toBeInstanceOf(LiveKitError);
     expect(performance.now() - started).toBeLessThan(3000);
@@ -148,7 +172,7 @@ describe("startWebCall with the real SDK against a Twirp server", () => {
   test("a wrong API secret is refused by the server (unauthenticated) and surfaces as a LiveKitError", async () => {
     const wrong = new LiveKit({ ...lk.config, apiSecret: "not-the-secret-not-the-secret-0000" });
     const err = await wrong
-      .startWebCall({ callId: newId("call"), agentName: "x", variables: {} })
+      .startWebCall({ callId: newId("call"), agentName: "x", variables: {}, maxSeconds: 600 })
       .catch((e) => e);
     expect(err).toBeInstanceOf(LiveKitError);
     expect(fake.requests.at(-1)?.status).toBe(401);
@@ -174,6 +198,7 @@ describe("deleteRoom (the maxSeconds timer)", () => {
       callId: newId("call"),
       agentName: "x",
       variables: {},
+      maxSeconds: 600,
     });
     expect(await lk.deleteRoom(room.name)).toBe("deleted");
     expect(fake.rooms.has(room.name)).toBe(false);
@@ -190,6 +215,7 @@ describe("deleteRoom (the maxSeconds timer)", () => {
       callId: newId("call"),
       agentName: "x",
       variables: {},
+      maxSeconds: 600,
     });
     fake.fail("DeleteRoom");
     const err = await lk.deleteRoom(room.name).catch((e) => e);
