@@ -13,7 +13,14 @@ import { type Db, pipelinedTransaction, settledAll } from "../db/engine/connecti
 import { reservationMaxSeconds } from "../db/minutes.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
-import { LiveKit, LiveKitError, liveKitAgentName, type WebCallRoom } from "../livekit/client.ts";
+import {
+  LiveKit,
+  LiveKitError,
+  liveKitAgentName,
+  type RoomInfo,
+  visitorIdentity,
+  type WebCallRoom,
+} from "../livekit/client.ts";
 import { sipIdentity } from "../livekit/sip.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
 import type { HandlerContext, TimerHandler } from "../timers/types.ts";
@@ -129,7 +136,13 @@ export type LiveCallEnd =
    * It never connected: a phone call whose dial failed or was refused (`scheduled`, `initiated` or
    * `ringing` → `busy`, `no_answer` or `failed` with `outcome`). No minute is kept.
    */
-  | { reason: "not_connected"; status: "busy" | "no_answer" | "failed"; outcome: string | null };
+  | { reason: "not_connected"; status: "busy" | "no_answer" | "failed"; outcome: string | null }
+  /**
+   * Nobody reported how it went (a web call still `initiated` at `maxSeconds`, its visitor not in its
+   * room, which was joined: the webhook is missing): `failed` with outcome `end_not_reported`, every
+   * reserved minute kept.
+   */
+  | { reason: "unreported" };
 
 const OVER: LiveCallEnd = { reason: "over" };
 const NOT_STARTED = ["scheduled", "initiated", "ringing"] as const;
@@ -203,6 +216,14 @@ async function endOtherwise(
     return { moved, from: "ongoing", actualSeconds: moved?.duration_seconds ?? null };
   }
   if (call.status === "initiated" && call.direction === "web") {
+    if (end.reason === "unreported") {
+      const moved = await moveCall(tx, callId, "initiated", "failed", deps.clock.now(), {
+        ended_at: at,
+        outcome: "end_not_reported",
+      });
+      // Kept whole: the reservation, not a report that never came, says what the call cost.
+      return { moved, from: "initiated", actualSeconds: Number.POSITIVE_INFINITY };
+    }
     const moved = await moveCall(tx, callId, "initiated", "no_answer", deps.clock.now(), { ended_at: at });
     return { moved, from: "initiated", actualSeconds: null };
   }
@@ -311,8 +332,8 @@ const MAX_DURATION_RETRY_MS = 30_000;
 /**
  * The `maxSeconds` timer of a live call still running: once its firing commits (with a safety net,
  * the same timer again later, in case what follows fails or the process dies), `endAtMaxSeconds`
- * closes the room and ends the call. No request to LiveKit runs inside the firing transaction. A call
- * that already ended changes nothing.
+ * asks LiveKit who is in the room, closes it and ends the call. No request to LiveKit runs inside
+ * the firing transaction. A call that already ended changes nothing.
  */
 export function liveCallMaxDuration(deps: Deps): TimerHandler {
   return async ({ tx, timer, schedule, afterCommit }: HandlerContext) => {
@@ -343,8 +364,13 @@ function runningAtMaxSeconds(call: { status: string; direction: string }): boole
 }
 
 /**
- * At `maxSeconds`: the room is closed (everyone disconnected) and the call ends at `endAt` (a web call
- * whose start was never reported, `no_answer`).
+ * At `maxSeconds`: the room is closed (everyone disconnected) and the call ends at `endAt`. When
+ * LiveKit never reported the end (or the start) the webhook is probably not configured; LiveKit's
+ * room tells what it can: a web call's visitor still there started when it joined; a web call's room
+ * still open and empty before LiveKit's empty timeout could close it was never joined (`no_answer`,
+ * nothing kept: a room someone left closes 20 s later). When nothing can tell, the reserved minutes
+ * are kept rather than none: a call's minutes never depend on a report that may not come, and a
+ * warning names the webhook.
  */
 async function endAtMaxSeconds(deps: Deps, callId: string, endAt: Date, netId: string): Promise<void> {
   const call = await findCallState(deps.sql, callId);
@@ -352,9 +378,36 @@ async function endAtMaxSeconds(deps: Deps, callId: string, endAt: Date, netId: s
     await pipelinedTransaction(deps.sql, (tx) => deps.timers.cancel(tx, netId));
     return;
   }
+  const room = LiveKit.roomName(callId);
+  const participants = deps.liveKit ? await deps.liveKit.listParticipants(room) : [];
+  const callerIdentity = call.direction === "web" ? visitorIdentity(callId) : sipIdentity(callId);
+  const caller = participants.find((p) => p.identity === callerIdentity);
+  const nobodyJoined =
+    call.status === "initiated" &&
+    participants.length === 0 &&
+    deps.liveKit !== null &&
+    neverJoined(await deps.liveKit.findRoom(room), deps.clock.now());
   if (!(await closeRoom(deps, callId))) throw new Error("the room could not be closed");
   await pipelinedTransaction(deps.sql, async (tx) => {
     await deps.timers.cancel(tx, netId);
-    return endLiveCall(tx, deps, callId, endAt);
+    if (call.status === "ongoing" || nobodyJoined) return endLiveCall(tx, deps, callId, endAt);
+    if (caller?.joinedAt) {
+      await markLiveCallStarted(tx, deps, callId, caller.joinedAt, "joined");
+      return endLiveCall(tx, deps, callId, endAt);
+    }
+    return endLiveCall(tx, deps, callId, endAt, { reason: "unreported" });
   });
+  if (!nobodyJoined && (!caller || call.status !== "ongoing")) {
+    deps.log.warn(
+      "a live call reached its maximum duration without LiveKit reporting its end: configure LiveKit to send " +
+        "webhooks to /api/livekit/webhook (without them a call keeps all its reserved minutes)",
+      { callId, status: call.status, callerInRoom: caller !== undefined },
+    );
+  }
+}
+
+/** A room still open with nobody in it, younger than its empty timeout: nobody has joined it yet. */
+function neverJoined(room: RoomInfo | null, now: Date): boolean {
+  if (!room?.createdAt || room.numParticipants > 0) return false;
+  return now.getTime() - room.createdAt.getTime() < room.emptyTimeoutSeconds * 1000;
 }

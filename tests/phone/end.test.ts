@@ -239,15 +239,28 @@ describe("a phone call at maxSeconds", () => {
     await sql()`update timers set due_at = now() where kind = 'webcall.max_duration' and payload->>'callId' = ${id}`;
   }
 
-  test("the callee still on the line: the room deleted, completed", async () => {
+  test("the callee still on the line: LiveKit asked, the room deleted, completed; no warning", async () => {
     const { id } = await answered();
+    const logged = w.ctx.logs.length;
     await dueNow(id);
     await waitUntil("the call to complete", async () => (await row(id)).status === "completed");
     const methods = w.liveKit.requests.filter((r) => r.body.room === id).map((r) => r.method);
-    expect(methods.at(-1)).toBe("DeleteRoom");
+    expect(methods.slice(-2)).toEqual(["ListParticipants", "DeleteRoom"]);
     expect(w.liveKit.rooms.has(id)).toBe(false);
     expect(await events(id)).toEqual(["call.started ongoing", "call.ended completed"]);
+    expect(w.ctx.logs.slice(logged).some((l) => l.includes("/api/livekit/webhook"))).toBe(false);
     expect((await sql()`select 1 from timers where payload->>'callId' = ${id}`).length).toBe(0);
+  });
+
+  test("the callee gone but no end reported: completed at maxSeconds, and a warning names the webhook", async () => {
+    const { id } = await answered();
+    w.liveKit.rooms.get(id)!.participants.delete(`sip_${id}`);
+    const logged = w.ctx.logs.length;
+    await dueNow(id);
+    await waitUntil("the call to complete", async () => (await row(id)).status === "completed");
+    const warning = w.ctx.logs.slice(logged).find((l) => l.includes("/api/livekit/webhook"));
+    expect(warning).toBeDefined();
+    expect(JSON.parse(warning!)).toMatchObject({ level: "warn", callId: id });
   });
 });
 
@@ -268,6 +281,9 @@ describe("a web call whose end LiveKit never reports (no webhook configured)", (
     expect(res.status).toBe(201);
     return { org, answer: await res.json() };
   }
+  async function maxSecondsNow(id: string) {
+    await sql()`update timers set due_at = now() where kind = 'webcall.max_duration' and payload->>'callId' = ${id}`;
+  }
 
   test("the participant token lives min(600, maxSeconds + 60) s", async () => {
     const { answer } = await webCall(3);
@@ -276,5 +292,74 @@ describe("a web call whose end LiveKit never reports (no webhook configured)", (
       answer.room.participantToken,
     )) as { exp: number; nbf: number };
     expect(claims.exp - claims.nbf).toBe(240);
+  });
+
+  test("its room closed by LiveKit before maxSeconds (someone came and left): failed end_not_reported, every reserved minute kept, a warning", async () => {
+    const { org, answer } = await webCall(1000);
+    const used = () => usedMinutes(sql(), w.ctx.deps.clock, { organizationId: org.org.id });
+    expect(await used()).toBe(10);
+    // LiveKit closes a room 20 s after its last participant left.
+    w.liveKit.rooms.delete(answer.callId);
+    const logged = w.ctx.logs.length;
+    await maxSecondsNow(answer.callId);
+    await waitUntil("the call to fail", async () => (await row(answer.callId)).status === "failed");
+    expect(await row(answer.callId)).toMatchObject({ outcome: "end_not_reported" });
+    expect(await kept(answer.callId)).toEqual({ reserved_minutes: 10, kept_minutes: 10 });
+    expect(await used()).toBe(10);
+    expect(w.liveKit.rooms.has(answer.callId)).toBe(false);
+    expect(deletes(answer.callId).length).toBe(1);
+    expect(w.ctx.logs.slice(logged).some((l) => l.includes("/api/livekit/webhook"))).toBe(true);
+  });
+
+  test("maxSeconds under the empty timeout, nobody ever joined (the room open and empty): no_answer, nothing kept, no warning", async () => {
+    // One plan minute: maxSeconds 60, before LiveKit's 120 s empty timeout could close the room.
+    const { org, answer } = await webCall(1);
+    expect(answer.maxSeconds).toBe(60);
+    const used = () => usedMinutes(sql(), w.ctx.deps.clock, { organizationId: org.org.id });
+    expect(await used()).toBe(1);
+    const logged = w.ctx.logs.length;
+    await maxSecondsNow(answer.callId);
+    await waitUntil("the call to end", async () => (await row(answer.callId)).status !== "initiated");
+    expect(await row(answer.callId)).toMatchObject({ status: "no_answer", outcome: null, started_at: null });
+    expect(await kept(answer.callId)).toEqual({ reserved_minutes: 1, kept_minutes: 0 });
+    expect(await used()).toBe(0);
+    expect(await events(answer.callId)).toEqual(["call.ended no_answer"]);
+    expect(w.liveKit.rooms.has(answer.callId)).toBe(false);
+    const asked = w.liveKit.requests.filter(
+      (r) => r.body.room === answer.callId || (r.body.names as string[] | undefined)?.includes(answer.callId),
+    );
+    expect(asked.map((r) => r.method)).toEqual([
+      "CreateDispatch",
+      "ListParticipants",
+      "ListRooms",
+      "DeleteRoom",
+    ]);
+    expect(w.ctx.logs.slice(logged).some((l) => l.includes("/api/livekit/webhook"))).toBe(false);
+  });
+
+  test("an empty room older than its empty timeout was joined and left meanwhile: end_not_reported, minutes kept", async () => {
+    const { answer } = await webCall(1);
+    // Open 130 s: a room nobody joined would have closed at 120 s; this one's last participant left under 20 s ago.
+    w.liveKit.rooms.get(answer.callId)!.creationTime -= 130;
+    const logged = w.ctx.logs.length;
+    await maxSecondsNow(answer.callId);
+    await waitUntil("the call to end", async () => (await row(answer.callId)).status !== "initiated");
+    expect(await row(answer.callId)).toMatchObject({ status: "failed", outcome: "end_not_reported" });
+    expect(await kept(answer.callId)).toEqual({ reserved_minutes: 1, kept_minutes: 1 });
+    expect(w.ctx.logs.slice(logged).some((l) => l.includes("/api/livekit/webhook"))).toBe(true);
+  });
+
+  test("the visitor still in the room: started when it joined, completed at maxSeconds", async () => {
+    const { answer } = await webCall(1000);
+    const visitor = w.liveKit.addParticipant(answer.callId, { identity: `visitor-${answer.callId}` });
+    visitor.joinedAt = Math.floor(Date.now() / 1000) - 130;
+    await maxSecondsNow(answer.callId);
+    await waitUntil("the call to complete", async () => (await row(answer.callId)).status === "completed");
+    const done = await row(answer.callId);
+    expect(done.started_at).toEqual(new Date(visitor.joinedAt * 1000));
+    expect(done.duration_seconds).toBeGreaterThanOrEqual(129);
+    expect(done.duration_seconds).toBeLessThanOrEqual(135);
+    expect(await kept(answer.callId)).toEqual({ reserved_minutes: 10, kept_minutes: 3 });
+    expect(await events(answer.callId)).toEqual(["call.started ongoing", "call.ended completed"]);
   });
 });

@@ -1198,7 +1198,7 @@ export interface components {
             } | null;
             successful: boolean | null;
             /**
-             * @description Simulated calls: `answered_human`. Live calls: as reported by the voice agent; a live call that `failed`: the SIP code (`"503"`), LiveKit's error code, `interrupted` (the service stopped while it rang), `internal_error` (a call the service could not dial), or the code of the calling rule that refused a task's or a campaign's call (`number_blocked`, `outside_call_window`, …).
+             * @description Simulated calls: `answered_human`. Live calls: as reported by the voice agent; a live call that `failed`: the SIP code (`"503"`), LiveKit's error code, `interrupted` (the service stopped while it rang), `end_not_reported` (a web call whose end LiveKit never reported), `internal_error` (a call the service could not dial), or the code of the calling rule that refused a task's or a campaign's call (`number_blocked`, `outside_call_window`, …).
              * @example answered_human
              */
             outcome: string | null;
