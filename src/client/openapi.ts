@@ -431,7 +431,7 @@ export interface paths {
         };
         /**
          * List events
-         * @description Lists the events of the organization in the mode of the key (test keys see `livemode` false events only), newest first, with the cursor convention. A `livemode` value other than the key's mode is 400 `invalid_query`.
+         * @description Lists the events of the organization in the mode of the key (test keys see `livemode` false events only), newest first, with the cursor convention. A `livemode` value other than the key's mode is 400 `invalid_query`. A key restricted to some agents lists only the events whose object belongs to one of its agents (calls, their transcripts and analyses, campaigns); the organization-wide events (`contact.*`, `knowledge.document_ready`) need an unrestricted key.
          */
         get: operations["listEvents"];
         put?: never;
@@ -453,7 +453,7 @@ export interface paths {
         put?: never;
         /**
          * Send an event again
-         * @description Sends an event of the key's mode again: a new delivery (with attempts of its own) to every enabled endpoint that receives the event and subscribes to its type today, as when it happened (a test event reaches live endpoints too). The same `webhook-id`: receivers that already processed it can tell. An empty `deliveries` when no endpoint receives it. An event of the other mode is 404.
+         * @description Sends an event of the key's mode again: a new delivery (with attempts of its own) to every enabled endpoint that receives the event and subscribes to its type today, as when it happened (a test event reaches live endpoints too). The same `webhook-id`: receivers that already processed it can tell. An empty `deliveries` when no endpoint receives it. An event of the other mode is 404. Needs a key that is not restricted to some agents (403 `agent_not_allowed` otherwise): endpoints receive the events of every agent.
          */
         post: operations["redeliverEvent"];
         delete?: never;
@@ -471,13 +471,13 @@ export interface paths {
         };
         /**
          * List webhook endpoints
-         * @description Lists the organization's webhook endpoints of the key's mode, newest first, with the cursor convention. Secrets are never listed.
+         * @description Lists the organization's webhook endpoints of the key's mode, newest first, with the cursor convention. Secrets are never listed. Needs a key that is not restricted to some agents (403 `agent_not_allowed` otherwise): endpoints receive the events of every agent.
          */
         get: operations["listWebhookEndpoints"];
         put?: never;
         /**
          * Create a webhook endpoint
-         * @description Adds an endpoint in the mode of the key. A live endpoint receives every event of the organization, of both modes (filter on `livemode`; contact events from test-key writes are real changes); a test endpoint receives only events with `livemode` false. The answer carries the signing secret, shown this once. At most 20 endpoints per organization and mode, disabled ones included (400 `too_many_endpoints`).
+         * @description Adds an endpoint in the mode of the key. A live endpoint receives every event of the organization, of both modes (filter on `livemode`; contact events from test-key writes are real changes); a test endpoint receives only events with `livemode` false. The answer carries the signing secret, shown this once. At most 20 endpoints per organization and mode, disabled ones included (400 `too_many_endpoints`). Needs a key that is not restricted to some agents (403 `agent_not_allowed` otherwise): endpoints receive the events of every agent.
          *
          *     Delivery: each event of a subscribed type is POSTed as JSON `{id, type, livemode, createdAt, data}` (the payloads are under `webhooks` in this document) with the Standard Webhooks headers `webhook-id` (the event id), `webhook-timestamp` (Unix seconds) and `webhook-signature` (`v1,` then the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` under the base64-decoded part of the secret after `whsec_`; for 24 hours after a rotation, two such signatures separated by a space). At least once: an answer other than 2xx (redirects are not followed) or none within 15 s, the address lookup included, is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h after the failure, then given up. Use `webhook-id` to ignore a repeat.
          */
@@ -497,21 +497,21 @@ export interface paths {
         };
         /**
          * Read a webhook endpoint
-         * @description Reads one endpoint of the key's mode (never its secret); one of the other mode is 404.
+         * @description Reads one endpoint of the key's mode (never its secret); one of the other mode is 404. Needs a key that is not restricted to some agents (403 `agent_not_allowed` otherwise): endpoints receive the events of every agent.
          */
         get: operations["getWebhookEndpoint"];
         put?: never;
         post?: never;
         /**
          * Delete a webhook endpoint
-         * @description Removes the endpoint: no event is sent to it any more (deliveries not yet sent are dropped). An endpoint of the other mode is 404.
+         * @description Removes the endpoint: no event is sent to it any more (deliveries not yet sent are dropped). An endpoint of the other mode is 404. Needs a key that is not restricted to some agents (403 `agent_not_allowed` otherwise): endpoints receive the events of every agent.
          */
         delete: operations["deleteWebhookEndpoint"];
         options?: never;
         head?: never;
         /**
          * Update a webhook endpoint
-         * @description Changes any of `url`, `events` (`null`: every type) and `enabled`; fields left out keep their value. A disabled endpoint receives nothing, not even the events that happen while it is disabled, and its deliveries not yet sent are dropped. An endpoint of the other mode is 404.
+         * @description Changes any of `url`, `events` (`null`: every type) and `enabled`; fields left out keep their value. A disabled endpoint receives nothing, not even the events that happen while it is disabled, and its deliveries not yet sent are dropped. An endpoint of the other mode is 404. Needs a key that is not restricted to some agents (403 `agent_not_allowed` otherwise): endpoints receive the events of every agent.
          */
         patch: operations["updateWebhookEndpoint"];
         trace?: never;
@@ -527,7 +527,7 @@ export interface paths {
         put?: never;
         /**
          * Rotate an endpoint's signing secret
-         * @description Issues a new signing secret, shown in this answer only. For 24 hours the previous secret keeps signing beside it: `webhook-signature` carries both signatures, space-separated (`v1,<new> v1,<previous>`), so a receiver can switch to the new secret without losing a delivery. Rotating again within those hours retires the older secret at once. An endpoint of the other mode is 404.
+         * @description Issues a new signing secret, shown in this answer only. For 24 hours the previous secret keeps signing beside it: `webhook-signature` carries both signatures, space-separated (`v1,<new> v1,<previous>`), so a receiver can switch to the new secret without losing a delivery. Rotating again within those hours retires the older secret at once. An endpoint of the other mode is 404. Needs a key that is not restricted to some agents (403 `agent_not_allowed` otherwise): endpoints receive the events of every agent.
          */
         post: operations["rotateWebhookEndpointSecret"];
         delete?: never;
@@ -545,7 +545,7 @@ export interface paths {
         };
         /**
          * List an endpoint's deliveries
-         * @description The delivery log of one endpoint, newest first, with the cursor convention: each event sent to it (a redelivery is a delivery of its own) with its attempts so far, its status and how its last attempt went. Deliveries are kept as long as events (the server's retention, 30 days by default). An endpoint of the other mode is 404.
+         * @description The delivery log of one endpoint, newest first, with the cursor convention: each event sent to it (a redelivery is a delivery of its own) with its attempts so far, its status and how its last attempt went. Deliveries are kept as long as events (the server's retention, 30 days by default). An endpoint of the other mode is 404. Needs a key that is not restricted to some agents (403 `agent_not_allowed` otherwise): endpoints receive the events of every agent.
          */
         get: operations["listWebhookEndpointDeliveries"];
         put?: never;
@@ -5608,7 +5608,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description `missing_scope` */
+            /** @description `missing_scope`, `agent_not_allowed` */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -5618,7 +5618,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         error: {
                             /** @enum {string} */
-                            code: "missing_scope";
+                            code: "missing_scope" | "agent_not_allowed";
                             message: string;
                             param?: string;
                             requestId: string;
@@ -5706,7 +5706,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description `missing_scope` */
+            /** @description `missing_scope`, `agent_not_allowed` */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -5716,7 +5716,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         error: {
                             /** @enum {string} */
-                            code: "missing_scope";
+                            code: "missing_scope" | "agent_not_allowed";
                             message: string;
                             param?: string;
                             requestId: string;
@@ -5785,7 +5785,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description `missing_scope` */
+            /** @description `missing_scope`, `agent_not_allowed` */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -5795,7 +5795,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         error: {
                             /** @enum {string} */
-                            code: "missing_scope";
+                            code: "missing_scope" | "agent_not_allowed";
                             message: string;
                             param?: string;
                             requestId: string;
@@ -5880,7 +5880,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description `missing_scope` */
+            /** @description `missing_scope`, `agent_not_allowed` */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -5890,7 +5890,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         error: {
                             /** @enum {string} */
-                            code: "missing_scope";
+                            code: "missing_scope" | "agent_not_allowed";
                             message: string;
                             param?: string;
                             requestId: string;
@@ -5957,7 +5957,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description `missing_scope` */
+            /** @description `missing_scope`, `agent_not_allowed` */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -5967,7 +5967,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         error: {
                             /** @enum {string} */
-                            code: "missing_scope";
+                            code: "missing_scope" | "agent_not_allowed";
                             message: string;
                             param?: string;
                             requestId: string;
@@ -6056,7 +6056,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description `missing_scope` */
+            /** @description `missing_scope`, `agent_not_allowed` */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -6066,7 +6066,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         error: {
                             /** @enum {string} */
-                            code: "missing_scope";
+                            code: "missing_scope" | "agent_not_allowed";
                             message: string;
                             param?: string;
                             requestId: string;
@@ -6169,7 +6169,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description `missing_scope` */
+            /** @description `missing_scope`, `agent_not_allowed` */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -6179,7 +6179,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         error: {
                             /** @enum {string} */
-                            code: "missing_scope";
+                            code: "missing_scope" | "agent_not_allowed";
                             message: string;
                             param?: string;
                             requestId: string;
@@ -6269,7 +6269,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description `missing_scope` */
+            /** @description `missing_scope`, `agent_not_allowed` */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -6279,7 +6279,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         error: {
                             /** @enum {string} */
-                            code: "missing_scope";
+                            code: "missing_scope" | "agent_not_allowed";
                             message: string;
                             param?: string;
                             requestId: string;

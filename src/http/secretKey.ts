@@ -76,3 +76,23 @@ export function secretKeyAuth(
     middleware: [requireSecretKey(deps, scope), ...then] as MiddlewareHandler<AppEnv>[],
   };
 }
+
+/**
+ * After the key: 403 `agent_not_allowed` for a key restricted to some agents, on operations that concern
+ * every agent of the organization (webhook endpoints receive the events of all of them).
+ */
+export const unrestrictedKey: MiddlewareHandler<AppEnv> = async (c, next) => {
+  if (c.get("auth").agentIds) {
+    throw new ApiError(
+      "agent_not_allowed",
+      "This key is restricted to some agents; this operation concerns every agent of the organization and " +
+        "needs a key without that restriction.",
+    );
+  }
+  await next();
+};
+
+/** Said in the description of every operation that takes `unrestrictedKey`. */
+export const UNRESTRICTED_NOTE =
+  "Needs a key that is not restricted to some agents (403 `agent_not_allowed` otherwise): endpoints receive " +
+  "the events of every agent.";

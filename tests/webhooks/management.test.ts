@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createSecretKey } from "../../src/services/keys.ts";
 import { MAX_ENDPOINTS } from "../../src/services/webhookEndpoints.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
+import { concretePath, fetchDocument, jsonBodyOf, operations } from "../helpers/openapi.ts";
 import { waitUntil } from "../helpers/wait.ts";
 import {
   expectedSignature,
@@ -312,5 +314,29 @@ describe("at most 20 endpoints per organization and mode", () => {
     const list = await call("GET", "/api/v1/webhook-endpoints?limit=1", org.liveKey);
     await call("DELETE", `/api/v1/webhook-endpoints/${list.body.data[0].id}`, org.liveKey);
     await createEndpoint(org.liveKey, "/limit");
+  });
+});
+
+describe("keys restricted to some agents", () => {
+  test("every webhook operation is 403 agent_not_allowed, documented so", async () => {
+    const restricted = await createSecretKey(ctx.deps, seed.org.id, {
+      mode: "live",
+      scopes: ["*"],
+      agentIds: [seed.agent.id],
+    });
+    const webhookOps = operations(await fetchDocument(ctx)).filter(
+      (o) => o.path.startsWith("/api/v1/webhook-endpoints") || o.path.endsWith("/redeliver"),
+    );
+    expect(webhookOps.length).toBe(8);
+    for (const o of webhookOps) {
+      const body = jsonBodyOf(o.op) ? { url: receiver.url("/restricted") } : undefined;
+      const res = await call(o.method.toUpperCase(), concretePath(o.path, o.op), restricted.key, body);
+      expect(`${o.label} ${res.status} ${res.body.error?.code}`).toBe(`${o.label} 403 agent_not_allowed`);
+      expect(Object.keys(o.op.responses)).toContain("403");
+      expect((o.op as { description?: string }).description).toContain("restricted to some agents");
+    }
+    const [row] = await ctx.deps.sql<{ n: number }[]>`
+      select count(*)::int as n from webhook_endpoints where url like '%/restricted'`;
+    expect(row!.n).toBe(0);
   });
 });

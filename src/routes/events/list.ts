@@ -16,7 +16,10 @@ export function registerListEvents(app: App, deps: Deps) {
     summary: "List events",
     description:
       "Lists the events of the organization in the mode of the key (test keys see `livemode` false events only), " +
-      "newest first, with the cursor convention. A `livemode` value other than the key's mode is 400 `invalid_query`.",
+      "newest first, with the cursor convention. A `livemode` value other than the key's mode is 400 `invalid_query`. " +
+      "A key restricted to some agents lists only the events whose object belongs to one of its agents (calls, " +
+      "their transcripts and analyses, campaigns); the organization-wide events (`contact.*`, " +
+      "`knowledge.document_ready`) need an unrestricted key.",
     ...secretKeyAuth(deps, "events:read"),
     request: { query: EventListQuery },
     responses: {
@@ -31,7 +34,6 @@ export function registerListEvents(app: App, deps: Deps) {
     const auth = c.get("auth");
     const query = c.req.valid("query");
     assertLivemodeMatches(query.livemode, auth.livemode);
-    const scope = { organizationId: auth.organizationId, livemode: auth.livemode, agentIds: null };
-    return c.json(await listEvents(deps, scope, query), 200);
+    return c.json(await listEvents(deps, auth, query), 200);
   });
 }

@@ -2,7 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
 import type { App } from "../../http/appEnv.ts";
-import { secretKeyAuth } from "../../http/secretKey.ts";
+import { secretKeyAuth, UNRESTRICTED_NOTE, unrestrictedKey } from "../../http/secretKey.ts";
 import { redeliverEvent } from "../../services/webhookEndpoints.ts";
 import { DeliverySchema } from "../webhook-endpoints/schema.ts";
 
@@ -28,15 +28,15 @@ export function registerRedeliverEvent(app: App, deps: Deps) {
       "Sends an event of the key's mode again: a new delivery (with attempts of its own) to every enabled " +
       "endpoint that receives the event and subscribes to its type today, as when it happened (a test event " +
       "reaches live endpoints too). The same `webhook-id`: receivers that already processed it can tell. An " +
-      `empty \`deliveries\` when no endpoint receives it. An event of the other mode is 404.`,
-    ...secretKeyAuth(deps, "webhooks:write"),
+      `empty \`deliveries\` when no endpoint receives it. An event of the other mode is 404. ${UNRESTRICTED_NOTE}`,
+    ...secretKeyAuth(deps, "webhooks:write", unrestrictedKey),
     request: { params: EventIdParams },
     responses: {
       200: {
         description: "The deliveries created.",
         content: { "application/json": { schema: RedeliveredSchema } },
       },
-      ...errorResponses("invalid_key", "missing_scope", "not_found"),
+      ...errorResponses("invalid_key", "missing_scope", "agent_not_allowed", "not_found"),
     },
   });
   app.openapi(route, async (c) => {

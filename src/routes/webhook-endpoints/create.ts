@@ -2,7 +2,7 @@ import { createRoute } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
 import type { App } from "../../http/appEnv.ts";
-import { secretKeyAuth } from "../../http/secretKey.ts";
+import { secretKeyAuth, UNRESTRICTED_NOTE, unrestrictedKey } from "../../http/secretKey.ts";
 import { createWebhookEndpoint, MAX_ENDPOINTS } from "../../services/webhookEndpoints.ts";
 import { CreatedWebhookEndpointSchema, WebhookEndpointInputSchema } from "./schema.ts";
 
@@ -18,7 +18,7 @@ export function registerCreateWebhookEndpoint(app: App, deps: Deps) {
       "both modes (filter on `livemode`; contact events from test-key writes are real changes); a test endpoint " +
       "receives only events with `livemode` false. The answer carries the signing secret, shown this once. At " +
       `most ${MAX_ENDPOINTS} endpoints per organization and mode, disabled ones included (400 ` +
-      `\`too_many_endpoints\`).\n\n` +
+      `\`too_many_endpoints\`). ${UNRESTRICTED_NOTE}\n\n` +
       "Delivery: each event of a subscribed type is POSTed as JSON `{id, type, livemode, createdAt, data}` " +
       "(the payloads are under `webhooks` in this document) with the Standard Webhooks headers `webhook-id` " +
       "(the event id), `webhook-timestamp` (Unix seconds) and `webhook-signature` (`v1,` then the base64 " +
@@ -27,7 +27,7 @@ export function registerCreateWebhookEndpoint(app: App, deps: Deps) {
       "once: an answer other than 2xx (redirects are not followed) or none within 15 s, the address lookup " +
       "included, is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h after the failure, then given up. " +
       "Use `webhook-id` to ignore a repeat.",
-    ...secretKeyAuth(deps, "webhooks:write"),
+    ...secretKeyAuth(deps, "webhooks:write", unrestrictedKey),
     request: {
       body: { required: true, content: { "application/json": { schema: WebhookEndpointInputSchema } } },
     },
@@ -41,6 +41,7 @@ export function registerCreateWebhookEndpoint(app: App, deps: Deps) {
         "too_many_endpoints",
         "invalid_key",
         "missing_scope",
+        "agent_not_allowed",
         "payload_too_large",
         "unsupported_media_type",
       ),

@@ -2,7 +2,7 @@ import { createRoute } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
 import type { App } from "../../http/appEnv.ts";
-import { secretKeyAuth } from "../../http/secretKey.ts";
+import { secretKeyAuth, UNRESTRICTED_NOTE, unrestrictedKey } from "../../http/secretKey.ts";
 import { listEndpointDeliveries } from "../../services/webhookEndpoints.ts";
 import { DeliveryListQuery, DeliveryListSchema, WebhookEndpointIdParams } from "./schema.ts";
 
@@ -17,15 +17,22 @@ export function registerListDeliveries(app: App, deps: Deps) {
       "The delivery log of one endpoint, newest first, with the cursor convention: each event sent to it (a " +
       "redelivery is a delivery of its own) with its attempts so far, its status and how its last attempt " +
       "went. Deliveries are kept as long as events (the server's retention, 30 days by default). An endpoint " +
-      `of the other mode is 404.`,
-    ...secretKeyAuth(deps, "webhooks:read"),
+      `of the other mode is 404. ${UNRESTRICTED_NOTE}`,
+    ...secretKeyAuth(deps, "webhooks:read", unrestrictedKey),
     request: { params: WebhookEndpointIdParams, query: DeliveryListQuery },
     responses: {
       200: {
         description: "One page of deliveries.",
         content: { "application/json": { schema: DeliveryListSchema } },
       },
-      ...errorResponses("invalid_query", "invalid_cursor", "invalid_key", "missing_scope", "not_found"),
+      ...errorResponses(
+        "invalid_query",
+        "invalid_cursor",
+        "invalid_key",
+        "missing_scope",
+        "agent_not_allowed",
+        "not_found",
+      ),
     },
   });
   app.openapi(route, async (c) => {

@@ -2,7 +2,7 @@ import { createRoute } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
 import type { App } from "../../http/appEnv.ts";
-import { secretKeyAuth } from "../../http/secretKey.ts";
+import { secretKeyAuth, UNRESTRICTED_NOTE, unrestrictedKey } from "../../http/secretKey.ts";
 import { getWebhookEndpoint } from "../../services/webhookEndpoints.ts";
 import { WebhookEndpointIdParams, WebhookEndpointSchema } from "./schema.ts";
 
@@ -13,15 +13,15 @@ export function registerGetWebhookEndpoint(app: App, deps: Deps) {
     tags: ["Webhook endpoints"],
     operationId: "getWebhookEndpoint",
     summary: "Read a webhook endpoint",
-    description: `Reads one endpoint of the key's mode (never its secret); one of the other mode is 404.`,
-    ...secretKeyAuth(deps, "webhooks:read"),
+    description: `Reads one endpoint of the key's mode (never its secret); one of the other mode is 404. ${UNRESTRICTED_NOTE}`,
+    ...secretKeyAuth(deps, "webhooks:read", unrestrictedKey),
     request: { params: WebhookEndpointIdParams },
     responses: {
       200: {
         description: "The endpoint.",
         content: { "application/json": { schema: WebhookEndpointSchema } },
       },
-      ...errorResponses("invalid_key", "missing_scope", "not_found"),
+      ...errorResponses("invalid_key", "missing_scope", "agent_not_allowed", "not_found"),
     },
   });
   app.openapi(route, async (c) => {

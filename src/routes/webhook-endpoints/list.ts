@@ -2,7 +2,7 @@ import { createRoute } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
 import type { App } from "../../http/appEnv.ts";
-import { secretKeyAuth } from "../../http/secretKey.ts";
+import { secretKeyAuth, UNRESTRICTED_NOTE, unrestrictedKey } from "../../http/secretKey.ts";
 import { listWebhookEndpoints } from "../../services/webhookEndpoints.ts";
 import { WebhookEndpointListQuery, WebhookEndpointListSchema } from "./schema.ts";
 
@@ -15,15 +15,21 @@ export function registerListWebhookEndpoints(app: App, deps: Deps) {
     summary: "List webhook endpoints",
     description:
       "Lists the organization's webhook endpoints of the key's mode, newest first, with the cursor convention. " +
-      `Secrets are never listed.`,
-    ...secretKeyAuth(deps, "webhooks:read"),
+      `Secrets are never listed. ${UNRESTRICTED_NOTE}`,
+    ...secretKeyAuth(deps, "webhooks:read", unrestrictedKey),
     request: { query: WebhookEndpointListQuery },
     responses: {
       200: {
         description: "One page of webhook endpoints.",
         content: { "application/json": { schema: WebhookEndpointListSchema } },
       },
-      ...errorResponses("invalid_query", "invalid_cursor", "invalid_key", "missing_scope"),
+      ...errorResponses(
+        "invalid_query",
+        "invalid_cursor",
+        "invalid_key",
+        "missing_scope",
+        "agent_not_allowed",
+      ),
     },
   });
   app.openapi(route, async (c) => {

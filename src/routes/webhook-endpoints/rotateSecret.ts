@@ -2,7 +2,7 @@ import { createRoute } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
 import type { App } from "../../http/appEnv.ts";
-import { secretKeyAuth } from "../../http/secretKey.ts";
+import { secretKeyAuth, UNRESTRICTED_NOTE, unrestrictedKey } from "../../http/secretKey.ts";
 import { rotateWebhookSecret } from "../../services/webhookEndpoints.ts";
 import { RotatedWebhookEndpointSchema, WebhookEndpointIdParams } from "./schema.ts";
 
@@ -17,15 +17,15 @@ export function registerRotateWebhookSecret(app: App, deps: Deps) {
       "Issues a new signing secret, shown in this answer only. For 24 hours the previous secret keeps signing " +
       "beside it: `webhook-signature` carries both signatures, space-separated (`v1,<new> v1,<previous>`), so " +
       "a receiver can switch to the new secret without losing a delivery. Rotating again within those hours " +
-      `retires the older secret at once. An endpoint of the other mode is 404.`,
-    ...secretKeyAuth(deps, "webhooks:write"),
+      `retires the older secret at once. An endpoint of the other mode is 404. ${UNRESTRICTED_NOTE}`,
+    ...secretKeyAuth(deps, "webhooks:write", unrestrictedKey),
     request: { params: WebhookEndpointIdParams },
     responses: {
       200: {
         description: "The endpoint with its new secret.",
         content: { "application/json": { schema: RotatedWebhookEndpointSchema } },
       },
-      ...errorResponses("invalid_key", "missing_scope", "not_found"),
+      ...errorResponses("invalid_key", "missing_scope", "agent_not_allowed", "not_found"),
     },
   });
   app.openapi(route, async (c) => {

@@ -2,7 +2,7 @@ import { createRoute } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
 import type { App } from "../../http/appEnv.ts";
-import { secretKeyAuth } from "../../http/secretKey.ts";
+import { secretKeyAuth, UNRESTRICTED_NOTE, unrestrictedKey } from "../../http/secretKey.ts";
 import { updateWebhookEndpoint } from "../../services/webhookEndpoints.ts";
 import { WebhookEndpointIdParams, WebhookEndpointPatchSchema, WebhookEndpointSchema } from "./schema.ts";
 
@@ -16,8 +16,8 @@ export function registerUpdateWebhookEndpoint(app: App, deps: Deps) {
     description:
       "Changes any of `url`, `events` (`null`: every type) and `enabled`; fields left out keep their value. A " +
       "disabled endpoint receives nothing, not even the events that happen while it is disabled, and its " +
-      `deliveries not yet sent are dropped. An endpoint of the other mode is 404.`,
-    ...secretKeyAuth(deps, "webhooks:write"),
+      `deliveries not yet sent are dropped. An endpoint of the other mode is 404. ${UNRESTRICTED_NOTE}`,
+    ...secretKeyAuth(deps, "webhooks:write", unrestrictedKey),
     request: {
       params: WebhookEndpointIdParams,
       body: { required: true, content: { "application/json": { schema: WebhookEndpointPatchSchema } } },
@@ -31,6 +31,7 @@ export function registerUpdateWebhookEndpoint(app: App, deps: Deps) {
         "invalid_request",
         "invalid_key",
         "missing_scope",
+        "agent_not_allowed",
         "not_found",
         "payload_too_large",
         "unsupported_media_type",
