@@ -11,7 +11,7 @@ import { existsSync, mkdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { loadTemplate, templateCacheFile } from "./db/engine/pgdataTemplate.ts";
 import { createLogger } from "./log.ts";
-import { bunPgliteFiles as pgliteFiles } from "./runtime/bunFiles.ts";
+import { bunPgliteFiles as pgliteFiles, WORKER_ENTRY } from "./runtime/bunFiles.ts";
 import { prebuiltWidgetModule, widgetDistDir } from "./widget/assets.ts";
 import { writeWidget } from "./widget/build.ts";
 
@@ -27,7 +27,10 @@ if (!template || !existsSync(template)) throw new Error("the data directory temp
 
 mkdirSync(join(outfile, ".."), { recursive: true });
 const result = await Bun.build({
-  entrypoints: [join(root, "src", "main.ts"), template],
+  // The embedded database's thread is an entry of its own, found by its path from `root`
+  // (runtime/bunFiles.ts starts it).
+  entrypoints: [join(root, "src", "main.ts"), join(root, WORKER_ENTRY), template],
+  root,
   compile: {
     outfile,
     // The executable is configured by its environment only: a bunfig.toml in the working folder

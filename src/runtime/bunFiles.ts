@@ -15,6 +15,9 @@ import { type PgliteFiles, TEMPLATE_ASSET } from "./runtime.ts";
 let engine: Promise<WebAssembly.Module> | undefined;
 let initdb: Promise<WebAssembly.Module> | undefined;
 
+/** The embedded database's thread, from the project's root (src/build.ts builds it as an entry). */
+export const WORKER_ENTRY = "src/db/engine/pgliteWorker.ts";
+
 const compiled = engineWasmPath.startsWith("/$bunfs/") || engineWasmPath.startsWith("B:/~BUN/");
 
 export const bunPgliteFiles: PgliteFiles = {
@@ -34,6 +37,12 @@ export const bunPgliteFiles: PgliteFiles = {
     return initdb;
   },
   fsBundle: async () => Bun.file(fsBundlePath),
+  // Inside the executable the worker is an entry of the build (src/build.ts), named by its path from
+  // the build's root; from the sources, by its file.
+  thread: () =>
+    compiled
+      ? new Worker(`./${WORKER_ENTRY}`, { type: "module" })
+      : new Worker(new URL(`../../${WORKER_ENTRY}`, import.meta.url).href, { type: "module" }),
   embeddedTemplate: () =>
     (Bun.embeddedFiles as File[]).find((f) => f.name.startsWith(`${TEMPLATE_ASSET}`)) ?? null,
   templateCacheDir: () => {

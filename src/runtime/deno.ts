@@ -83,6 +83,7 @@ export const denoPgliteFiles: PgliteFiles = {
     return initdb;
   },
   fsBundle: async () => new Blob([await Deno.readFile(new URL("pglite.data", dist))]),
+  thread: () => new Worker(new URL("../db/engine/pgliteWorker.ts", import.meta.url).href, { type: "module" }),
   embeddedTemplate: () => null,
   // The same cache as Bun's from the sources: the template depends on PGlite's version, not on the runtime.
   templateCacheDir: () => fileURLToPath(new URL("../../node_modules/.cache/voice-service", import.meta.url)),

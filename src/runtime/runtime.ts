@@ -31,6 +31,8 @@ export interface PgliteFiles {
   initdb(): Promise<WebAssembly.Module>;
   /** PGlite's read-only file bundle (share/, lib/ …). */
   fsBundle(): Promise<Blob>;
+  /** Starts the embedded database's thread, the worker db/engine/pgliteWorker.ts, where this runtime finds it. */
+  thread(): Worker;
   /** The data directory template embedded by the build, or null when running from the sources. */
   embeddedTemplate(): Blob | null;
   /** Where the sources keep the template between runs (node_modules/.cache), or null in an executable. */

@@ -39,14 +39,12 @@ import { setTimeout as sleep } from "node:timers/promises";
  * - a file that is not a lock at all (empty, garbage) is taken over.
  * A lock written by an earlier version (a pid and start time, no owner id) is judged by its pid.
  *
- * The holder beats on the event loop, which PGlite's WebAssembly holds, on the same thread, for as
- * long as a statement runs: a long statement (a migration building an index over a large table) is a
- * stall with no beat. Hence a generous `staleMs` of 60 s: statements on the data an embedded database
- * is for take milliseconds, the longest migrations some seconds, an order of magnitude below; and the
- * holder refreshes the lock (`refresh`) right before and after each batch of statements once a beat
- * is due, so every statement starts with the whole stale period before it, and a holder that was
- * stalled past it finds out that it lost the lock before it writes anything more. Only one statement
- * running for longer than 60 s could still overlap with a successor's first writes.
+ * The holder beats on the main thread's event loop; PGlite runs on a thread of its own
+ * (pgliteThread.ts), so a long statement (a migration building an index over a large table) does not
+ * hold the beat back. `staleMs` is still a generous 60 s, for a process the machine itself stalls
+ * (swapping, a suspended container), and the holder also checks the lock (`refresh`) right before
+ * and after each batch of statements, so a holder that was stalled past it finds out that it lost
+ * the lock before it writes anything more.
  */
 
 export class DataDirInUseError extends Error {
@@ -61,7 +59,7 @@ export class DataDirInUseError extends Error {
 
 export interface DataDirLock {
   /**
-   * Beats now if a beat is due (the event loop was held), so a statement about to run has the whole
+   * Beats now if a beat is due (the process was stalled), so a statement about to run has the whole
    * stale period before it; calls `onLost` if the lock is no longer ours. Cheap when nothing is due.
    */
   refresh(): void;
@@ -74,7 +72,7 @@ export interface LockTiming {
   heartbeatMs: number;
   /**
    * A lock from elsewhere unchanged for this long, as this process watched it, is a holder that is
-   * gone. Many heartbeats, so a holder whose event loop a long statement holds is not (see above).
+   * gone. Many heartbeats, so a holder stalled for a while is not (see above).
    */
   staleMs: number;
 }

@@ -1,11 +1,11 @@
 import { chmodSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import process from "node:process";
-import { PGlite } from "@electric-sql/pglite";
 import type { Logger } from "../../log.ts";
 import type { PgliteFiles } from "../../runtime/runtime.ts";
 import { lockDataDir } from "./dataDirLock.ts";
 import { loadTemplate, unpackTemplate } from "./pgdataTemplate.ts";
+import { PgliteThread } from "./pgliteThread.ts";
 import { type PgliteSession, PgliteWire } from "./pgliteWire.ts";
 
 /**
@@ -66,13 +66,14 @@ export async function openEmbedded(dataDir: string, log: Logger, files: PgliteFi
   };
   try {
     const pgdata = await ensureDataDirectory(root, dataDir, files, log);
-    // Starting PGlite (a recovery after a crash included) holds the thread too.
+    // PGlite runs on a thread of its own (pgliteThread.ts), started here with the engine compiled on
+    // this one and its file bundle.
     lock.refresh();
-    const db = await PGlite.create({
+    const db = await PgliteThread.open(files.thread(), {
       dataDir: pgdata,
-      pgliteWasmModule: await engine,
+      engine: await engine,
       fsBundle: await files.fsBundle(),
-      startParams: [...PGlite.defaultStartParams, "-c", `shared_buffers=${SHARED_BUFFERS}`],
+      startParams: ["-c", `shared_buffers=${SHARED_BUFFERS}`],
     });
     lock.refresh();
     cleanups.push(() => db.close());
@@ -96,13 +97,13 @@ export async function openEmbedded(dataDir: string, log: Logger, files: PgliteFi
  * (services/vacuum.ts) would not keep writes going. Nothing here creates databases, so the templates
  * go, once, on the first open that finds them (~40 ms).
  */
-async function dropTemplateDatabases(db: PGlite, log: Logger): Promise<void> {
+async function dropTemplateDatabases(db: PgliteThread, log: Logger): Promise<void> {
   const templates = await db.query<{ name: string }>(
     "select datname as name from pg_database where datname in ('template0', 'template1')",
   );
-  for (const { name } of templates.rows) {
-    await db.exec(`alter database ${name} is_template false`);
-    await db.exec(`drop database ${name}`);
+  for (const { name } of templates) {
+    await db.query(`alter database ${name} is_template false`);
+    await db.query(`drop database ${name}`);
     log.info("dropped a template database the embedded database cannot keep vacuumed", { database: name });
   }
 }

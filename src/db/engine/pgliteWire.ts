@@ -1,17 +1,18 @@
 import { Buffer } from "node:buffer";
 import { EventEmitter } from "node:events";
-import type { PGlite } from "@electric-sql/pglite";
+import type { PgliteThread } from "./pgliteThread.ts";
 
-/** The one PGlite session and the wire that owns it now (made once per database by openEmbedded). */
+/** The one PGlite session, on its thread, and the wire that owns it now (made once per database by openEmbedded). */
 export interface PgliteSession {
-  readonly db: PGlite;
+  readonly db: PgliteThread;
   owner: PgliteWire | null;
 }
 
 /**
  * The driver's connection to the embedded database, inside the process: postgres.js's `socket`
  * option takes any object with the few socket methods it uses, and this one hands the driver's bytes
- * straight to PGlite's wire-protocol entry point and its answers back as `data` events.
+ * to PGlite's wire-protocol entry point, on the database's own thread (pgliteThread.ts), and its
+ * answers back as `data` events.
  *
  * Why not a socket: a Unix socket in front of PGlite cost, per statement, a system call and an event
  * loop wake-up on each side of each direction, and PGlite ran each protocol message (Bind, Execute,
@@ -35,15 +36,10 @@ export class PgliteWire extends EventEmitter {
   #draining = false;
   /** The startup message has no type byte and must reach PGlite alone. */
   #started = false;
-  #output: Buffer[] = [];
   /** Resolves once this wire no longer owns the session (after its close has reset it). */
   #released: Promise<void> = Promise.resolve();
-  #onData = (bytes: Uint8Array) => {
-    // A view into PGlite's memory, reused by the next call: copy it out.
-    if (bytes.length > 0 && this.readyState === "open") this.#output.push(Buffer.from(bytes));
-  };
 
-  /** Called right before and right after PGlite runs each batch (the DATA_DIR lock's refresh). */
+  /** Called right before and right after PGlite runs each batch (the DATA_DIR lock's check). */
   #aroundBatch: () => void;
 
   constructor(session: PgliteSession, aroundBatch: () => void) {
@@ -87,7 +83,6 @@ export class PgliteWire extends EventEmitter {
     if (this.readyState === "closed") return;
     this.readyState = "closed";
     this.#input = [];
-    this.#output = [];
     const owned = this.#session.owner === this;
     this.#released = (owned ? this.#resetSession() : Promise.resolve()).then(() => {
       if (owned) this.#session.owner = null;
@@ -100,8 +95,7 @@ export class PgliteWire extends EventEmitter {
 
   async #resetSession(): Promise<void> {
     try {
-      if (this.#session.db.isInTransaction()) await this.#session.db.exec("rollback");
-      await this.#session.db.exec("deallocate all");
+      await this.#session.db.reset();
     } catch {
       // PGlite closed or failed: there is no session left to reset.
     }
@@ -117,16 +111,13 @@ export class PgliteWire extends EventEmitter {
       while (this.readyState === "open") {
         const batch = this.#takeCompleteMessages();
         if (!batch) break;
-        // Runs synchronously to the end of the batch (no file-system sync: the data directory is a
-        // plain Node file system mount, whose sync is a no-op), then answers in one `data` event.
-        // PGlite holds the thread until the batch ends: the lock is refreshed on both sides of it.
+        // PGlite runs the batch to its end on its thread and answers in one `data` event. The lock is
+        // checked on both sides of it, so no batch starts on a DATA_DIR another process took over.
         this.#aroundBatch();
-        await this.#session.db.execProtocolRawStream(batch, { syncToFs: false, onRawData: this.#onData });
+        const answer = await this.#session.db.protocol(batch);
         this.#aroundBatch();
-        if (this.#output.length > 0) {
-          const answer = this.#output.length === 1 ? this.#output[0]! : Buffer.concat(this.#output);
-          this.#output = [];
-          this.emit("data", answer);
+        if (answer.length > 0 && this.readyState === "open") {
+          this.emit("data", Buffer.from(answer.buffer, answer.byteOffset, answer.byteLength));
         }
       }
     } catch (err) {
