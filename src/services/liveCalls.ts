@@ -56,28 +56,32 @@ export async function prepareLiveCall(
     publishableKeyId: string | null;
   },
 ): Promise<PreparedCall> {
-  const { maxSeconds } = await reserveMinutes(tx, deps.clock, {
-    callId: input.callId,
-    organizationId: input.organizationId,
-    livemode: true,
-    publishableKeyId: input.publishableKeyId,
-  });
-  await insertCall(tx, {
-    id: input.callId,
-    organization_id: input.organizationId,
-    livemode: true,
-    status: "initiated",
-    agent_id: input.agent.id,
-    to_number: null,
-    contact_id: null,
-    campaign_id: null,
-    direction: "web",
-    variables: input.variables,
-    simulated_duration_seconds: null,
-    language: input.agent.content_language,
-    task_id: null,
-    created_at: deps.clock.now(),
-  });
+  // The call's row goes out with the reservation's reads (a refusal rolls both back); its timer
+  // needs the reservation's maxSeconds.
+  const [{ maxSeconds }] = await settledAll([
+    reserveMinutes(tx, deps.clock, {
+      callId: input.callId,
+      organizationId: input.organizationId,
+      livemode: true,
+      publishableKeyId: input.publishableKeyId,
+    }),
+    insertCall(tx, {
+      id: input.callId,
+      organization_id: input.organizationId,
+      livemode: true,
+      status: "initiated",
+      agent_id: input.agent.id,
+      to_number: null,
+      contact_id: null,
+      campaign_id: null,
+      direction: "web",
+      variables: input.variables,
+      simulated_duration_seconds: null,
+      language: input.agent.content_language,
+      task_id: null,
+      created_at: deps.clock.now(),
+    }),
+  ] as const);
   const timer = await deps.timers.schedule(tx, {
     kind: TIMER_KINDS.liveCallMaxDuration,
     delayMs: maxSeconds * 1000,

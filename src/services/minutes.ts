@@ -96,22 +96,26 @@ export async function reserveMinutes(tx: Db, clock: Clock, input: ReserveInput):
   const month = monthOf(now);
   let maxSeconds = longest;
 
-  const [planMinutes, planUsed] =
-    input.planMinutes !== undefined && input.planUsedLocked !== undefined
-      ? [input.planMinutes, input.planUsedLocked]
-      : await settledAll([
-          input.planMinutes !== undefined
-            ? Promise.resolve(input.planMinutes)
-            : findOrganization(tx, input.organizationId).then((org) => org?.plan_minutes ?? 0),
-          lockUsage(tx, "plan", input.organizationId, month),
-        ]);
+  // Every read goes out in one round trip; the statements of a connection run in the order sent, so
+  // the plan's row is still locked before the key's.
+  const keyId = input.publishableKeyId;
+  const [planMinutes, planUsed, key] = await settledAll([
+    input.planMinutes !== undefined
+      ? Promise.resolve(input.planMinutes)
+      : findOrganization(tx, input.organizationId).then((org) => org?.plan_minutes ?? 0),
+    input.planUsedLocked !== undefined
+      ? Promise.resolve(input.planUsedLocked)
+      : lockUsage(tx, "plan", input.organizationId, month),
+    keyId
+      ? settledAll([monthlyMinuteCap(tx, keyId), lockUsage(tx, "key", keyId, month)] as const)
+      : Promise.resolve(null),
+  ] as const);
   const planRemaining = planMinutes - planUsed;
   if (planRemaining <= 0) throw planMinutesExhausted();
   maxSeconds = planMaxSeconds(maxSeconds, planRemaining);
 
-  if (input.publishableKeyId) {
-    const cap = await monthlyMinuteCap(tx, input.publishableKeyId);
-    const keyUsed = await lockUsage(tx, "key", input.publishableKeyId, month);
+  if (key) {
+    const [cap, keyUsed] = key;
     const keyRemaining = cap - keyUsed;
     if (keyRemaining <= 0) {
       throw new ApiError("minute_cap_reached", "The monthly minute cap of this key is used up.", {

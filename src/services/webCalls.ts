@@ -1,7 +1,7 @@
 import { keyKind, sha256 } from "../auth/keys.ts";
 import { verifyCaptcha } from "../captcha/verify.ts";
 import type { AgentRow } from "../db/agents.ts";
-import { pipelinedTransaction } from "../db/engine/connection.ts";
+import { pipelinedTransaction, settledAll } from "../db/engine/connection.ts";
 import { countKeyAttempt } from "../db/publishableKeyStats.ts";
 import { findActivePublishableKey, type PublishableKeyRow } from "../db/publishableKeys.ts";
 import { readValidToken } from "../db/sessionTokens.ts";
@@ -118,11 +118,14 @@ async function admitPublishableCall(
     deps.log.info("web call refused by the bot check", { reason: captcha.reason });
     throw new ApiError("invalid_captcha", "The bot check failed. Reload the page and try again.");
   }
-  await assertPaidPlan(deps.sql, key.organization_id);
-  const agent = await assertAgentAvailable(deps.sql, key.organization_id, key.agent_id, {
-    livemode: true,
-    mediaServerConfigured: deps.liveKit !== null,
-  });
+  // Read together; the plan's refusal comes first.
+  const [, agent] = await settledAll([
+    assertPaidPlan(deps.sql, key.organization_id),
+    assertAgentAvailable(deps.sql, key.organization_id, key.agent_id, {
+      livemode: true,
+      mediaServerConfigured: deps.liveKit !== null,
+    }),
+  ] as const);
   const callId = deps.ids.next("call");
   const call = await pipelinedTransaction(deps.sql, async (tx) => {
     const prepared = await prepareLiveCall(tx, deps, {
@@ -201,11 +204,13 @@ export async function startWithSessionToken(
     token,
     deps.clock,
     async (tx, s) => {
-      await assertPaidPlan(tx, s.organizationId);
-      const agent = await assertAgentAvailable(tx, s.organizationId, s.agentId, {
-        livemode: true,
-        mediaServerConfigured: deps.liveKit !== null,
-      });
+      const [, agent] = await settledAll([
+        assertPaidPlan(tx, s.organizationId),
+        assertAgentAvailable(tx, s.organizationId, s.agentId, {
+          livemode: true,
+          mediaServerConfigured: deps.liveKit !== null,
+        }),
+      ] as const);
       const call = await prepareLiveCall(tx, deps, {
         callId,
         organizationId: s.organizationId,
