@@ -1,6 +1,7 @@
 import type { Fragment } from "postgres";
 import type { AgentRow } from "./agents.ts";
 import type { Db } from "./engine/connection.ts";
+import { planUsedSql } from "./minutes.ts";
 import type { OrganizationRow } from "./organizations.ts";
 
 /**
@@ -78,8 +79,7 @@ export async function readCallFactsOf(
   }));
   const rows = await sql<(FactsRow & { i: number; contact_found: boolean | null })[]>`
     select r.i, o.*,
-      coalesce((select u.used_minutes from minute_usage u
-        where u.kind = 'plan' and u.subject_id = o.id and u.month = ${month}), 0)::int as plan_used,
+      ${planUsedSql(sql, sql`o.id`, month)} as plan_used,
       exists(select 1 from blocked_numbers b
         where b.organization_id = o.id and b.livemode and b.phone = r.to_number) as blocked,
       (select row_to_json(a) from agents a where a.id = r.agent_id and a.organization_id = o.id) as agent,

@@ -1,4 +1,5 @@
-import type { Db } from "./engine/connection.ts";
+import type { Fragment } from "postgres";
+import { type Db, settledAll } from "./engine/connection.ts";
 
 /**
  * Statements of minute usage (minute_usage: minutes counted per month for an organization's plan or a
@@ -7,13 +8,49 @@ import type { Db } from "./engine/connection.ts";
 
 export type UsageKind = "plan" | "key";
 
-/** Creates the month's usage row if needed and locks it until the transaction ends; returns minutes used. */
+/**
+ * Creates the month's usage row if needed and locks it until the transaction ends; returns minutes
+ * used. A plan's row takes in, under that lock and in the same round trip, the minutes that ended
+ * calls gave back since the last lock (`settleOpenReservation`).
+ */
 export async function lockUsage(tx: Db, kind: UsageKind, subjectId: string, month: string): Promise<number> {
-  const [row] = await tx<{ used_minutes: number }[]>`
+  const locked = tx<{ used_minutes: number }[]>`
     insert into minute_usage (kind, subject_id, month, used_minutes) values (${kind}, ${subjectId}, ${month}, 0)
     on conflict (kind, subject_id, month) do update set used_minutes = minute_usage.used_minutes
     returning used_minutes`;
-  return row!.used_minutes;
+  if (kind === "key") return (await locked)[0]!.used_minutes;
+  const [[row], [folded]] = await settledAll([locked, foldPlanReturnsSql(tx, subjectId, month)] as const);
+  return folded?.used_minutes ?? row!.used_minutes;
+}
+
+/**
+ * Moves the minutes given back by the organization's settled reservations of `month` into its plan row
+ * (which the caller has locked): the row after, or no row when nothing was pending. (Also explained by
+ * the plan tests: it reads the pending reservations only, however many have ended.)
+ */
+export function foldPlanReturnsSql(tx: Db, organizationId: string, month: string) {
+  return tx<{ used_minutes: number }[]>`
+    with returned as (
+      update minute_reservations set plan_return_pending = false
+      where organization_id = ${organizationId} and month = ${month} and plan_return_pending
+      returning reserved_minutes - kept_minutes as minutes
+    )
+    update minute_usage set used_minutes = greatest(0, used_minutes - (select sum(minutes) from returned))
+    where kind = 'plan' and subject_id = ${organizationId} and month = ${month}
+      and exists (select 1 from returned)
+    returning used_minutes`;
+}
+
+/**
+ * The plan minutes an organization (`organizationId`, an SQL expression such as a column) used in
+ * `month`: its row less what ended calls gave back and no lock has taken in yet.
+ */
+export function planUsedSql(sql: Db, organizationId: Fragment, month: string): Fragment {
+  return sql`greatest(0,
+    coalesce((select u.used_minutes from minute_usage u
+      where u.kind = 'plan' and u.subject_id = ${organizationId} and u.month = ${month}), 0)
+    - coalesce((select sum(r.reserved_minutes - r.kept_minutes) from minute_reservations r
+      where r.organization_id = ${organizationId} and r.month = ${month} and r.plan_return_pending), 0))::int`;
 }
 
 /** Adds minutes to the month's plan row, and to the key's row when there is a key. */
@@ -43,8 +80,12 @@ export async function subtractUsage(
     where kind = ${kind} and subject_id = ${subjectId} and month = ${month}`;
 }
 
-/** Minutes counted for a subject in a month (0 without a row). */
+/** Minutes counted for a subject in a month (0 without a row; a plan's less what ended calls gave back). */
 export async function usageOf(sql: Db, kind: UsageKind, subjectId: string, month: string): Promise<number> {
+  if (kind === "plan") {
+    const [row] = await sql<{ used: number }[]>`select ${planUsedSql(sql, sql`${subjectId}`, month)} as used`;
+    return row!.used;
+  }
   const [row] = await sql<{ used_minutes: number }[]>`
     select used_minutes from minute_usage where kind = ${kind} and subject_id = ${subjectId} and month = ${month}`;
   return row?.used_minutes ?? 0;
@@ -90,7 +131,8 @@ export interface SettledReservation {
 
 /**
  * Settles a call's open reservation in one statement: `keepMinutes` (at most what was reserved) stay
- * counted, the rest goes back to the plan's row (locked after the reservation's, as everywhere).
+ * counted; the rest goes back to the plan, pending on the reservation until the plan's row is next
+ * locked (`lockUsage`): an end never waits for that row, which every placement locks.
  * Returns what was settled, for the key's row (web calls with a publishable key); null when there was
  * no open reservation (never reserved, or settled already: the reservation's row lock orders
  * concurrent settlements, and only the first finds it open).
@@ -102,18 +144,11 @@ export async function settleOpenReservation(
   at: Date,
 ): Promise<SettledReservation | null> {
   const [row] = await tx<SettledReservation[]>`
-    with r as (
-      update minute_reservations set kept_minutes = least(reserved_minutes, ${keepMinutes}::integer), settled_at = ${at}
-      where call_id = ${callId} and settled_at is null
-      returning organization_id, publishable_key_id, plan_charged, month, reserved_minutes, kept_minutes, created_at
-    ), plan as (
-      update minute_usage u set used_minutes = greatest(0, u.used_minutes - (r.reserved_minutes - r.kept_minutes))
-      from r
-      where r.plan_charged and r.reserved_minutes > r.kept_minutes
-        and u.kind = 'plan' and u.subject_id = r.organization_id and u.month = r.month
-    )
-    select publishable_key_id, to_char(month, 'YYYY-MM-DD') as month, reserved_minutes, kept_minutes, created_at
-    from r`;
+    update minute_reservations set kept_minutes = least(reserved_minutes, ${keepMinutes}::integer),
+      settled_at = ${at},
+      plan_return_pending = plan_charged and reserved_minutes > ${keepMinutes}::integer
+    where call_id = ${callId} and settled_at is null
+    returning publishable_key_id, to_char(month, 'YYYY-MM-DD') as month, reserved_minutes, kept_minutes, created_at`;
   return row ?? null;
 }
 

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Sql } from "postgres";
 import { callLoadSql, lockCallLimitsSql } from "../../src/db/callAdmission.ts";
 import { eventsPage } from "../../src/db/events.ts";
+import { foldPlanReturnsSql, planUsedSql } from "../../src/db/minutes.ts";
 import { claimSql } from "../../src/db/sessionTokens.ts";
 import { claimDueSql, claimPlanning } from "../../src/db/timers.ts";
 import { createAgent } from "../../src/services/agents.ts";
@@ -290,4 +291,43 @@ describe("the organization's limits, read by every live phone call's placement",
       expect(Math.max(...readsOf(made, "calls").map((n) => n["Actual Loops"] ?? 0))).toBe(1);
     });
   });
+});
+
+describe("the plan minutes an organization used, read and locked by every live call's placement", () => {
+  /** 3,000 settled reservations whose minutes are in the plan's row already, and 4 still pending. */
+  async function organizationWithEndedReservations(month: string): Promise<string> {
+    const s = await seedOrganization(ctx);
+    const sql = ctx.deps.sql;
+    await sql`
+      insert into minute_usage (kind, subject_id, month, used_minutes) values ('plan', ${s.org.id}, ${month}, 3100)`;
+    await sql`
+      insert into minute_reservations (call_id, organization_id, plan_charged, month, reserved_minutes, max_seconds,
+        kept_minutes, settled_at, created_at, plan_return_pending)
+      select 'call_R' || ${s.org.id.slice(-4)} || lpad(i::text, 21, '0'), ${s.org.id}, true, ${month}, 10, 600,
+        1, now(), now(), i <= 4
+      from generate_series(1, 3004) i`;
+    return s.org.id;
+  }
+
+  for (const mode of PLAN_MODES) {
+    test(`what ended calls gave back is read from the pending reservations alone (${mode} plan)`, async () => {
+      const month = "2026-11-01";
+      const org = await organizationWithEndedReservations(month);
+      await withPlans(
+        ctx,
+        async (conn) => {
+          const read = conn`select ${planUsedSql(conn, conn`${org}`, month)} as used`;
+          expect((await read)[0]).toEqual({ used: 3100 - 4 * 9 });
+          const readPlan = await executedPlan(
+            conn,
+            conn`select ${planUsedSql(conn, conn`${org}`, month)} as used`,
+          );
+          expectBoundedReads(readPlan, "minute_reservations", 4, "plan used");
+          const foldPlan = await executedPlan(conn, foldPlanReturnsSql(conn, org, month));
+          expectBoundedReads(foldPlan, "minute_reservations", 4, "fold");
+        },
+        mode,
+      );
+    });
+  }
 });

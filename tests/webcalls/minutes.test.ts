@@ -13,6 +13,7 @@ import {
 } from "../../src/services/minutes.ts";
 import { updateOrganization } from "../../src/services/organizations.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
+import { TEST_DATABASE } from "../helpers/db.ts";
 import { newId } from "../helpers/ids.ts";
 
 let ctx: TestContext;
@@ -208,6 +209,77 @@ describe("reserveMinutes", () => {
     expect(total).toBe(33);
     expect(await usedMinutes(ctx.db.sql, clock, { organizationId: s.org.id })).toBe(33);
   });
+});
+
+describe("minutes given back wait on the reservation, not on the plan's row", () => {
+  const planRow = async (organizationId: string) => {
+    const [row] = await ctx.db.sql<{ used_minutes: number }[]>`
+      select used_minutes from minute_usage where kind = 'plan' and subject_id = ${organizationId}`;
+    return row!.used_minutes;
+  };
+  const pending = async (organizationId: string) => {
+    const [row] = await ctx.db.sql<{ n: number }[]>`
+      select count(*)::int as n from minute_reservations
+      where organization_id = ${organizationId} and plan_return_pending`;
+    return row!.n;
+  };
+
+  test("every read subtracts what is pending; the next lock of the plan's row takes it in", async () => {
+    const s = await setup({ planMinutes: 25 });
+    const a = await reserve({ organizationId: s.org.id, livemode: true });
+    const b = await reserve({ organizationId: s.org.id, livemode: true });
+    expect(await settleMinutes(ctx.db.sql, clock, a.callId, 90)).toEqual({
+      keptMinutes: 2,
+      returnedMinutes: 8,
+    });
+    // The row still counts the whole reservation; every reader sees what it should.
+    expect(await planRow(s.org.id)).toBe(20);
+    expect(await pending(s.org.id)).toBe(1);
+    expect(await usedMinutes(ctx.db.sql, clock, { organizationId: s.org.id })).toBe(12);
+    // The next reservation sees 13 minutes left (not 5) and folds the return into the row.
+    const c = await reserve({ organizationId: s.org.id, livemode: true });
+    expect(c.reservedMinutes).toBe(10);
+    expect(await planRow(s.org.id)).toBe(22);
+    expect(await pending(s.org.id)).toBe(0);
+    expect(await settleMinutes(ctx.db.sql, clock, b.callId, null)).toEqual({
+      keptMinutes: 0,
+      returnedMinutes: 10,
+    });
+    expect(await usedMinutes(ctx.db.sql, clock, { organizationId: s.org.id })).toBe(12);
+  });
+
+  test.skipIf(TEST_DATABASE === "embedded")(
+    "a call's end does not wait while another transaction holds the plan's row (PostgreSQL: two sessions)",
+    async () => {
+      const s = await setup();
+      const r = await reserve({ organizationId: s.org.id, livemode: true });
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      let locked!: () => void;
+      const isLocked = new Promise<void>((resolve) => {
+        locked = resolve;
+      });
+      const holder = ctx.db.sql.begin(async (tx) => {
+        await tx`select 1 from minute_usage where kind = 'plan' and subject_id = ${s.org.id} for update`;
+        locked();
+        await released;
+      });
+      try {
+        await isLocked;
+        const settled = await Promise.race([
+          settleMinutes(ctx.db.sql, clock, r.callId, 30),
+          Bun.sleep(3_000).then(() => "waited for the plan's row" as const),
+        ]);
+        expect(settled).toEqual({ keptMinutes: 1, returnedMinutes: 9 });
+        expect(await usedMinutes(ctx.db.sql, clock, { organizationId: s.org.id })).toBe(1);
+      } finally {
+        release();
+        await holder;
+      }
+    },
+  );
 });
 
 describe("settleMinutes", () => {

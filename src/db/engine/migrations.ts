@@ -32,6 +32,7 @@ import m0029 from "../../../sql/0029_list_filter_indexes.sql" with { type: "text
 import m0030 from "../../../sql/0030_hangups_and_open_reservations.sql" with { type: "text" };
 import m0031 from "../../../sql/0031_cjk_search.sql" with { type: "text" };
 import m0032 from "../../../sql/0032_unused_retention_indexes.sql" with { type: "text" };
+import m0033 from "../../../sql/0033_plan_minute_returns.sql" with { type: "text" };
 
 export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0001_init", sql: m0001 },
@@ -66,4 +67,5 @@ export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0030_hangups_and_open_reservations", sql: m0030 },
   { name: "0031_cjk_search", sql: m0031 },
   { name: "0032_unused_retention_indexes", sql: m0032 },
+  { name: "0033_plan_minute_returns", sql: m0033 },
 ];
