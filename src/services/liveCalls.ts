@@ -172,8 +172,9 @@ export async function endLiveCall(
     ? { moved: completed, from: "ongoing" as const, actualSeconds: completed.duration_seconds }
     : await endOtherwise(tx, deps, callId, at, end);
   if (!moved) return null;
-  // The reservation's settlement goes out last: it locks the organization's plan usage row, which
-  // every placement of the organization needs too, so it is held for the commit alone.
+  // The reservation's settlement goes out last: a web call started with a publishable key gives its
+  // key's minutes back, on the key's usage row that every start with that key locks, so that row is
+  // held for the commit alone (the plan's minutes wait on the reservation, db/minutes.ts).
   await settledAll([
     recordEvent(tx, deps, callEvent("call.ended", moved)),
     // Results the voice agent reported before the end become ready now (services/callResults.ts);

@@ -185,7 +185,8 @@ export async function settleReservation(
   const r = await settleOpenReservation(tx, callId, used, clock.now());
   if (!r) return null;
   const returned = r.reserved_minutes - r.kept_minutes;
-  // After the plan's row (in the statement above): the same lock order as reserveMinutes.
+  // The key's row only: the plan's minutes wait on the reservation (db/minutes.ts), so a settlement
+  // locks no plan row and has no order to keep with reserveMinutes (plan row, then key row).
   if (returned > 0 && r.publishable_key_id) {
     await subtractUsage(tx, "key", r.publishable_key_id, r.month, returned);
     // The key's abuse view counted the reservation on the day the call started.

@@ -17,6 +17,7 @@ import { openDatabase } from "../../src/db/engine/connection.ts";
 import { DataDirInUseError } from "../../src/db/engine/dataDirLock.ts";
 import { openEmbedded } from "../../src/db/engine/embedded.ts";
 import { migrate } from "../../src/db/engine/migrate.ts";
+import { PgliteThread } from "../../src/db/engine/pgliteThread.ts";
 import { createLogger, silentLogger } from "../../src/log.ts";
 import { bunPgliteFiles } from "../../src/runtime/bunFiles.ts";
 import { waitUntil } from "../helpers/wait.ts";
@@ -381,6 +382,54 @@ describe("embedded database: transport", () => {
     } finally {
       await db.close();
     }
+  });
+
+  test("a database thread that cannot start, or that stops, fails what waits on it; once open, it is reported", async () => {
+    const dir = tempDir();
+    const workerOf = (name: string, source: string) => {
+      writeFileSync(join(dir, name), source);
+      return new Worker(join(dir, name), { type: "module" });
+    };
+    const request = {
+      dataDir: join(dir, "unused"),
+      engine: await bunPgliteFiles.engine(),
+      fsBundle: new Blob([]),
+      startParams: [],
+    };
+    const never = () => {
+      throw new Error("not open yet: nothing is lost");
+    };
+    // A module that throws as it loads: open is refused, it does not wait forever.
+    const broken = workerOf("broken.ts", `throw new Error("no engine here");`);
+    expect(
+      await PgliteThread.open(broken, request, never).then(
+        () => "opened",
+        (e: Error) => e.message,
+      ),
+    ).toContain("thread");
+    // A thread that opens, then stops: the loss is reported once, and every call after it fails.
+    const dying = workerOf(
+      "dying.ts",
+      `self.onmessage = (e) => {
+         postMessage({ id: e.data.id, ok: true });
+         if (e.data.op === "protocol") process.exit(0);
+       };`,
+    );
+    const lost: string[] = [];
+    const thread = await PgliteThread.open(dying, request, (err) => lost.push(err.message));
+    const answer = await thread.protocol(new Uint8Array([1])).then(
+      () => "answered",
+      (e: Error) => e.message,
+    );
+    await waitUntil("the loss reported", () => lost.length > 0);
+    expect(answer).toBe("answered");
+    expect(lost).toHaveLength(1);
+    expect(
+      await thread.reset().then(
+        () => "reset",
+        (e: Error) => e.message,
+      ),
+    ).toContain("stopped");
   });
 
   test("statements sent together are answered in order; an error fails only its statement", async () => {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { pipelinedTransaction } from "../../src/db/engine/connection.ts";
+import { pipelinedTransaction, settledAll } from "../../src/db/engine/connection.ts";
 import { createTestDatabase, TEST_DATABASE, type TestDatabase } from "../helpers/db.ts";
 
 /** The one way the service opens a transaction: begin sent with the first statement, all or nothing. */
@@ -41,6 +41,21 @@ test("a statement the server refuses rolls back the ones before it", async () =>
   }).catch((e) => e);
   expect((err as { code?: string }).code).toBe("23505");
   expect(await count()).toBe(0);
+});
+
+test("statements sent together: the one that failed is the error, not the ones it aborted after it", async () => {
+  await db.sql`delete from tx_probe`;
+  await db.sql`insert into tx_probe values (40)`;
+  const err = await pipelinedTransaction(db.sql, (tx) =>
+    // The first one in the order given is aborted (25P02) by the duplicate sent before it.
+    settledAll([
+      new Promise<void>((resolve) => setTimeout(resolve, 0)).then(() => tx`insert into tx_probe values (42)`),
+      tx`insert into tx_probe values (40)`,
+    ] as const),
+  ).catch((e) => e);
+  expect((err as { code?: string }).code).toBe("23505");
+  expect(await count()).toBe(1);
+  await db.sql`delete from tx_probe`;
 });
 
 test("the first statement sent with begin can fail too; the connection goes back to the pool clean", async () => {

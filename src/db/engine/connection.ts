@@ -14,13 +14,21 @@ export function refusedByDatabase(err: unknown): boolean {
 /** Queries that run either on the pool or inside a transaction (`pipelinedTransaction`). */
 export type Db = Sql | TransactionSql;
 
+/** PostgreSQL's refusal of a statement sent after another one failed in the same transaction. */
+function inAbortedTransaction(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === "25P02";
+}
+
 /** Waits for every promise, then throws the first failure, if any; else returns their values. */
 export async function settledAll<T extends readonly unknown[]>(
   promises: readonly [...{ [K in keyof T]: Promise<T[K]> }],
 ): Promise<T> {
   const results = await Promise.allSettled(promises);
-  const failed = results.find((r) => r.status === "rejected");
-  if (failed) throw (failed as PromiseRejectedResult).reason;
+  const rejected = results.filter((r): r is PromiseRejectedResult => r.status === "rejected");
+  // The first failure in the order given; but in a transaction a statement that failed aborts every one
+  // sent after it (25P02, "current transaction is aborted"): the cause is the one that did not say so.
+  const failed = rejected.find((r) => !inAbortedTransaction(r.reason)) ?? rejected[0];
+  if (failed) throw failed.reason;
   return results.map((r) => (r as PromiseFulfilledResult<unknown>).value) as unknown as T;
 }
 

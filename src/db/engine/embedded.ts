@@ -66,15 +66,25 @@ export async function openEmbedded(dataDir: string, log: Logger, files: PgliteFi
   };
   try {
     const pgdata = await ensureDataDirectory(root, dataDir, files, log);
-    // PGlite runs on a thread of its own (pgliteThread.ts), started here with the engine compiled on
-    // this one and its file bundle.
+    // PGlite runs on a thread of its own (pgliteThread.ts), started once the engine is compiled on
+    // this one and its file bundle read.
+    const [engineModule, fsBundle] = await Promise.all([engine, files.fsBundle()]);
     lock.refresh();
-    const db = await PgliteThread.open(files.thread(), {
-      dataDir: pgdata,
-      engine: await engine,
-      fsBundle: await files.fsBundle(),
-      startParams: ["-c", `shared_buffers=${SHARED_BUFFERS}`],
-    });
+    const db = await PgliteThread.open(
+      files.thread(),
+      {
+        dataDir: pgdata,
+        engine: engineModule,
+        fsBundle,
+        startParams: ["-c", `shared_buffers=${SHARED_BUFFERS}`],
+      },
+      (err) => {
+        // Every statement from now on would fail, while the lock keeps any other process out: stop,
+        // so that a supervisor starts the service again (nothing committed is lost).
+        log.error("the embedded database's thread stopped; exiting", { dataDir, error: err.message });
+        process.exit(1);
+      },
+    );
     lock.refresh();
     cleanups.push(() => db.close());
     await dropTemplateDatabases(db, log);

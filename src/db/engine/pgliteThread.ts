@@ -40,7 +40,14 @@ export class PgliteThread {
     { resolve(reply: ThreadReply & { ok: true }): void; reject(err: Error): void }
   >();
   #failed: Error | null = null;
+  #closing = false;
+  /** Called once if the thread stops while the database is open (not by `close`). */
+  #onLost: (err: Error) => void = () => {};
 
+  /**
+   * Listens to `worker` at once: an error or an exit before the first answer (a module that cannot
+   * load, a thread that dies) must fail what waits on it, never leave it waiting.
+   */
   private constructor(worker: Worker) {
     this.#worker = worker;
     this.#worker.onmessage = (e: MessageEvent<ThreadReply>) => {
@@ -55,20 +62,34 @@ export class PgliteThread {
       e.preventDefault?.();
       this.#fail(new Error(`The embedded database's thread failed: ${e.message}`));
     };
+    this.#worker.onmessageerror = () => {
+      this.#fail(new Error("The embedded database's thread sent an answer that could not be read."));
+    };
+    // Bun tells when a worker's thread ends, whatever ended it.
+    this.#worker.addEventListener("close", () => {
+      this.#fail(new Error("The embedded database's thread stopped."));
+    });
   }
 
   /**
    * Opens the database (a recovery after a crash included) in a new thread, `worker`, started by the
-   * runtime's adapter (`PgliteFiles.thread`) on pgliteWorker.ts.
+   * runtime's adapter (`PgliteFiles.thread`) on pgliteWorker.ts. Once open, a thread that stops
+   * (anything but `close`) calls `onLost`: every statement after it would fail.
    */
-  static async open(worker: Worker, request: OpenRequest): Promise<PgliteThread> {
+  static async open(
+    worker: Worker,
+    request: OpenRequest,
+    onLost: (err: Error) => void,
+  ): Promise<PgliteThread> {
     const thread = new PgliteThread(worker);
     try {
       await thread.#send({ op: "open", ...request });
     } catch (err) {
-      thread.#worker.terminate();
+      thread.#fail(err as Error);
       throw err;
     }
+    if (thread.#failed) throw thread.#failed;
+    thread.#onLost = onLost;
     return thread;
   }
 
@@ -91,6 +112,7 @@ export class PgliteThread {
   /** Closes the database (a clean shutdown of PostgreSQL), then the thread. */
   async close(): Promise<void> {
     if (this.#failed) return;
+    this.#closing = true;
     try {
       await this.#send({ op: "close" });
     } finally {
@@ -113,5 +135,6 @@ export class PgliteThread {
     this.#worker.terminate();
     for (const waiting of this.#pending.values()) waiting.reject(err);
     this.#pending.clear();
+    if (!this.#closing) this.#onLost(err);
   }
 }

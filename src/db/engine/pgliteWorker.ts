@@ -18,7 +18,6 @@ let queue: Promise<void> = Promise.resolve();
 const scope = globalThis as unknown as {
   onmessage: ((e: MessageEvent<ThreadRequest>) => void) | null;
   postMessage(message: ThreadReply, transfer?: Transferable[]): void;
-  close(): void;
 };
 
 scope.onmessage = (e) => {
@@ -55,11 +54,10 @@ async function handle(request: ThreadRequest): Promise<void> {
         return reply({ id: request.id, ok: true });
       }
       case "close": {
+        // The main thread ends this thread once it has the answer.
         await db?.close();
         db = null;
-        reply({ id: request.id, ok: true });
-        scope.close();
-        return;
+        return reply({ id: request.id, ok: true });
       }
     }
   } catch (err) {
