@@ -42,6 +42,25 @@ export function foldPlanReturnsSql(tx: Db, organizationId: string, month: string
 }
 
 /**
+ * The organizations and months, before `month`, whose plan minutes given back still wait on their
+ * reservations (calls that started in a month and ended after its last lock), in the order their rows
+ * are to be locked; at most `limit`.
+ */
+export async function pastPlanReturns(
+  sql: Db,
+  month: string,
+  limit: number,
+): Promise<{ organization_id: string; month: string }[]> {
+  return [
+    ...(await sql<{ organization_id: string; month: string }[]>`
+      select distinct organization_id, to_char(month, 'YYYY-MM-DD') as month from minute_reservations
+      where plan_return_pending and month < ${month}
+      order by organization_id, month
+      limit ${limit}`),
+  ];
+}
+
+/**
  * The plan minutes an organization (`organizationId`, an SQL expression such as a column) used in
  * `month`: its row less what ended calls gave back and no lock has taken in yet.
  */

@@ -2,6 +2,7 @@ import { CAPTCHA_TOKEN_MEMORY_MS } from "../captcha/verify.ts";
 import { deleteCaptchaTokensBefore } from "../db/captchaTokens.ts";
 import type { Db } from "../db/engine/connection.ts";
 import { deleteEventsBefore } from "../db/events.ts";
+import { lockUsage, pastPlanReturns } from "../db/minutes.ts";
 import { deleteIdleRateLimitWindows } from "../db/rateLimits.ts";
 import { deleteStaleSessionData } from "../db/sessionTokens.ts";
 import { analyzeTable, tablesWithStaleStatistics } from "../db/statistics.ts";
@@ -10,6 +11,7 @@ import type { VacuumLimits } from "../db/vacuum.ts";
 import type { Deps } from "../deps.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
 import type { HandlerContext, TimerHandler } from "../timers/types.ts";
+import { monthOf } from "./minutes.ts";
 import { RATE_LIMITS } from "./rateLimit.ts";
 import { IDEMPOTENCY_TTL_MS, SESSION_TOKEN_TTL_MS } from "./sessionTokens.ts";
 import { VACUUM_LIMITS, vacuumDue, vacuumTables } from "./vacuum.ts";
@@ -21,6 +23,9 @@ import { VACUUM_LIMITS, vacuumDue, vacuumTables } from "./vacuum.ts";
  *   may still need a token's row until its record expires);
  * - rate-limit windows whose hits all left the window;
  * - accepted bot-check tokens past the time they are remembered;
+ * - plan minutes given back in an earlier month and still pending on their reservations (a call that
+ *   ended after its month's last placement): taken into that month's plan row, as a lock of the row
+ *   does for the current month (db/minutes.ts), so the past months' rows end up exact;
  * - events and webhook deliveries older than EVENT_RETENTION_DAYS, a bounded batch of events per pass
  *   (so a pass never holds locks long, nor reads more than its batch): the oldest events with their
  *   finished deliveries. A delivery still pending a retry is never removed (its retries run for more
@@ -78,7 +83,21 @@ export async function housekeepingPass(
     )),
     rateLimitWindows: await removeIdleWindows(sql, now),
     captchaTokens: await deleteCaptchaTokensBefore(sql, new Date(now - CAPTCHA_TOKEN_MEMORY_MS)),
+    pastPlanReturns: await foldPastPlanReturns(sql, deps.clock.now()),
   };
+}
+
+/** Past months' rows folded per pass at most (each one lock and one statement). */
+export const PLAN_RETURNS_BATCH = 100;
+
+/**
+ * Takes in the plan minutes of earlier months that still wait on their reservations: each month's row
+ * locked in the order of organization and month, as every lock of these rows is ordered.
+ */
+async function foldPastPlanReturns(sql: Db, now: Date): Promise<number> {
+  const due = await pastPlanReturns(sql, monthOf(now), PLAN_RETURNS_BATCH);
+  for (const { organization_id, month } of due) await lockUsage(sql, "plan", organization_id, month);
+  return due.length;
 }
 
 /** The windows of every limit whose hits all left the window. */

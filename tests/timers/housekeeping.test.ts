@@ -13,6 +13,7 @@ import {
   STATISTICS_EVERY_MS,
   scheduleHousekeeping,
 } from "../../src/services/housekeeping.ts";
+import { usedMinutes } from "../../src/services/minutes.ts";
 import { WEB_CALL_RATE_LIMIT } from "../../src/services/rateLimit.ts";
 import { registerTimerHandlers } from "../../src/timerHandlers.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
@@ -106,6 +107,38 @@ describe("the housekeeping timer", () => {
     expect(captcha.map((t) => Buffer.from(t.token_hash).toString("hex"))).toEqual([
       Buffer.from(sha256("captcha-new")).toString("hex"),
     ]);
+  });
+});
+
+describe("plan minutes given back in an earlier month", () => {
+  test("a pass takes them into that month's row; the current month's wait for its next lock", async () => {
+    const sql = ctx.db.sql;
+    const org = (await seedOrganization(ctx)).org.id;
+    const row = async (month: string) =>
+      (
+        await sql<{ used_minutes: number }[]>`
+          select used_minutes from minute_usage where kind = 'plan' and subject_id = ${org} and month = ${month}`
+      )[0]!.used_minutes;
+    const reservation = (n: number, month: string, kept: number) => sql`
+      insert into minute_reservations (call_id, organization_id, plan_charged, month, reserved_minutes, max_seconds,
+        kept_minutes, settled_at, created_at, plan_return_pending)
+      values (${`call_PR${org.slice(-6)}${n}`.padEnd(31, "0")}, ${org}, true, ${month}, 10, 600, ${kept}, now(), now(), true)`;
+    await sql`
+      insert into minute_usage (kind, subject_id, month, used_minutes)
+      values ('plan', ${org}, '2026-10-01', 30), ('plan', ${org}, '2026-11-01', 10)`;
+    await reservation(1, "2026-10-01", 1);
+    await reservation(2, "2026-10-01", 5);
+    await reservation(3, "2026-11-01", 3);
+    const pass = await housekeepingPass(sql, ctx.deps);
+    expect(pass.pastPlanReturns).toBeGreaterThanOrEqual(1);
+    expect(await row("2026-10-01")).toBe(30 - 9 - 5);
+    // November's return is the current month's: it waits, and every read subtracts it.
+    expect(await row("2026-11-01")).toBe(10);
+    const pending = await sql<{ month: string }[]>`
+      select to_char(month, 'YYYY-MM-DD') as month from minute_reservations
+      where organization_id = ${org} and plan_return_pending`;
+    expect([...pending]).toEqual([{ month: "2026-11-01" }]);
+    expect(await usedMinutes(sql, clock, { organizationId: org })).toBe(3);
   });
 });
 
