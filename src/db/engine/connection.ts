@@ -123,6 +123,9 @@ export async function openDatabase(opts: OpenOptions): Promise<Database> {
     // The driver retires connections after 30–60 minutes by default; an in-process one gains nothing
     // from it, and each new one prepares every statement again in the one session.
     max_lifetime: null,
+    // No network to wait for: a new connection's startup only waits for the statement PGlite is
+    // running on its thread (a long migration or vacuum), which must not fail it after 30 s.
+    connect_timeout: 0,
   };
   const sql = postgres(options as postgres.Options<Record<string, never>>);
   try {
