@@ -1,4 +1,5 @@
 import type { Context, MiddlewareHandler } from "hono";
+import { concatBytes } from "../bytes.ts";
 import { ApiError } from "../errors.ts";
 import type { AppEnv } from "./appEnv.ts";
 
@@ -183,13 +184,7 @@ async function readAtMost(req: Request, limit: number, declared: boolean): Promi
     }
     chunks.push(value);
   }
-  const out = new Uint8Array(total);
-  let offset = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return out;
+  return concatBytes(chunks, total);
 }
 
 function tooLarge(limit: number): ApiError {

@@ -8,6 +8,7 @@
  * bundle (both cloned by postMessage), so the executable's embedded files are read where they live.
  */
 import { PGlite } from "@electric-sql/pglite";
+import { concatBytes } from "../../bytes.ts";
 import type { ThreadReply, ThreadRequest } from "./pgliteThread.ts";
 
 let db: PGlite | null = null;
@@ -84,14 +85,7 @@ async function runProtocol(pglite: PGlite, bytes: Uint8Array): Promise<Uint8Arra
       length += chunk.length;
     },
   });
-  if (parts.length === 1) return parts[0]!;
-  const all = new Uint8Array(length);
-  let offset = 0;
-  for (const part of parts) {
-    all.set(part, offset);
-    offset += part.length;
-  }
-  return all;
+  return parts.length === 1 ? parts[0]! : concatBytes(parts, length);
 }
 
 function reply(message: ThreadReply, transfer: Transferable[] = []): void {
