@@ -43,8 +43,17 @@ export const HOUSEKEEPING_CATCH_UP_MS = 10 * 1000;
 export const RETENTION_BATCH = 1_000;
 const DAY_MS = 24 * 60 * 60 * 1000;
 
-/** How often the statistics are checked against the tables' growth. */
-export const STATISTICS_EVERY_MS = 60 * 1000;
+/**
+ * How often the statistics are checked against the tables' growth. Often, because of what a pooled
+ * connection keeps: the generic plan of each prepared statement, made once. Made while a table held a
+ * page or two (a new database, a table analyzed empty after migrations), it scans the whole table;
+ * kept, it goes on scanning as the table grows, on every execution, until an analyze of the table
+ * makes every connection plan again. At a minute, a live call's updates by primary key each read
+ * thousands of rows by the time the first check came (BENCHMARKS.md, "plans kept from a small
+ * table"). A check costs 1.5 ms on PostgreSQL and 5 ms on the embedded database (and the vacuum
+ * check that follows it 2 and 3 ms).
+ */
+export const STATISTICS_EVERY_MS = 5 * 1000;
 
 /**
  * Makes sure the periodic timers (housekeeping, statistics) are pending: any process may call it at
@@ -131,7 +140,7 @@ export const BULK_CHANGE_ROWS = 500;
 
 /**
  * After a bulk change (a campaign's contacts, a long document's chunks), in its transaction: the
- * statistics check runs now rather than within the minute, so plans learn of the new rows at once.
+ * statistics check runs now rather than at its next turn, so plans learn of the new rows at once.
  */
 export async function afterBulkChange(sql: Db, rows: number): Promise<void> {
   if (rows >= BULK_CHANGE_ROWS) await bringSingleTimerForward(sql, TIMER_KINDS.statistics);

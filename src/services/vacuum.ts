@@ -15,7 +15,7 @@ import type { Deps } from "../deps.ts";
  * their dead rows and grow, and no row is ever frozen: the database's transaction-id age grows until
  * the server refuses every write, about 2.1 billion transactions on (25 days at 1,000 a second; the
  * warnings before that are notices, which the driver drops). So the statistics check
- * (services/housekeeping.ts) looks, once a minute (~3 ms on the embedded database), for
+ * (services/housekeeping.ts) looks, every STATISTICS_EVERY_MS (~3 ms on the embedded database), for
  * - tables whose dead rows pass autovacuum's threshold (50 + 20 % of their rows): vacuumed;
  * - tables whose oldest unfrozen transaction id (or multixact id) is 100 million transactions old:
  *   vacuumed with `freeze`, far ahead of the refusal. Catalogs count, so the database's own age
@@ -27,7 +27,7 @@ import type { Deps } from "../deps.ts";
  * A vacuum cannot run inside a transaction, the timer's included: it runs on the pool once the
  * timer's transaction has committed. On the embedded database it holds the one connection, and the
  * process's thread, while it runs, so a pass is bounded: the worst tables first, and no table is
- * begun once the pass has spent PASS_BUDGET_MS (the rest wait for the next pass, a minute later). One
+ * begun once the pass has spent PASS_BUDGET_MS (the rest wait for the next pass). One
  * vacuum cannot be cut short. Measured on the embedded database (a loaded 2-core machine): 1,000,000
  * rows of which half dead (190 MB with three indexes) ~0.8 s; 100,000 rows of which half dead ~60 ms;
  * freezing 1,000,000 rows never vacuumed ~0.26 s; freezing each catalog of a new database ~3 ms (about

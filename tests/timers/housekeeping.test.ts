@@ -4,7 +4,7 @@ import { ManualClock } from "../../src/clock.ts";
 import { rememberCaptchaToken } from "../../src/db/captchaTokens.ts";
 import { rateLimitHitsSql } from "../../src/db/rateLimits.ts";
 import { insertSessionToken } from "../../src/db/sessionTokens.ts";
-import { tablesWithStaleStatistics } from "../../src/db/statistics.ts";
+import { analyzeTable, tablesWithStaleStatistics } from "../../src/db/statistics.ts";
 import {
   BULK_CHANGE_ROWS,
   HOUSEKEEPING_EVERY_MS,
@@ -18,6 +18,7 @@ import { WEB_CALL_RATE_LIMIT } from "../../src/services/rateLimit.ts";
 import { registerTimerHandlers } from "../../src/timerHandlers.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { expectApiError } from "../helpers/errors.ts";
+import { type PlanNode, readsOf } from "../helpers/plans.ts";
 import { waitUntil } from "../helpers/wait.ts";
 import { testRunner } from "./support.ts";
 
@@ -158,7 +159,7 @@ async function changesSinceAnalyze(table: string, atLeast: number): Promise<numb
 }
 
 describe("the statistics timer", () => {
-  test("analyzes a table that grew since its statistics, and only then; then checks again in a minute", async () => {
+  test("analyzes a table that grew since its statistics, and only then; then checks again in STATISTICS_EVERY_MS", async () => {
     const sql = ctx.db.sql;
     const reltuples = async () =>
       (await sql<{ n: number }[]>`select reltuples::int as n from pg_class where oid = 'calls'::regclass`)[0]!
@@ -172,7 +173,7 @@ describe("the statistics timer", () => {
     // Growth is seen at once, from the table's pages.
     expect(await tablesWithStaleStatistics(sql)).toContain("calls");
     // The pass runs once the insert is counted too: counted after the analyze, it would make the table
-    // stale again (and analyzed once more at the next check, a minute later).
+    // stale again (and analyzed once more at the next check).
     await changesSinceAnalyze("calls", 5000);
     const before = await reltuples();
     await sql`update timers set due_at = now() where kind = 'statistics'`;
@@ -225,6 +226,54 @@ describe("the statistics timer", () => {
     await sql`delete from calls where id > ${`call_${"0".repeat(22)}4300`}`;
     await changesSinceAnalyze("calls", 700);
     expect(await tablesWithStaleStatistics(sql)).toContain("calls");
+  });
+
+  test("a plan a connection kept while the table was small is made again once the check analyzed it", async () => {
+    // What every pooled connection does with a prepared statement: its generic plan is made once and
+    // kept. Made while the table held a page, it scans the table; kept, it would go on scanning as the
+    // table grows, on every call, until something invalidates it. The analyze of the check does.
+    const conn = await ctx.db.sql.reserve();
+    const plan = async () => {
+      const [row] = await conn.unsafe<{ "QUERY PLAN": [{ Plan: PlanNode }] }[]>(
+        "explain (format json) execute probe('call_none')",
+      );
+      return readsOf(row!["QUERY PLAN"][0].Plan, "calls")[0]!;
+    };
+    const insert = (from: number, to: number) => conn`
+      insert into calls (id, organization_id, livemode, status, agent_id, direction, created_at, updated_at)
+      select 'call_' || lpad(i::text, 26, '0'), ${seed.org.id}, true, 'ringing', ${seed.agent.id}, 'outbound',
+        now(), now()
+      from generate_series(${from}::int, ${to}::int) i`;
+    try {
+      // A table of one page: the earlier tests' rows gone, their pages too.
+      await conn`delete from calls`;
+      await conn`vacuum calls`;
+      await insert(1, 10);
+      await conn`analyze calls`;
+      await conn`set plan_cache_mode = force_generic_plan`;
+      await conn.unsafe(
+        "prepare probe(text) as update calls set status = 'ongoing' where id = $1 and status = 'ringing'",
+      );
+      await conn.unsafe("execute probe('call_none')");
+      expect((await plan())["Node Type"]).toBe("Seq Scan");
+
+      await insert(11, 10_000);
+      // Kept: the table grew a thousandfold under it.
+      expect((await plan())["Node Type"]).toBe("Seq Scan");
+
+      const stale = await tablesWithStaleStatistics(conn);
+      expect(stale).toContain("calls");
+      for (const table of stale) await analyzeTable(conn, table);
+      const after = await plan();
+      expect(after["Node Type"]).toBe("Index Scan");
+      expect(after["Index Name"]).toBe("calls_pkey");
+    } finally {
+      // Only ours: the driver's own prepared statements live on this connection too.
+      await conn.unsafe("deallocate probe").catch(() => {});
+      await conn`reset plan_cache_mode`.catch(() => {});
+      await conn`delete from calls`.catch(() => {});
+      conn.release();
+    }
   });
 });
 
