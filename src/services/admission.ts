@@ -87,18 +87,23 @@ export async function callFacts(
  * paid plan (403) → plan minutes (403) → carrier (503) → agent active (503) → blocked number (403)
  * → country (403) → call window at `at` (403). What needs the organization's lock (concurrency,
  * hourly limit, the minutes' reservation) follows in `admitPhoneCall`. Returns the carrier.
+ *
+ * `planUsed`: the plan's usage read under the organization's lock, when the caller holds it already
+ * (a batch of placements: as the placements before this one left it). `facts.plan_used` was read
+ * before the lock and before the batch's earlier reservations: on it, a call of a batch whose minutes
+ * ran out would pass this check and be refused later, by a limit that comes after it in this order.
  */
 export function checkPhoneCall(
   deps: Pick<Deps, "env" | "liveKit">,
   facts: CallFacts,
   agent: Pick<AgentRow, "active">,
-  call: { to: string; at: Date; scheduled?: boolean },
+  call: { to: string; at: Date; scheduled?: boolean; planUsed?: number },
 ): Carrier {
   const org = facts.organization;
   if (!org.paid_plan) {
     throw new ApiError("plan_required", "Live calls need an active paid plan for the organization.");
   }
-  if (org.plan_minutes - facts.plan_used <= 0) throw planMinutesExhausted();
+  if (org.plan_minutes - (call.planUsed ?? facts.plan_used) <= 0) throw planMinutesExhausted();
   const carrier = carrierOf(deps, org);
   if (!carrier) {
     throw new ApiError("carrier_unavailable", "No carrier is configured to place live phone calls.");

@@ -194,11 +194,18 @@ async function checkLiveCall(
   read: ReturnType<typeof readLiveCalls>[number],
   at: Date,
   scheduled: boolean,
+  /** The plan's usage under the organization's lock, when it is held (checkPhoneCall). */
+  planUsed?: number,
 ): Promise<{ facts: CallFacts; agent: AgentRow }> {
   const facts = await read.facts;
   const agent = facts.agent;
   await checkAgentAndContact(tx, r.auth, agent, r.contactId, read.contactFound);
-  checkPhoneCall(deps, facts, agent!, { to: r.to, at, scheduled });
+  checkPhoneCall(deps, facts, agent!, {
+    to: r.to,
+    at,
+    scheduled,
+    ...(planUsed !== undefined ? { planUsed } : {}),
+  });
   return { facts, agent: agent! };
 }
 
@@ -233,7 +240,7 @@ export function placeLiveCalls(
     for (const [i, r] of requests.entries()) {
       try {
         const read = limits.get(r.auth.organizationId)!;
-        const { facts, agent } = await checkLiveCall(deps, tx, r, reads[i]!, now, false);
+        const { facts, agent } = await checkLiveCall(deps, tx, r, reads[i]!, now, false, read.planUsed);
         const placed = placePhoneCallOn(
           tx,
           deps,

@@ -67,9 +67,10 @@ export function placePhoneCallOn(
 ): { row: Promise<CallRow>; after: AdmissionRead } {
   const org = call.organization;
   const { now, planUsed } = read;
-  const admitted = admitPhoneCall(org, read);
+  // The minutes as the lock shows them come before the limits, as in the order of the checks.
   const planRemaining = org.plan_minutes - planUsed;
   if (planRemaining <= 0) throw planMinutesExhausted();
+  const admitted = admitPhoneCall(org, read);
   const after = admitted.after(Math.ceil(planMaxSeconds(MAX_PHONE_CALL_SECONDS, planRemaining) / 60));
   const written = settledAll([
     reserveMinutes(tx, deps.clock, {

@@ -3,6 +3,7 @@ import { composeDeps } from "../../src/compose.ts";
 import { Coalescer, STATEMENT_COALESCING } from "../../src/db/engine/coalesce.ts";
 import { refusedByDatabase } from "../../src/db/engine/connection.ts";
 import type { Deps, LivePlacement } from "../../src/deps.ts";
+import { ApiError } from "../../src/errors.ts";
 import { silentLogger } from "../../src/log.ts";
 import { placeLiveCalls } from "../../src/services/calls.ts";
 import { createContact } from "../../src/services/contacts.ts";
@@ -139,6 +140,42 @@ describe("live calls placed together", () => {
     const [usage] = await w.ctx.deps.sql<{ used_minutes: number }[]>`
       select used_minutes from minute_usage where kind = 'plan' and subject_id = ${seed.org.id}`;
     expect(usage!.used_minutes).toBe(90);
+  });
+
+  test("minutes that run out in a batch refuse before the concurrency limit: 403 plan_minutes_exhausted, never 429", async () => {
+    // The order of the checks puts the plan's minutes before the organization's limits: a request that
+    // finds both exhausted is refused for its minutes, in a batch as alone. One batch of four, as the
+    // batching makes it (which requests share a batch depends on their arrival).
+    const seed = await seedPhoneOrganization(w.ctx, { maxConcurrentCalls: 2 }, { planMinutes: 90 });
+    const request = (to: string): LivePlacement => ({
+      auth: {
+        keyId: seed.live.id,
+        organizationId: seed.org.id,
+        mode: "live",
+        livemode: true,
+        scopes: ["*"],
+        agentIds: null,
+        paidPlan: true,
+      },
+      agentId: seed.agent.id,
+      to,
+      contactId: null,
+      variables: {},
+    });
+    const blocked = freshNumber();
+    await w.ctx.request("/api/v1/blocked-numbers", {
+      method: "POST",
+      key: seed.liveKey,
+      json: { phone: blocked },
+    });
+    const answers = await placeLiveCalls(w.ctx.deps, [
+      request(freshNumber()),
+      request(freshNumber()),
+      request(freshNumber()),
+      request(blocked),
+    ]);
+    const outcomes = answers.map((a) => (a instanceof ApiError ? a.code : a.status));
+    expect(outcomes).toEqual(["initiated", "initiated", "plan_minutes_exhausted", "plan_minutes_exhausted"]);
   });
 
   test("the hour across a batch: maxCallsPerHour 3 with 12 parallel requests places exactly 3, counted once each", async () => {
