@@ -54,6 +54,28 @@ function trackedPlacements(deps: Deps): Deps["batches"]["livePlacements"] {
   );
 }
 
+/** A request of a batch as `POST /v1/calls` makes it, with the organization's live key (all scopes). */
+function livePlacement(
+  seed: { org: { id: string }; live: { id: string }; agent: { id: string } },
+  to = freshNumber(),
+): LivePlacement {
+  return {
+    auth: {
+      keyId: seed.live.id,
+      organizationId: seed.org.id,
+      mode: "live",
+      livemode: true,
+      scopes: ["*"],
+      agentIds: null,
+      paidPlan: true,
+    },
+    agentId: seed.agent.id,
+    to,
+    contactId: null,
+    variables: {},
+  };
+}
+
 beforeAll(async () => {
   w = await startPhoneWorld();
   w.ctx.deps.batches.livePlacements = trackedPlacements(w.ctx.deps);
@@ -147,21 +169,7 @@ describe("live calls placed together", () => {
     // finds both exhausted is refused for its minutes, in a batch as alone. One batch of four, as the
     // batching makes it (which requests share a batch depends on their arrival).
     const seed = await seedPhoneOrganization(w.ctx, { maxConcurrentCalls: 2 }, { planMinutes: 90 });
-    const request = (to: string): LivePlacement => ({
-      auth: {
-        keyId: seed.live.id,
-        organizationId: seed.org.id,
-        mode: "live",
-        livemode: true,
-        scopes: ["*"],
-        agentIds: null,
-        paidPlan: true,
-      },
-      agentId: seed.agent.id,
-      to,
-      contactId: null,
-      variables: {},
-    });
+    const request = (to: string) => livePlacement(seed, to);
     const blocked = freshNumber();
     await w.ctx.request("/api/v1/blocked-numbers", {
       method: "POST",
@@ -276,21 +284,7 @@ describe("two apps with their own pools on one PostgreSQL", () => {
       Deps,
     ];
     const [a, b] = [await seedOrganization({ deps: x }), await seedOrganization({ deps: x })];
-    const request = (seed: typeof a): LivePlacement => ({
-      auth: {
-        keyId: seed.live.id,
-        organizationId: seed.org.id,
-        mode: "live",
-        livemode: true,
-        scopes: ["*"],
-        agentIds: null,
-        paidPlan: true,
-      },
-      agentId: seed.agent.id,
-      to: freshNumber(),
-      contactId: null,
-      variables: {},
-    });
+    const request = (seed: typeof a) => livePlacement(seed);
     // Each organization's limits row exists (a first placement makes it).
     for (const seed of [a, b]) expect(await placeLiveCalls(x, [request(seed)])).toHaveLength(1);
     // Another transaction holds the second organization's limits; y asks for [b, a], then x for [a, b].
