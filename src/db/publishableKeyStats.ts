@@ -99,6 +99,18 @@ export async function returnKeyDayMinutes(
     where publishable_key_id = ${keyId} and day = ${day}::date`;
 }
 
+/**
+ * A start counted on `day` whose call then failed at the media server (502 `call_start_failed`): the
+ * attempt stays counted, as a refusal under that code rather than a start.
+ */
+export async function countStartFailure(sql: Db, keyId: string, day: string): Promise<void> {
+  await sql`
+    update publishable_key_daily_stats set started = greatest(0, started - 1),
+      refused = jsonb_set(refused, '{call_start_failed}',
+        to_jsonb(coalesce((refused ->> 'call_start_failed')::integer, 0) + 1))
+    where publishable_key_id = ${keyId} and day = ${day}::date`;
+}
+
 export interface KeyDayRow {
   day: string;
   attempts: number;

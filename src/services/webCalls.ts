@@ -2,7 +2,7 @@ import { keyKind, sha256 } from "../auth/keys.ts";
 import { verifyCaptcha } from "../captcha/verify.ts";
 import type { AgentRow } from "../db/agents.ts";
 import { pipelinedTransaction, settledAll } from "../db/engine/connection.ts";
-import { countKeyAttempt } from "../db/publishableKeyStats.ts";
+import { countKeyAttempt, countStartFailure } from "../db/publishableKeyStats.ts";
 import { findActivePublishableKey, type PublishableKeyRow } from "../db/publishableKeys.ts";
 import { readValidToken } from "../db/sessionTokens.ts";
 import type { InsertedTimerRow } from "../db/timers.ts";
@@ -64,7 +64,7 @@ function originOf(header: string | undefined): string | null {
  *
  * Every attempt with a valid key is counted in the key's abuse view (db/publishableKeyStats.ts): a
  * refusal under its code, by one statement once it is decided; a start inside the transaction that
- * creates the call. The rate limit decides before the key is read: a rate-limited attempt counts too,
+ * creates the call, moved under `call_start_failed` when the media server then fails it. The rate limit decides before the key is read: a rate-limited attempt counts too,
  * under `rate_limited`, when the body carries a valid key (the statement reads the key itself).
  */
 export async function startWithPublishableKey(
@@ -83,7 +83,7 @@ export async function startWithPublishableKey(
   }
   const key = await findPublishableKey(deps, input.publishableKey);
   const seen: { captchaScore: number | null } = { captchaScore: null };
-  let admitted: { agent: AgentRow; call: PreparedCall };
+  let admitted: { agent: AgentRow; call: PreparedCall; countedAt: Date };
   try {
     admitted = await admitPublishableCall(deps, key, input, seen);
   } catch (err) {
@@ -91,7 +91,18 @@ export async function startWithPublishableKey(
       await countRefusal(deps, { id: key.id }, err, input.origin, seen.captchaScore);
     throw err;
   }
-  return startRoom(deps, admitted.agent, admitted.call, {});
+  try {
+    return await startRoom(deps, admitted.agent, admitted.call, {});
+  } catch (err) {
+    if (err instanceof ApiError) {
+      await countStartFailure(deps.sql, key.id, admitted.countedAt.toISOString().slice(0, 10)).catch((e) =>
+        deps.log.warn("a failed start could not be counted in the key's abuse view", {
+          error: (e as Error).message,
+        }),
+      );
+    }
+    throw err;
+  }
 }
 
 /**
@@ -103,7 +114,7 @@ async function admitPublishableCall(
   key: PublishableKeyRow,
   input: { captchaToken: unknown; origin: string | undefined; remoteIp: string },
   seen: { captchaScore: number | null },
-): Promise<{ agent: AgentRow; call: PreparedCall }> {
+): Promise<{ agent: AgentRow; call: PreparedCall; countedAt: Date }> {
   const origin = originOf(input.origin);
   if (!origin || !key.allowed_origins.includes(origin)) {
     throw new ApiError("origin_not_allowed", "This website is not allowed to use this key.");
@@ -127,6 +138,7 @@ async function admitPublishableCall(
     }),
   ] as const);
   const callId = deps.ids.next("call");
+  const countedAt = deps.clock.now();
   const call = await pipelinedTransaction(deps.sql, async (tx) => {
     const prepared = await prepareLiveCall(tx, deps, {
       callId,
@@ -139,14 +151,14 @@ async function admitPublishableCall(
       tx,
       { id: key.id },
       {
-        at: deps.clock.now(),
+        at: countedAt,
         outcome: { started: true, minutes: Math.ceil(prepared.maxSeconds / 60) },
         captchaScore: seen.captchaScore,
       },
     );
     return prepared;
   });
-  return { agent, call };
+  return { agent, call, countedAt };
 }
 
 /** The longest Origin kept in a key's abuse view; a longer header is cut there. */

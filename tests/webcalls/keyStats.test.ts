@@ -121,6 +121,22 @@ describe("what is counted", () => {
     expect((await stats(seed.publishable.id)).days.at(-1).minutes).toBe(before + 2);
   });
 
+  test("a start the media server then fails counts under call_start_failed, not as started, its minutes given back", async () => {
+    const before = (await stats(seed.publishable.id)).days.at(-1);
+    w.liveKit.fail("CreateRoom");
+    try {
+      const res = await startCall(w.ctx, { publishableKey: key(), captchaToken: good() });
+      expect(await outcomeOf(res)).toBe("502 call_start_failed");
+    } finally {
+      w.liveKit.fail("CreateRoom", null);
+    }
+    const after = (await stats(seed.publishable.id)).days.at(-1);
+    expect(after.attempts).toBe(before.attempts + 1);
+    expect(after.started).toBe(before.started);
+    expect(after.refused.call_start_failed ?? 0).toBe((before.refused.call_start_failed ?? 0) + 1);
+    expect(after.minutes).toBe(before.minutes);
+  });
+
   test("a rate-limited attempt counts under rate_limited when its body carries the valid key", async () => {
     const org = await seedOrganization(w.ctx, { cap: 100 });
     const address = freshAddress();
