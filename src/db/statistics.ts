@@ -20,8 +20,17 @@ const MIN_PAGES = 10;
  * report). Changes made just before an analyze may so be counted after it: the table is then found
  * stale at the next check and analyzed once more, which costs one analyze. Pages are
  * read from the files themselves and are never late: growth is seen at once.
+ *
+ * `full: false` looks only for the tables that now have MIN_PAGES pages or more and had fewer at their
+ * last analysis (or never had one): what a plan a connection kept from a small table needs, checked
+ * often (services/housekeeping.ts). It finds each table once, when it crosses that size: from there
+ * a key's index is the cheaper read in every plan, however much the table grows. The rest (growth by
+ * a fifth, changes in place) is for the full check, less often: a large table that many calls update
+ * or fill crosses its tenth or its fifth every few seconds, and each analyze of it holds the embedded
+ * database's one session.
  */
-export async function tablesWithStaleStatistics(sql: Db): Promise<string[]> {
+export async function tablesWithStaleStatistics(sql: Db, opts: { full?: boolean } = {}): Promise<string[]> {
+  const full = opts.full ?? true;
   const rows = await sql<{ name: string }[]>`
     select c.relname as name
     from pg_class c
@@ -30,8 +39,10 @@ export async function tablesWithStaleStatistics(sql: Db): Promise<string[]> {
     where n.nspname = current_schema() and c.relkind = 'r' and p.pages >= ${MIN_PAGES}
       and (
         c.reltuples < 0
-        or p.pages > c.relpages * 1.2
-        or pg_stat_get_mod_since_analyze(c.oid) > 50 + 0.1 * greatest(c.reltuples, 0)
+        or c.relpages < ${MIN_PAGES}
+        or (${full}::boolean and (
+          p.pages > c.relpages * 1.2
+          or pg_stat_get_mod_since_analyze(c.oid) > 50 + 0.1 * greatest(c.reltuples, 0)))
       )
     order by c.relname`;
   return rows.map((r) => r.name);

@@ -15,7 +15,7 @@ import type { Deps } from "../deps.ts";
  * their dead rows and grow, and no row is ever frozen: the database's transaction-id age grows until
  * the server refuses every write, about 2.1 billion transactions on (25 days at 1,000 a second; the
  * warnings before that are notices, which the driver drops). So the statistics check
- * (services/housekeeping.ts) looks, every VACUUM_EVERY_MS (~3 ms on the embedded database), for
+ * (services/housekeeping.ts) looks, every FULL_CHECK_EVERY_MS (~3 ms on the embedded database), for
  * - tables whose dead rows pass autovacuum's threshold (50 + 20 % of their rows): vacuumed;
  * - tables whose oldest unfrozen transaction id (or multixact id) is 100 million transactions old:
  *   vacuumed with `freeze`, far ahead of the refusal. Catalogs count, so the database's own age

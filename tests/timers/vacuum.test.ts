@@ -1,7 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { ensureSingleTimer } from "../../src/db/timers.ts";
 import { autovacuumRuns, type VacuumLimits } from "../../src/db/vacuum.ts";
-import { refreshStatistics, STATISTICS_EVERY_MS, VACUUM_EVERY_MS } from "../../src/services/housekeeping.ts";
+import {
+  FULL_CHECK_EVERY_MS,
+  refreshStatistics,
+  STATISTICS_EVERY_MS,
+} from "../../src/services/housekeeping.ts";
 import { VACUUM_LIMITS, type VacuumOutcome, vacuumDue, vacuumTables } from "../../src/services/vacuum.ts";
 import { TIMER_KINDS } from "../../src/timers/kinds.ts";
 import { createTestContext, type TestContext } from "../helpers/app.ts";
@@ -32,7 +36,7 @@ const vacuumPasses = (): VacuumOutcome[][] =>
 /**
  * Runs the statistics check once, made due now, on a runner of its own with `limits`; waits for it to
  * schedule the next check, then (unless `vacuums` is false) for its vacuums to be logged. Returns what
- * those did. The check looks for vacuums at most every VACUUM_EVERY_MS: unless `lookedAgo` says when
+ * those did. The check looks for vacuums in a full check, at most every FULL_CHECK_EVERY_MS: unless `lookedAgo` says when
  * it last did, the timer is made to forget it, so that this one looks.
  */
 async function statisticsPass(
@@ -42,8 +46,7 @@ async function statisticsPass(
 ): Promise<VacuumOutcome[]> {
   const sql = ctx.db.sql;
   const logged = vacuumPasses().length;
-  const payload =
-    lookedAgo === undefined ? {} : { vacuumCheckedAt: ctx.deps.clock.now().getTime() - lookedAgo };
+  const payload = lookedAgo === undefined ? {} : { fullCheckAt: ctx.deps.clock.now().getTime() - lookedAgo };
   await sql`
     update timers set due_at = now(), payload = ${sql.json(payload)}
     where kind = 'statistics' and status = 'pending'`;
@@ -273,13 +276,13 @@ describe("vacuuming", () => {
     }
   });
 
-  test(`the check looks for tables to vacuum at most every VACUUM_EVERY_MS, however often it runs`, async () => {
+  test(`the check looks for tables to vacuum at most every FULL_CHECK_EVERY_MS, however often it runs`, async () => {
     const sql = ctx.db.sql;
     await tableWithDeadRows("churned", 1000, 500);
     const lookedAt = async () =>
       (
         await sql<{ at: number | null }[]>`
-          select (payload ->> 'vacuumCheckedAt')::float8 as at from timers
+          select (payload ->> 'fullCheckAt')::float8 as at from timers
           where kind = 'statistics' and status = 'pending'`
       )[0]!.at;
 
@@ -289,9 +292,9 @@ describe("vacuuming", () => {
     expect(await tableState("churned")).toMatchObject({ vacuums: 0 });
     expect(Math.abs((await lookedAt())! - recently)).toBeLessThan(1_000);
 
-    // Looked VACUUM_EVERY_MS ago: this pass looks, vacuums it, and notes when.
+    // Looked FULL_CHECK_EVERY_MS ago: this pass looks, vacuums it, and notes when.
     const before = Date.now();
-    const vacuumed = await statisticsPass(VACUUM_LIMITS, true, VACUUM_EVERY_MS);
+    const vacuumed = await statisticsPass(VACUUM_LIMITS, true, FULL_CHECK_EVERY_MS);
     expect(vacuumed.map((o) => o.table)).toContain("public.churned");
     expect(await tableState("churned")).toMatchObject({ vacuums: 1 });
     expect((await lookedAt())!).toBeGreaterThanOrEqual(before);
