@@ -2,7 +2,7 @@
  * Shared pieces of the benchmarks: a server in a child process, a fresh PostgreSQL database, and
  * autocannon as a second process on 127.0.0.1. Benchmarks print figures; they never fail on speed.
  */
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, openSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
@@ -113,10 +113,19 @@ export async function startServer(
     NO_COLOR: "1",
   };
   if (!env.DATABASE_URL) delete childEnv.DATABASE_URL;
+  // BENCH_SERVER_LOG=<file>: the server's log lines, debug included (what each statistics check
+  // analyzed, what each vacuum pass did and how long), are appended there, to set against the phases.
+  const serverLog = process.env.BENCH_SERVER_LOG;
   const proc = Bun.spawn([...RUNTIME_COMMANDS[runtime], ...profile, "src/main.ts", "serve"], {
     cwd: ROOT,
-    env: { ...childEnv, LOG_LEVEL: "warn", HOST: "127.0.0.1", PORT: String(port), ...env },
-    stdout: "ignore",
+    env: {
+      ...childEnv,
+      LOG_LEVEL: serverLog ? "debug" : "warn",
+      HOST: "127.0.0.1",
+      PORT: String(port),
+      ...env,
+    },
+    stdout: serverLog ? openSync(serverLog, "a") : "ignore",
     // BENCH_STDERR=1: the server's errors and warnings go to this terminal.
     stderr: process.env.BENCH_STDERR ? "inherit" : "ignore",
   });

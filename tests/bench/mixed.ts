@@ -210,7 +210,11 @@ async function run(label: string, env: Record<string, string>, s: Seeded) {
       }),
     );
     const inflightSeconds = (performance.now() - started) / 1000;
+    // When each measure began, to set against the server's log (BENCH_SERVER_LOG).
+    const began: string[] = [];
+    const mark = (name: string) => began.push(`${name} ${new Date().toISOString().slice(11, 19)}`);
 
+    mark("first");
     const first = await load({
       url: `${server.url}/api/v1/calls?limit=20`,
       connections: CONNECTIONS,
@@ -219,12 +223,14 @@ async function run(label: string, env: Record<string, string>, s: Seeded) {
     });
     // Found now: calls created until this moment are in front of it.
     const deepCursor = await cursorAtDepth(server.url, auth, DEPTH);
+    mark("deep");
     const deepPage = await load({
       url: `${server.url}/api/v1/calls?limit=20&starting_after=${deepCursor}`,
       connections: CONNECTIONS,
       seconds: SECONDS,
       headers: auth,
     });
+    mark("create");
     const create = await load({
       url: `${server.url}/api/v1/calls`,
       connections: CONNECTIONS,
@@ -233,12 +239,14 @@ async function run(label: string, env: Record<string, string>, s: Seeded) {
       headers: json,
       body,
     });
+    mark("pairs");
     const pairResult = await pairs(server.url, s);
     const agentsBody = await (await fetch(`${server.url}/api/v1/agents`, { headers: auth })).text();
     const bare = await startBareServer(agentsBody);
     let agents: LoadResult;
     let floor: LoadResult;
     try {
+      mark("agents");
       agents = await load({
         url: `${server.url}/api/v1/agents`,
         connections: CONNECTIONS,
@@ -266,6 +274,7 @@ async function run(label: string, env: Record<string, string>, s: Seeded) {
     console.log(
       `  agents       ${fmt(agents)}  vs bare Bun.serve ${fmt(floor)}  (×${(agents.requestsPerSecond / floor.requestsPerSecond).toFixed(2)})`,
     );
+    console.log(`  began (UTC)  ${began.join(", ")}`);
   } finally {
     await server.stop().catch((err: Error) => console.log(`  (server stop: ${err.message})`));
     receiver.stop();
