@@ -9,17 +9,17 @@ import type { Db } from "./engine/connection.ts";
 const MIN_PAGES = 10;
 
 /**
- * The service's tables whose statistics lag behind: never analyzed though they hold data, grown by more
- * than a fifth (in pages) since they were, or with more than a tenth of their rows inserted, updated or
- * deleted since (`n_mod_since_analyze`, read from its function: the view computes some twenty more
+ * The service's tables whose statistics lag behind: never analyzed though they hold data, analyzed when
+ * they had fewer than MIN_PAGES pages, grown by more than a fifth (in pages) since they were, or with
+ * more than a tenth of their rows inserted, updated or deleted since (`n_mod_since_analyze`, read from its function: the view computes some twenty more
  * per table, a third of the check on the embedded database).
  *
  * Both databases keep that count (the embedded one is PostgreSQL too, statistics views included), but
  * it arrives late: each session adds its changes to the shared count at most once a second, when idle
  * (the embedded database's one session, at its first statement a second or more after its last
  * report). Changes made just before an analyze may so be counted after it: the table is then found
- * stale at the next check and analyzed once more, which costs one analyze. Pages are
- * read from the files themselves and are never late: growth is seen at once.
+ * stale at the next check and analyzed once more, which costs one analyze. Pages are read from the
+ * files themselves and are never late: growth is seen at once.
  *
  * `full: false` looks only for the tables that now have MIN_PAGES pages or more and had fewer at their
  * last analysis (or never had one): what a plan a connection kept from a small table needs, checked

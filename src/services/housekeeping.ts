@@ -45,14 +45,14 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 
 /**
  * How often the statistics are checked for tables that grew past a small size (and, in a full check,
- * against every table's growth and changes). Often, because of what a pooled
- * connection keeps: the generic plan of each prepared statement, made once. Made while a table held a
- * page or two (a new database, a table analyzed empty after migrations), it scans the whole table;
- * kept, it goes on scanning as the table grows, on every execution, until an analyze of the table
- * makes every connection plan again. At a minute, a live call's updates by primary key each read
- * thousands of rows by the time the first check came (BENCHMARKS.md, "plans kept from a small
- * table"). A check costs 1.5 ms on PostgreSQL and 5 ms on the embedded database (the vacuum check
- * of a full one, FULL_CHECK_EVERY_MS, 2 and 3 ms more).
+ * against every table's growth and changes). Often, because of what a pooled connection keeps: the
+ * generic plan of each prepared statement, made once. Made while a table held a page or two (a new
+ * database, a table analyzed empty after migrations), it scans the whole table; kept, it goes on
+ * scanning as the table grows, on every execution, until an analyze of the table makes every
+ * connection plan again. At a minute, a live call's updates by primary key each read thousands of rows
+ * by the time the first check came (BENCHMARKS.md, "plans kept from a small table"). A check costs
+ * 1.5 ms on PostgreSQL and 5 ms on the embedded database (the vacuum check of a full one,
+ * FULL_CHECK_EVERY_MS, 2 and 3 ms more).
  */
 export const STATISTICS_EVERY_MS = 5 * 1000;
 
@@ -152,20 +152,19 @@ export async function afterBulkChange(sql: Db, rows: number): Promise<void> {
  * (db/statistics.ts), and the tables to vacuum (where the server does not); once a minute, as before
  * the statistics were checked every few seconds. Both cost the embedded database its one session
  * while they run: a large table that many calls fill or update crosses its fifth or its tenth every
- * few seconds, and looking every 5 s would analyze it that often (the mixed benchmark's pairs p99
- * doubled on the embedded database); a vacuum as soon as each churning table crossed its threshold
- * would mean more, smaller stalls for no less work.
+ * few seconds, and looking every 5 s would analyze it that often (the mixed benchmark's `events`, on
+ * the embedded database); a vacuum as soon as each churning table crossed its threshold would mean
+ * more, smaller stalls for no less work.
  */
 export const FULL_CHECK_EVERY_MS = 60 * 1000;
 
 /**
  * The `statistics` timer: analyzes the tables whose statistics lag behind their rows (grown past a
  * small size, or, in a full check, grown by a fifth or many inserted, updated or deleted:
- * db/statistics.ts), so that plans follow the data
- * without autovacuum, then checks again in STATISTICS_EVERY_MS. A full check (every
- * FULL_CHECK_EVERY_MS: the timer's payload keeps when the last one ran; a new timer makes one at once)
- * also vacuums, where the server does not vacuum by itself, the tables that need it, once the check
- * has committed (services/vacuum.ts).
+ * db/statistics.ts), so that plans follow the data without autovacuum, then checks again in
+ * STATISTICS_EVERY_MS. A full check (every FULL_CHECK_EVERY_MS: the timer's payload keeps when the
+ * last one ran; a new timer makes one at once) also vacuums, where the server does not vacuum by
+ * itself, the tables that need it, once the check has committed (services/vacuum.ts).
  */
 export function refreshStatistics(deps: Deps, limits: VacuumLimits = VACUUM_LIMITS): TimerHandler {
   return async ({ tx, timer, schedule, afterCommit }: HandlerContext) => {

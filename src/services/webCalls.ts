@@ -64,8 +64,9 @@ function originOf(header: string | undefined): string | null {
  *
  * Every attempt with a valid key is counted in the key's abuse view (db/publishableKeyStats.ts): a
  * refusal under its code, by one statement once it is decided; a start inside the transaction that
- * creates the call, moved under `call_start_failed` when the media server then fails it. The rate limit decides before the key is read: a rate-limited attempt counts too,
- * under `rate_limited`, when the body carries a valid key (the statement reads the key itself).
+ * creates the call, moved under `call_start_failed` when the media server then fails it. The rate
+ * limit decides before the key is read: a rate-limited attempt counts too, under `rate_limited`, when
+ * the body carries a valid key (the statement reads the key itself).
  */
 export async function startWithPublishableKey(
   deps: Deps,
