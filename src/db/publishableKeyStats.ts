@@ -60,11 +60,7 @@ export function countKeyAttempt(
       attempts = s.attempts + 1,
       started = s.started + excluded.started,
       minutes = s.minutes + excluded.minutes,
-      refused = ${
-        code === null
-          ? sql`s.refused`
-          : sql`jsonb_set(s.refused, array[${code}::text], to_jsonb(coalesce((s.refused ->> ${code}::text)::integer, 0) + 1))`
-      },
+      refused = ${code === null ? sql`s.refused` : oneMoreRefusal(sql, sql`s.refused`, code)},
       captcha_scores = ${
         bucket === null
           ? sql`s.captcha_scores`
@@ -72,6 +68,11 @@ export function countKeyAttempt(
       },
       refused_origins = ${origin === null ? sql`s.refused_origins` : originCount(sql, origin)},
       last_attempt_at = greatest(s.last_attempt_at, excluded.last_attempt_at)` as unknown as PendingQuery<[]>;
+}
+
+/** The refusal counts `counts` (a jsonb expression, code → count) with one more under `code`. */
+function oneMoreRefusal(sql: Db, counts: Fragment, code: string): Fragment {
+  return sql`jsonb_set(${counts}, array[${code}::text], to_jsonb(coalesce((${counts} ->> ${code}::text)::integer, 0) + 1))`;
 }
 
 /** The day's origin map with one more refusal from `origin`, or from the others once the map is full. */
@@ -106,8 +107,7 @@ export async function returnKeyDayMinutes(
 export async function countStartFailure(sql: Db, keyId: string, day: string): Promise<void> {
   await sql`
     update publishable_key_daily_stats set started = greatest(0, started - 1),
-      refused = jsonb_set(refused, '{call_start_failed}',
-        to_jsonb(coalesce((refused ->> 'call_start_failed')::integer, 0) + 1))
+      refused = ${oneMoreRefusal(sql, sql`refused`, "call_start_failed")}
     where publishable_key_id = ${keyId} and day = ${day}::date`;
 }
 

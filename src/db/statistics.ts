@@ -11,8 +11,9 @@ const MIN_PAGES = 10;
 /**
  * The service's tables whose statistics lag behind: never analyzed though they hold data, analyzed when
  * they had fewer than MIN_PAGES pages, grown by more than a fifth (in pages) since they were, or with
- * more than a tenth of their rows inserted, updated or deleted since (`n_mod_since_analyze`, read from its function: the view computes some twenty more
- * per table, a third of the check on the embedded database).
+ * more than a tenth of their rows inserted, updated or deleted since (`n_mod_since_analyze`, read from
+ * its function: the view computes some twenty more per table, a third of the check on the embedded
+ * database).
  *
  * Both databases keep that count (the embedded one is PostgreSQL too, statistics views included), but
  * it arrives late: each session adds its changes to the shared count at most once a second, when idle

@@ -12,6 +12,7 @@ import type { WebCallRoom } from "../livekit/client.ts";
 import { drawDurationSeconds } from "../simulation/content.ts";
 import { assertAgentAvailable, assertPaidPlan } from "./admission.ts";
 import { type PreparedCall, prepareLiveCall, startRoom } from "./liveCalls.ts";
+import { dayOf } from "./minutes.ts";
 import type { WebCallRateLimit } from "./rateLimit.ts";
 import {
   claimRefusalOf,
@@ -96,7 +97,7 @@ export async function startWithPublishableKey(
     return await startRoom(deps, admitted.agent, admitted.call, {});
   } catch (err) {
     if (err instanceof ApiError) {
-      await countStartFailure(deps.sql, key.id, admitted.countedAt.toISOString().slice(0, 10)).catch((e) =>
+      await countStartFailure(deps.sql, key.id, dayOf(admitted.countedAt)).catch((e) =>
         deps.log.warn("a failed start could not be counted in the key's abuse view", {
           error: (e as Error).message,
         }),

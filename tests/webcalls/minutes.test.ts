@@ -253,21 +253,15 @@ describe("minutes given back wait on the reservation, not on the plan's row", ()
     async () => {
       const s = await setup();
       const r = await reserve({ organizationId: s.org.id, livemode: true });
-      let release!: () => void;
-      const released = new Promise<void>((resolve) => {
-        release = resolve;
-      });
-      let locked!: () => void;
-      const isLocked = new Promise<void>((resolve) => {
-        locked = resolve;
-      });
+      const released = Promise.withResolvers<void>();
+      const locked = Promise.withResolvers<void>();
       const holder = ctx.db.sql.begin(async (tx) => {
         await tx`select 1 from minute_usage where kind = 'plan' and subject_id = ${s.org.id} for update`;
-        locked();
-        await released;
+        locked.resolve();
+        await released.promise;
       });
       try {
-        await isLocked;
+        await locked.promise;
         const settled = await Promise.race([
           settleMinutes(ctx.db.sql, clock, r.callId, 30),
           Bun.sleep(3_000).then(() => "waited for the plan's row" as const),
@@ -275,7 +269,7 @@ describe("minutes given back wait on the reservation, not on the plan's row", ()
         expect(settled).toEqual({ keptMinutes: 1, returnedMinutes: 9 });
         expect(await usedMinutes(ctx.db.sql, clock, { organizationId: s.org.id })).toBe(1);
       } finally {
-        release();
+        released.resolve();
         await holder;
       }
     },
