@@ -15,7 +15,7 @@
  * so none may be named like that (checked below).
  */
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 import postgres from "postgres";
 import { PG_ADMIN_URL } from "./helpers/db.ts";
 
@@ -96,6 +96,10 @@ async function main(): Promise<number> {
   }
 
   console.log("");
+  // CI keeps only the end of the output: name every failure here, where it will be read.
+  for (const [pass] of results) {
+    for (const f of failuresOf(readReport(pass))) console.log(`FAILED ${pass}: ${f}`);
+  }
   const total: Counts = { passed: 0, failed: 0, skipped: 0 };
   for (const [pass, c] of results) {
     console.log(`${pass}: ${line(c)}`);
@@ -142,12 +146,7 @@ async function runPass(pass: PassName, filters: string[]): Promise<Counts> {
  * of their own in the report, so everything that reads it (CI's summary) sees them.
  */
 function reconcile(pass: PassName, report: string, exitCode: number, output: string): Counts {
-  let xml: string;
-  try {
-    xml = readFileSync(report, "utf8");
-  } catch {
-    xml = syntheticReport(pass, []);
-  }
+  let xml = readReport(pass);
   const counts = countsOf(xml);
   const consoleFailed = Number(/^\s*(\d+) fail\s*$/m.exec(output)?.[1] ?? 0);
   const missing = Math.max(consoleFailed - counts.failed, exitCode !== 0 && counts.failed === 0 ? 1 : 0);
@@ -158,6 +157,36 @@ function reconcile(pass: PassName, report: string, exitCode: number, output: str
     writeFileSync(report, xml);
   }
   return countsOf(xml);
+}
+
+function readReport(pass: PassName): string {
+  try {
+    return readFileSync(join(REPORTS, `${pass}.xml`), "utf8");
+  } catch {
+    return syntheticReport(pass, []);
+  }
+}
+
+/**
+ * Each failed test case of a report as `file > describe > name: message`, the message on one line
+ * and cut at 300 characters (the report keeps all of it).
+ */
+export function failuresOf(xml: string): string[] {
+  const failures: string[] = [];
+  for (const m of xml.matchAll(/<testcase\b([^>]*?)>([\s\S]*?)<\/testcase>/g)) {
+    const failure = /<(?:failure|error)\b([^>]*)>/.exec(m[2] ?? "");
+    if (!failure) continue;
+    const attr = (attrs: string, name: string) =>
+      unesc(new RegExp(`\\b${name}="([^"]*)"`).exec(attrs)?.[1] ?? "");
+    const file = relative(process.cwd(), attr(m[1] ?? "", "file")) || "";
+    const where = [file, attr(m[1] ?? "", "classname"), attr(m[1] ?? "", "name")].filter(Boolean);
+    const message = attr(failure[1] ?? "", "message")
+      .replace(/\s+/g, " ")
+      .trim()
+      .slice(0, 300);
+    failures.push(`${where.join(" > ")}${message ? `: ${message}` : ""}`);
+  }
+  return failures;
 }
 
 /** Counts of a report: every testcase, failed if it holds <failure> or <error>, skipped if <skipped>. */
@@ -184,6 +213,16 @@ function suite(name: string, failures: string[]): string {
     )
     .join("\n");
   return `  <testsuite name="${esc(name)}" tests="${failures.length}" failures="${failures.length}">\n${cases}\n  </testsuite>`;
+}
+
+function unesc(s: string): string {
+  return s
+    .replace(/&#(\d+);/g, (_, n) => String.fromCharCode(Number(n)))
+    .replace(/&#x([0-9a-f]+);/gi, (_, n) => String.fromCharCode(Number.parseInt(n, 16)))
+    .replace(
+      /&(lt|gt|quot|apos|amp);/g,
+      (_, e) => ({ lt: "<", gt: ">", quot: '"', apos: "'", amp: "&" })[e as "lt"],
+    );
 }
 
 function esc(s: string): string {
