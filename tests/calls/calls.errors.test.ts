@@ -244,6 +244,10 @@ describe("mode isolation", () => {
       [seed.testKey, "limit=101"],
       [seed.testKey, "status=done"],
       [seed.testKey, "starting_after=garbage"],
+      // An empty filter is a mistake, not "no filter": answered like an empty `limit=`.
+      [seed.testKey, "agentId="],
+      [seed.testKey, "campaignId="],
+      [seed.testKey, "status="],
     ] as const) {
       const res = await ctx.request(`/api/v1/calls?${q}`, { key });
       await expectApiError(res, 400, "invalid_query", { param: q.split("=")[0], label: q });

@@ -3,7 +3,13 @@ import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
 import type { App } from "../../http/appEnv.ts";
 import { secretKeyAuth } from "../../http/secretKey.ts";
-import { assertLivemodeMatches, listEnvelope, listQuery, livemodeParam } from "../../lists/cursor.ts";
+import {
+  assertLivemodeMatches,
+  listEnvelope,
+  listQuery,
+  livemodeParam,
+  textFilter,
+} from "../../lists/cursor.ts";
 import { CALL_STATUSES, listCalls } from "../../services/calls.ts";
 import { CallSchema } from "./schema.ts";
 
@@ -13,14 +19,8 @@ const CallListQuery = listQuery({
     .enum(CALL_STATUSES, { message: `status must be one of ${CALL_STATUSES.join(", ")}` })
     .optional()
     .openapi({ param: { name: "status", in: "query" }, description: "Only calls in this status." }),
-  agentId: z
-    .string()
-    .optional()
-    .openapi({ param: { name: "agentId", in: "query" }, description: "Only calls of this agent." }),
-  campaignId: z
-    .string()
-    .optional()
-    .openapi({ param: { name: "campaignId", in: "query" }, description: "Only calls of this campaign." }),
+  agentId: textFilter("Only calls of this agent."),
+  campaignId: textFilter("Only calls of this campaign."),
 });
 
 export function registerListCalls(app: App, deps: Deps) {
