@@ -1,21 +1,16 @@
-import { sha256 } from "../auth/keys.ts";
-import type { Clock } from "../clock.ts";
-import { rememberCaptchaToken } from "../db/captchaTokens.ts";
-import type { Db } from "../db/engine/connection.ts";
 import type { Env } from "../env.ts";
 
 /**
  * The score-based bot check (version 3) that protects publishable keys. The
  * verifier is asked with a form POST of `secret`, `response` and `remoteip`; a token passes only when
  * the answer says `success`, the score reaches RECAPTCHA_MIN_SCORE, the action is `web_call` and the
- * hostname is the host of the request's Origin. A token passes once: its hash is remembered for a few
- * minutes. Without RECAPTCHA_SECRET nothing passes.
+ * hostname is the host of the request's Origin. A token used twice is the verifier's to refuse (it
+ * answers `success: false`, `timeout-or-duplicate`): nothing here remembers tokens, so a token passes
+ * exactly when the verifier's answer meets those conditions. Without RECAPTCHA_SECRET nothing passes.
  */
 
 export const CAPTCHA_ACTION = "web_call";
 export const CAPTCHA_TIMEOUT_MS = 5000;
-/** Verifier tokens live two minutes; remembering accepted ones a little longer covers them. */
-export const CAPTCHA_TOKEN_MEMORY_MS = 10 * 60 * 1000;
 /** Far above any real token; anything longer is refused without asking the verifier. */
 const MAX_TOKEN_LENGTH = 8192;
 
@@ -27,8 +22,7 @@ export type CaptchaRefusal =
   | "rejected"
   | "low_score"
   | "wrong_action"
-  | "wrong_hostname"
-  | "already_used";
+  | "wrong_hostname";
 
 /** `score` is the verifier's score whenever it gave one, accepted or not (for the keys' abuse view). */
 export type CaptchaResult =
@@ -45,8 +39,6 @@ export interface CaptchaInput {
 }
 
 export interface CaptchaDeps {
-  sql: Db;
-  clock: Clock;
   env: Pick<Env, "RECAPTCHA_SECRET" | "RECAPTCHA_VERIFY_URL" | "RECAPTCHA_MIN_SCORE">;
   /** Overrides the 5 s limit on the verifier's answer. */
   timeoutMs?: number;
@@ -93,7 +85,6 @@ export async function verifyCaptcha(deps: CaptchaDeps, input: CaptchaInput): Pro
   if (typeof answer.hostname !== "string" || answer.hostname.toLowerCase() !== expectedHost) {
     return { ok: false, reason: "wrong_hostname", ...scored };
   }
-  if (!(await rememberAccepted(deps, token))) return { ok: false, reason: "already_used", ...scored };
   return { ok: true, score };
 }
 
@@ -106,15 +97,4 @@ function originHost(origin: string | undefined): string | null {
   } catch {
     return null;
   }
-}
-
-/** Records an accepted token; false when it had already been accepted (even by another process). */
-async function rememberAccepted(deps: CaptchaDeps, token: string): Promise<boolean> {
-  const now = deps.clock.now();
-  return rememberCaptchaToken(
-    deps.sql,
-    sha256(token),
-    now,
-    new Date(now.getTime() - CAPTCHA_TOKEN_MEMORY_MS),
-  );
 }

@@ -1,5 +1,3 @@
-import { CAPTCHA_TOKEN_MEMORY_MS } from "../captcha/verify.ts";
-import { deleteCaptchaTokensBefore } from "../db/captchaTokens.ts";
 import type { Db } from "../db/engine/connection.ts";
 import { deleteEventsBefore } from "../db/events.ts";
 import { lockUsage, pastPlanReturns } from "../db/minutes.ts";
@@ -92,7 +90,6 @@ export async function housekeepingPass(
       new Date(now - IDEMPOTENCY_TTL_MS - SESSION_TOKEN_TTL_MS),
     )),
     rateLimitWindows: await removeIdleWindows(sql, now),
-    captchaTokens: await deleteCaptchaTokensBefore(sql, new Date(now - CAPTCHA_TOKEN_MEMORY_MS)),
     pastPlanReturns: await foldPastPlanReturns(sql, deps.clock.now()),
   };
 }

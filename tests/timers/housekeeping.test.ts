@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sha256 } from "../../src/auth/keys.ts";
 import { ManualClock } from "../../src/clock.ts";
-import { rememberCaptchaToken } from "../../src/db/captchaTokens.ts";
 import { rateLimitHitsSql } from "../../src/db/rateLimits.ts";
 import { insertSessionToken } from "../../src/db/sessionTokens.ts";
 import { analyzeTable, tablesWithStaleStatistics } from "../../src/db/statistics.ts";
@@ -80,9 +79,6 @@ describe("the housekeeping timer", () => {
       sql`${rateLimitHitsSql(sql, WEB_CALL_RATE_LIMIT, sql`select ${address}::text as address, ${new Date(at)}::timestamptz as at`)}`;
     await hit("192.0.2.1", now - 3600_000);
     await hit("192.0.2.2", now - 60_000);
-    // A bot-check token accepted long ago (gone), one just now (kept).
-    await rememberCaptchaToken(sql, sha256("captcha-old"), new Date(now - 3600_000), new Date(0));
-    await rememberCaptchaToken(sql, sha256("captcha-new"), new Date(now - 1000), new Date(0));
 
     await sql`update timers set due_at = now() where kind = 'housekeeping'`;
     const runner = testRunner(ctx.db);
@@ -104,10 +100,6 @@ describe("the housekeeping timer", () => {
       (await sql`select idempotency_key from session_idempotency_keys`).map((r) => r.idempotency_key),
     ).toEqual(["new"]);
     expect((await sql`select address from rate_limit_windows`).map((r) => r.address)).toEqual(["192.0.2.2"]);
-    const captcha = await sql<{ token_hash: Uint8Array }[]>`select token_hash from captcha_tokens_used`;
-    expect(captcha.map((t) => Buffer.from(t.token_hash).toString("hex"))).toEqual([
-      Buffer.from(sha256("captcha-new")).toString("hex"),
-    ]);
   });
 });
 

@@ -169,16 +169,18 @@ describe("each refusal, in the order of checks", () => {
     await expectApiError(await startCall(w.ctx, json), 400, "invalid_captcha");
   });
 
-  test("a bot-check token is accepted once", async () => {
-    const token = w.captcha.token(`reuse-${++tokens}`, { reusable: true });
-    expect(
-      (await startCall(w.ctx, { publishableKey: seed.publishable.key, captchaToken: token })).status,
-    ).toBe(201);
-    await expectApiError(
-      await startCall(w.ctx, { publishableKey: seed.publishable.key, captchaToken: token }),
-      400,
-      "invalid_captcha",
-    );
+  test("a bot-check token is judged by the verifier each time: refused as a duplicate, or accepted again", async () => {
+    const once = good();
+    const json = { publishableKey: seed.publishable.key, captchaToken: once };
+    expect((await startCall(w.ctx, json)).status).toBe(201);
+    // The verifier answers a token it has seen `success: false`: the second start is refused.
+    await expectApiError(await startCall(w.ctx, json), 400, "invalid_captcha");
+    // A verifier that accepts it again is believed (the service keeps no tokens of its own).
+    const again = w.captcha.token(`reuse-${++tokens}`, { reusable: true });
+    for (let i = 0; i < 2; i++) {
+      const res = await startCall(w.ctx, { publishableKey: seed.publishable.key, captchaToken: again });
+      expect(res.status).toBe(201);
+    }
   });
 
   test("a failed bot check with no paid plan is 400 (the bot check comes before the plan)", async () => {
