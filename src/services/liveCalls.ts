@@ -131,14 +131,16 @@ export async function startRoom(
 export type LiveCallEnd =
   /**
    * It is over (the room closed, the callee hung up, `maxSeconds`): `ongoing` → `completed` with its
-   * duration; a web call nobody joined (`initiated`) → `no_answer`; a phone call still `ringing` was
-   * answered and hung up before its answer was written: the end is kept for the answer, which
-   * completes the call at once (`markLiveCallStarted`).
+   * duration; a web call whose room closed before anyone's join was reported (`initiated`) starts and
+   * completes at that instant, as the contract has a web call end `completed` on `room_finished`; a
+   * phone call still `ringing` was answered and hung up before its answer was written: the end is kept
+   * for the answer, which completes the call at once (`markLiveCallStarted`).
    */
   | { reason: "over" }
   /**
    * It never connected: a phone call whose dial failed or was refused (`scheduled`, `initiated` or
-   * `ringing` → `busy`, `no_answer` or `failed` with `outcome`). No minute is kept.
+   * `ringing` → `busy`, `no_answer` or `failed` with `outcome`), or a web call's room found empty and
+   * never joined at `maxSeconds` (`no_answer`). No minute is kept.
    */
   | { reason: "not_connected"; status: "busy" | "no_answer" | "failed"; outcome: string | null }
   /**
@@ -197,7 +199,7 @@ export async function endLiveCall(
 /** The ends other than an answered call's: a call that never connected, a web call nobody joined. */
 async function endOtherwise(
   tx: Db,
-  deps: Pick<Deps, "clock">,
+  deps: Pick<Deps, "clock" | "ids" | "timers">,
   callId: string,
   at: Date,
   end: LiveCallEnd,
@@ -229,8 +231,11 @@ async function endOtherwise(
       // Kept whole: the reservation, not a report that never came, says what the call cost.
       return { moved, from: "initiated", actualSeconds: Number.POSITIVE_INFINITY };
     }
-    const moved = await moveCall(tx, callId, "initiated", "no_answer", deps.clock.now(), { ended_at: at });
-    return { moved, from: "initiated", actualSeconds: null };
+    // Nobody's join was reported before the room closed: the call starts and completes at once (0 s,
+    // the shortest call's minute kept), `call.started` then `call.ended` like every completed call.
+    const started = await markLiveCallStarted(tx, deps, callId, at, "joined");
+    const moved = started ? await completeLiveCall(tx, callId, at, deps.clock.now()) : null;
+    return { moved, from: "ongoing", actualSeconds: moved?.duration_seconds ?? null };
   }
   return { moved: null, from: null, actualSeconds: null };
 }
@@ -395,7 +400,14 @@ async function endAtMaxSeconds(deps: Deps, callId: string, endAt: Date, netId: s
   if (!(await closeRoom(deps, callId))) throw new Error("the room could not be closed");
   await pipelinedTransaction(deps.sql, async (tx) => {
     await deps.timers.cancel(tx, netId);
-    if (call.status === "ongoing" || nobodyJoined) return endLiveCall(tx, deps, callId, endAt);
+    if (nobodyJoined) {
+      return endLiveCall(tx, deps, callId, endAt, {
+        reason: "not_connected",
+        status: "no_answer",
+        outcome: null,
+      });
+    }
+    if (call.status === "ongoing") return endLiveCall(tx, deps, callId, endAt);
     if (caller?.joinedAt) {
       await markLiveCallStarted(tx, deps, callId, caller.joinedAt, "joined");
       return endLiveCall(tx, deps, callId, endAt);

@@ -222,13 +222,19 @@ describe("refusals", () => {
     const initiated = await liveCall();
     await expectApiError(await report(initiated, FULL), 409, "call_not_started");
     expect(await reportedAt(initiated)).toBeNull();
-    await finish(initiated);
-    const [row] = await w.ctx.deps.sql<
-      { status: string }[]
-    >`select status from calls where id = ${initiated}`;
-    expect(row!.status).toBe("no_answer");
+    // As a web call's room found empty and never joined at its maxSeconds ends (services/liveCalls.ts).
+    await w.ctx.deps.sql`update calls set status = 'no_answer', ended_at = now() where id = ${initiated}`;
     await expectApiError(await report(initiated, FULL), 409, "call_not_started");
-    expect(await eventsOf(initiated)).toEqual(["call.ended"]);
+    expect(await reportedAt(initiated)).toBeNull();
+  });
+
+  test("a web call whose room finished before a join was reported started then: its results are taken", async () => {
+    const id = await liveCall();
+    await finish(id);
+    const res = await report(id, { summary: "Nobody spoke." });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ id, status: "completed", summary: "Nobody spoke." });
+    expect(await eventsOf(id)).toEqual(["call.started", "call.ended", "call.analysis_ready"]);
   });
 
   test("a test key is 403 test_mode_not_supported before the call or the body is looked at", async () => {

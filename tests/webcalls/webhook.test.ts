@@ -99,13 +99,23 @@ describe("signed webhooks", () => {
     expect(await read.json()).toMatchObject({ id, livemode: true, status: "completed", direction: "web" });
   });
 
-  test("room_finished before anyone joined ends the call no_answer and returns every minute", async () => {
+  test("room_finished before any join was reported completes the call at that instant, one minute kept", async () => {
     const before = await planUsed();
     const id = await liveCall();
-    expect((await deliver(liveKitEvents.roomFinished(id))).status).toBe(200);
-    expect((await callRow(id)).status).toBe("no_answer");
-    expect(await planUsed()).toBe(before);
-    expect(await events(id)).toEqual(["call.ended true"]);
+    const finished = liveKitEvents.roomFinished(id);
+    expect((await deliver(finished)).status).toBe(200);
+    const done = await callRow(id);
+    expect(done.status).toBe("completed");
+    expect(done.started_at.getTime()).toBe(Number(finished.createdAt) * 1000);
+    expect(done.ended_at).toEqual(done.started_at);
+    expect(done.duration_seconds).toBe(0);
+    expect(await planUsed()).toBe(before + 1);
+    expect(await events(id)).toEqual(["call.started true", "call.ended true"]);
+    // A replay, and a join reported late, change nothing.
+    expect((await deliver(finished)).status).toBe(200);
+    expect((await deliver(liveKitEvents.participantJoined(id, `visitor-${id}`))).status).toBe(200);
+    expect(await callRow(id)).toEqual(done);
+    expect(await planUsed()).toBe(before + 1);
   });
 
   test("events about unknown rooms or simulated calls change nothing", async () => {
@@ -196,7 +206,7 @@ describe("the maxSeconds timer", () => {
       async () => (await w.ctx.deps.sql`select 1 from timers where payload->>'callId' = ${id}`).length === 0,
     );
     expect(w.liveKit.requests.filter((r) => r.method === "DeleteRoom").length).toBe(deletes);
-    expect((await callRow(id)).status).toBe("no_answer");
+    expect((await callRow(id)).status).toBe("completed");
   });
 });
 

@@ -35,8 +35,9 @@ export function registerLiveKitWebhook(app: App, deps: Deps) {
       "Times are the event's own `createdAt`. Web calls: `participant_joined` → `ongoing` (`call.started`). " +
       "Phone calls start when the callee answers, not by this webhook; `participant_left` of the callee " +
       "(`sip_<call id>`) ends one, and the server then deletes its room. `room_finished` ends either: " +
-      "`completed` with its duration (`call.ended`; `endedAt` is never before `startedAt`), or `no_answer` for " +
-      "a web call nobody joined; unused reserved minutes are returned. Without these webhooks a call runs " +
+      "`completed` with its duration (`call.ended`; `endedAt` is never before `startedAt`); a web call whose " +
+      "join was never reported starts and completes at that instant (`call.started`, `call.ended`, 0 s, " +
+      "one minute kept); unused reserved minutes are returned. Without these webhooks a call runs " +
       "until its `maxSeconds` and keeps every reserved minute. Replays change nothing. Answers 200 " +
       "`{received: true}`.",
     security: [{ liveKitWebhook: [] }],
