@@ -132,7 +132,8 @@ async function main(argv: string[]) {
   await timers.start();
   const app = createApp(deps);
   server = runtime.serve(app.fetch, { port: env.PORT, hostname: env.HOST });
-  log.info("listening", {
+  // Written whatever LOG_LEVEL says: with PORT=0 this line is the only way to learn the port.
+  createLogger("info").info("listening", {
     url: `http://${env.HOST}:${server.port}`,
     database: db.kind,
     version: VERSION,

@@ -9,6 +9,9 @@ export function serve(fetch: FetchHandler, opts: ServeOptions): RunningServer {
   const server = Bun.serve({
     port: opts.port,
     hostname: opts.hostname,
+    // A port another process listens on is an error, as on Deno: with `development: false` Bun would
+    // otherwise bind it too (SO_REUSEPORT) and the two processes would share its connections.
+    reusePort: false,
     // The app bounds bodies itself (64 KiB / 1 MiB), on Content-Length and while reading, and answers
     // 413 in the error envelope. A lower limit here would answer first, with an empty body.
     maxRequestBodySize: Number.MAX_SAFE_INTEGER,

@@ -137,6 +137,25 @@ describe(`the service on ${SERVER_RUNTIME}, ${TEST_DATABASE} database`, () => {
     await expectApiError(res, 413, "payload_too_large");
   });
 
+  test("a second process on the same port is refused with a clear error; the first keeps serving", async () => {
+    const { port } = new URL(server.url);
+    const second = startServer({ env: { PORT: port } });
+    await expect(second).rejects.toThrow(/in use/);
+    expect((await server.fetch("/api/v1/agents", { key: s.liveKey })).status).toBe(200);
+  });
+
+  test("with PORT=0 the listening line names the port whatever LOG_LEVEL says", async () => {
+    const quiet = await startServer({ env: { LOG_LEVEL: "error" } });
+    try {
+      const lines = logLines(quiet);
+      expect(lines.map((l) => l.msg)).toEqual(["listening"]);
+      expect(lines[0]!.url).toBe(quiet.url);
+      expect(Number(new URL(quiet.url).port)).toBeGreaterThan(0);
+    } finally {
+      await quiet.stop();
+    }
+  });
+
   test.if(TEST_DATABASE === "embedded")(
     "a second process on the same DATA_DIR is refused with a clear error; the first keeps serving",
     async () => {
