@@ -380,11 +380,11 @@ export const adminOperations: AdminOperation[] = [
     path: "/secret-keys/{id}/revoke",
     summary: "Revoke a secret key",
     description:
-      "Revokes a secret key: from now on it is refused with 401 `invalid_key`. Revoking again changes " +
-      "nothing and answers the same.",
+      "Revokes a secret key: from now on it is refused with 401 `invalid_key`. 201 like every POST of the " +
+      "admin API; revoking again changes nothing and answers the same.",
     id: { prefix: "key", example: KEY_ID, cli: { positional: "<key-id>" } },
     response: {
-      status: 200,
+      status: 201,
       description: "The revoked key (without its secret value).",
       schema: RevokedSecretKeySchema,
     },
@@ -397,11 +397,11 @@ export const adminOperations: AdminOperation[] = [
     path: "/publishable-keys/{id}/revoke",
     summary: "Revoke a publishable key",
     description:
-      "Revokes a publishable key: from now on web calls with it are refused with 401 `invalid_key`. Revoking " +
-      "again changes nothing and answers the same.",
+      "Revokes a publishable key: from now on web calls with it are refused with 401 `invalid_key`. 201 like " +
+      "every POST of the admin API; revoking again changes nothing and answers the same.",
     id: { prefix: "key", example: KEY_ID, cli: { positional: "<key-id>" } },
     response: {
-      status: 200,
+      status: 201,
       description: "The revoked key (without its value).",
       schema: RevokedPublishableKeySchema,
     },

@@ -769,7 +769,7 @@ export interface paths {
         put?: never;
         /**
          * Revoke a secret key
-         * @description Revokes a secret key: from now on it is refused with 401 `invalid_key`. Revoking again changes nothing and answers the same. Operators only: enabled when `ADMIN_TOKEN` is set (otherwise 404 `not_found`), authenticated with `Authorization: Bearer <ADMIN_TOKEN>`.
+         * @description Revokes a secret key: from now on it is refused with 401 `invalid_key`. 201 like every POST of the admin API; revoking again changes nothing and answers the same. Operators only: enabled when `ADMIN_TOKEN` is set (otherwise 404 `not_found`), authenticated with `Authorization: Bearer <ADMIN_TOKEN>`.
          */
         post: operations["adminRevokeSecretKey"];
         delete?: never;
@@ -789,7 +789,7 @@ export interface paths {
         put?: never;
         /**
          * Revoke a publishable key
-         * @description Revokes a publishable key: from now on web calls with it are refused with 401 `invalid_key`. Revoking again changes nothing and answers the same. Operators only: enabled when `ADMIN_TOKEN` is set (otherwise 404 `not_found`), authenticated with `Authorization: Bearer <ADMIN_TOKEN>`.
+         * @description Revokes a publishable key: from now on web calls with it are refused with 401 `invalid_key`. 201 like every POST of the admin API; revoking again changes nothing and answers the same. Operators only: enabled when `ADMIN_TOKEN` is set (otherwise 404 `not_found`), authenticated with `Authorization: Bearer <ADMIN_TOKEN>`.
          */
         post: operations["adminRevokePublishableKey"];
         delete?: never;
@@ -7849,7 +7849,7 @@ export interface operations {
         requestBody?: never;
         responses: {
             /** @description The revoked key (without its secret value). */
-            200: {
+            201: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
@@ -7926,7 +7926,7 @@ export interface operations {
         requestBody?: never;
         responses: {
             /** @description The revoked key (without its value). */
-            200: {
+            201: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;

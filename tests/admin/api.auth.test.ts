@@ -144,8 +144,8 @@ describe("without ADMIN_TOKEN the admin API answers 404 not_found, as if absent"
       ["patch", "/api/admin/v1/agents/{id}", "200"],
       ["post", "/api/admin/v1/organizations/{id}/secret-keys", "201"],
       ["post", "/api/admin/v1/organizations/{id}/publishable-keys", "201"],
-      ["post", "/api/admin/v1/secret-keys/{id}/revoke", "200"],
-      ["post", "/api/admin/v1/publishable-keys/{id}/revoke", "200"],
+      ["post", "/api/admin/v1/secret-keys/{id}/revoke", "201"],
+      ["post", "/api/admin/v1/publishable-keys/{id}/revoke", "201"],
       ["post", "/api/admin/v1/organizations/{id}/knowledge-bases", "201"],
     ] as const;
     for (const [method, path, status] of expected) {

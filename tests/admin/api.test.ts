@@ -164,7 +164,7 @@ describe("secret keys", () => {
     expect((await listOne.json()).agents.map((x: { id: string }) => x.id)).toEqual([a.id]);
   });
 
-  test("POST /secret-keys/{id}/revoke: 200 revoked, the key is refused at once, revoking again is stable", async () => {
+  test("POST /secret-keys/{id}/revoke: 201 revoked (every admin POST is 201), the key is refused at once, revoking again is stable", async () => {
     const org = await newOrganization();
     await newAgent(org.id);
     const key = await admin(ctx, "POST", `/organizations/${org.id}/secret-keys`, {
@@ -172,14 +172,14 @@ describe("secret keys", () => {
     });
     expect((await ctx.request("/api/v1/agents", { key: key.body.key })).status).toBe(200);
     const revoked = await admin(ctx, "POST", `/secret-keys/${key.body.id}/revoke`);
-    expect(revoked.status).toBe(200);
+    expect(revoked.status).toBe(201);
     expect(revoked.body).toMatchObject({ id: key.body.id, mode: "test", scopes: ["*"], revoked: true });
     expect(revoked.body.key).toBeUndefined();
     expect(revoked.body.revokedAt).toMatch(ISO);
     const after = await ctx.request("/api/v1/agents", { key: key.body.key });
     await expectApiError(after, 401, "invalid_key");
     const again = await admin(ctx, "POST", `/secret-keys/${key.body.id}/revoke`);
-    expect(again.status).toBe(200);
+    expect(again.status).toBe(201);
     expect(again.body.revokedAt).toBe(revoked.body.revokedAt);
   });
 });
@@ -209,14 +209,14 @@ describe("publishable keys", () => {
     expect(row!.revoked_at).toBeNull();
   });
 
-  test("POST /publishable-keys/{id}/revoke: 200 revoked and recorded", async () => {
+  test("POST /publishable-keys/{id}/revoke: 201 revoked and recorded", async () => {
     const org = await newOrganization();
     const agent = await newAgent(org.id);
     const key = await admin(ctx, "POST", `/organizations/${org.id}/publishable-keys`, {
       json: { agentId: agent.id, allowedOrigins: ["https://a.example.com"], monthlyMinuteCap: 1 },
     });
     const revoked = await admin(ctx, "POST", `/publishable-keys/${key.body.id}/revoke`);
-    expect(revoked.status).toBe(200);
+    expect(revoked.status).toBe(201);
     expect(revoked.body).toMatchObject({
       id: key.body.id,
       agentId: agent.id,

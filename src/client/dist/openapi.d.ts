@@ -768,7 +768,7 @@ export interface paths {
         put?: never;
         /**
          * Revoke a secret key
-         * @description Revokes a secret key: from now on it is refused with 401 `invalid_key`. Revoking again changes nothing and answers the same. Operators only: enabled when `ADMIN_TOKEN` is set (otherwise 404 `not_found`), authenticated with `Authorization: Bearer <ADMIN_TOKEN>`.
+         * @description Revokes a secret key: from now on it is refused with 401 `invalid_key`. 201 like every POST of the admin API; revoking again changes nothing and answers the same. Operators only: enabled when `ADMIN_TOKEN` is set (otherwise 404 `not_found`), authenticated with `Authorization: Bearer <ADMIN_TOKEN>`.
          */
         post: operations["adminRevokeSecretKey"];
         delete?: never;
@@ -788,7 +788,7 @@ export interface paths {
         put?: never;
         /**
          * Revoke a publishable key
-         * @description Revokes a publishable key: from now on web calls with it are refused with 401 `invalid_key`. Revoking again changes nothing and answers the same. Operators only: enabled when `ADMIN_TOKEN` is set (otherwise 404 `not_found`), authenticated with `Authorization: Bearer <ADMIN_TOKEN>`.
+         * @description Revokes a publishable key: from now on web calls with it are refused with 401 `invalid_key`. 201 like every POST of the admin API; revoking again changes nothing and answers the same. Operators only: enabled when `ADMIN_TOKEN` is set (otherwise 404 `not_found`), authenticated with `Authorization: Bearer <ADMIN_TOKEN>`.
          */
         post: operations["adminRevokePublishableKey"];
         delete?: never;
@@ -7848,7 +7848,7 @@ export interface operations {
         requestBody?: never;
         responses: {
             /** @description The revoked key (without its secret value). */
-            200: {
+            201: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
@@ -7925,7 +7925,7 @@ export interface operations {
         requestBody?: never;
         responses: {
             /** @description The revoked key (without its value). */
-            200: {
+            201: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
