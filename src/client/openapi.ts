@@ -453,7 +453,7 @@ export interface paths {
         put?: never;
         /**
          * Send an event again
-         * @description Sends an event of the key's mode again: a new delivery (with attempts of its own) to every enabled endpoint that receives the event and subscribes to its type today, as when it happened (a test event reaches live endpoints too). The same `webhook-id`: receivers that already processed it can tell. An empty `deliveries` when no endpoint receives it. An event of the other mode is 404. Needs a key that is not restricted to some agents (403 `agent_not_allowed` otherwise): endpoints receive the events of every agent.
+         * @description Sends an event of the key's mode again: a new delivery (with attempts of its own) to every enabled endpoint that receives the event and subscribes to its type today, as when it happened (a test event reaches live endpoints too; the answer lists the deliveries to the endpoints of the key's mode only). The same `webhook-id`: receivers that already processed it can tell. An empty `deliveries` when no endpoint of the key's mode receives it. An event of the other mode is 404. Needs a key that is not restricted to some agents (403 `agent_not_allowed` otherwise): endpoints receive the events of every agent.
          */
         post: operations["redeliverEvent"];
         delete?: never;
@@ -1956,7 +1956,7 @@ export interface components {
         Redelivery: {
             /** @example evt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C */
             eventId: string;
-            /** @description The new deliveries, one per endpoint. */
+            /** @description The new deliveries, one per endpoint of the key's mode. */
             deliveries: components["schemas"]["WebhookDelivery"][];
         };
         /** @description One event sent to one endpoint, with its attempts. */

@@ -170,13 +170,18 @@ export const deliveryLogColumns = (sql: Db): Fragment =>
 export function redeliverEventRows(
   sql: Db,
   event: { id: string; organization_id: string; livemode: boolean; type: string },
-): Promise<DeliveryLogRow[]> {
-  return sql<DeliveryLogRow[]>`
-    insert into webhook_deliveries (event_id, endpoint_id)
-    select ${event.id}, r.id
-    from webhook_endpoints_receiving(${event.organization_id}, ${event.livemode}, ${event.type}) r
-    order by r.id
-    returning ${deliveryLogColumns(sql)}`;
+): Promise<(DeliveryLogRow & { endpoint_livemode: boolean })[]> {
+  return sql<(DeliveryLogRow & { endpoint_livemode: boolean })[]>`
+    with created as (
+      insert into webhook_deliveries (event_id, endpoint_id)
+      select ${event.id}, r.id
+      from webhook_endpoints_receiving(${event.organization_id}, ${event.livemode}, ${event.type}) r
+      order by r.id
+      returning ${deliveryLogColumns(sql)}
+    )
+    select created.*, e.livemode as endpoint_livemode
+    from created join webhook_endpoints e on e.id = created.endpoint_id
+    order by created.id`;
 }
 
 /** The timers of the first attempts of these deliveries, due now, as rows for TimerScheduler.insertFrom. */

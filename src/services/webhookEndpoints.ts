@@ -244,7 +244,8 @@ const noSuchEvent = () => new ApiError("not_found", "No such event.");
 /**
  * Sends an event of the key's mode again: a new delivery to every enabled endpoint that receives it
  * and subscribes to its type (the endpoints of both modes that would receive it today), each with its
- * own attempts. None when no endpoint receives it.
+ * own attempts. None when no endpoint receives it. The answer lists the deliveries to the endpoints of
+ * the key's mode only: a test event reaches live endpoints too, but a test key never sees them.
  */
 export async function redeliverEvent(
   deps: Deps,
@@ -266,5 +267,8 @@ export async function redeliverEvent(
     return { rows: created, timers: scheduled };
   });
   deps.timers.scheduled(timers);
-  return { eventId, deliveries: rows.map(deliveryView) };
+  return {
+    eventId,
+    deliveries: rows.filter((r) => r.endpoint_livemode === scope.livemode).map(deliveryView),
+  };
 }

@@ -271,10 +271,18 @@ describe("the delivery log and redelivery", () => {
     expect(res.status).toBe(200);
     expect(res.body.eventId).toBe(event.id);
     const targets = res.body.deliveries.map((d: Json) => d.endpointId).sort();
-    // Every enabled endpoint receiving a test contact event: ours, and any other of this organization.
-    expect(targets).toContain(live.id);
+    // The answer lists the test endpoints (ours, and any other test endpoint of this organization):
+    // the live endpoint receives the event again too, but a test key never sees a live endpoint.
     expect(targets).toContain(test.id);
+    expect(targets).not.toContain(live.id);
+    const testEndpoints = (await call("GET", "/api/v1/webhook-endpoints?limit=100", seed.testKey)).body.data;
+    const testIds = new Set(testEndpoints.map((e: Json) => e.id));
+    expect(targets.every((id: string) => testIds.has(id))).toBe(true);
     expect(res.body.deliveries.every((d: Json) => d.status === "pending" && d.attempt === 0)).toBe(true);
+    // A live key redelivering a live event sees its live endpoints.
+    const liveEvent = await contactEvent(seed.liveKey);
+    const liveAgain = await call("POST", `/api/v1/events/${liveEvent.id}/redeliver`, seed.liveKey);
+    expect(liveAgain.body.deliveries.map((d: Json) => d.endpointId)).toContain(live.id);
     await waitUntil("the second deliveries", () =>
       arrivals("/again-live", event.id).length === 2 && arrivals("/again-test", event.id).length === 2
         ? true
@@ -285,7 +293,6 @@ describe("the delivery log and redelivery", () => {
     const log = await call("GET", `/api/v1/webhook-endpoints/${test.id}/deliveries`, seed.testKey);
     expect(log.body.data.filter((d: Json) => d.eventId === event.id)).toHaveLength(2);
 
-    const liveEvent = await contactEvent(seed.liveKey);
     for (const id of [liveEvent.id, "evt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C", "evt_x", seed.agent.id]) {
       const r = await call("POST", `/api/v1/events/${id}/redeliver`, seed.testKey);
       expect(`${id} ${r.status} ${r.body.error.code}`).toBe(`${id} 404 not_found`);

@@ -13,7 +13,9 @@ const EventIdParams = z.object({
 const RedeliveredSchema = z
   .object({
     eventId: z.string().openapi({ example: "evt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
-    deliveries: z.array(DeliverySchema).openapi({ description: "The new deliveries, one per endpoint." }),
+    deliveries: z
+      .array(DeliverySchema)
+      .openapi({ description: "The new deliveries, one per endpoint of the key's mode." }),
   })
   .openapi("Redelivery");
 
@@ -27,8 +29,9 @@ export function registerRedeliverEvent(app: App, deps: Deps) {
     description:
       "Sends an event of the key's mode again: a new delivery (with attempts of its own) to every enabled " +
       "endpoint that receives the event and subscribes to its type today, as when it happened (a test event " +
-      "reaches live endpoints too). The same `webhook-id`: receivers that already processed it can tell. An " +
-      `empty \`deliveries\` when no endpoint receives it. An event of the other mode is 404. ${UNRESTRICTED_NOTE}`,
+      "reaches live endpoints too; the answer lists the deliveries to the endpoints of the key's mode only). The " +
+      "same `webhook-id`: receivers that already processed it can tell. An " +
+      `empty \`deliveries\` when no endpoint of the key's mode receives it. An event of the other mode is 404. ${UNRESTRICTED_NOTE}`,
     ...secretKeyAuth(deps, "webhooks:write", unrestrictedKey),
     request: { params: EventIdParams },
     responses: {
