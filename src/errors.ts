@@ -232,6 +232,12 @@ function errorSchemaOf(codes: ErrorCode[]) {
 }
 
 /**
+ * The refusals of a request's body, possible on every POST, PUT and PATCH (http/body.ts reads the body of
+ * each, one the route takes or not): not JSON or invalid, too large, not sent as JSON.
+ */
+export const BODY_ERRORS = ["invalid_request", "payload_too_large", "unsupported_media_type"] as const;
+
+/**
  * Error responses for OpenAPI, keyed by status, all sharing the one envelope, with an example per code
  * and `error.code` an enum of exactly these codes.
  */

@@ -100,6 +100,22 @@ function headerProblems(doc: Json): string[] {
   return problems;
 }
 
+/**
+ * Every write of the API reads its body (http/body.ts), one the operation takes or not: each says that it
+ * may answer 400 (not JSON), 413 (too large) and 415 (not sent as JSON).
+ */
+function bodyRefusalProblems(doc: Json): string[] {
+  const problems: string[] = [];
+  for (const { label, section, method, op } of operationsOf(doc)) {
+    if (section === "webhooks" || !["post", "put", "patch"].includes(method)) continue;
+    const statuses = Object.keys(op.responses as Json);
+    for (const status of ["400", "413", "415"]) {
+      if (!statuses.includes(status)) problems.push(`${label}: no ${status}`);
+    }
+  }
+  return problems;
+}
+
 /** Every `properties` map anywhere in the document (components, inline schemas, webhooks), with where it is. */
 function propertyMaps(node: unknown, where = "#", out: [string, Record<string, Json>][] = []) {
   if (Array.isArray(node)) {
@@ -230,6 +246,10 @@ describe("every operation of the document", () => {
     expect(webCalls?.op.security).toEqual([]);
   });
 
+  test("that writes says it may refuse the body: 400, 413, 415, whether it takes one or not", () => {
+    expect(bodyRefusalProblems(served)).toEqual([]);
+  });
+
   test("declares X-Request-Id on every response and Retry-After on every 429", () => {
     expect(headerProblems(served)).toEqual([]);
     const statuses = operationsOf(served).flatMap((o) => Object.keys(o.op.responses as Json));
@@ -339,6 +359,7 @@ test("each check finds a fault in a damaged copy of the document", () => {
   const responses = first.responses as Record<string, Json>;
   delete (responses["201"]!.headers as Json)["X-Request-Id"];
   delete (responses["429"]!.headers as Json)["Retry-After"];
+  delete (ops.find((o) => o.path === "/api/v1/campaigns/{id}/cancel")!.op.responses as Json)["415"];
   const contact = (doc.components as { schemas: Record<string, { properties: Record<string, Json> }> })
     .schemas.Contact!;
   delete contact.properties.updatedAt!.format;
@@ -370,6 +391,7 @@ test("each check finds a fault in a damaged copy of the document", () => {
     "paths POST /api/v1/calls 201: no X-Request-Id header",
     "paths POST /api/v1/calls 429: no Retry-After header",
   ]);
+  expect(bodyRefusalProblems(doc)).toEqual(["paths POST /api/v1/campaigns/{id}/cancel: no 415"]);
   expect(eventOrderProblems(doc)).toEqual([
     "webhooks POST call.started: data.updatedAt is not required",
     "webhooks POST call.ended: data.updatedAt is not required",

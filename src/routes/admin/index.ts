@@ -31,7 +31,8 @@ function registerOperation(
 ) {
   // Without ADMIN_TOKEN every admin route answers 404 `not_found`, as if absent.
   const codes: ErrorCode[] = ["invalid_request", "invalid_key", "not_found", ...op.errors];
-  if (op.body) codes.push("payload_too_large", "unsupported_media_type");
+  // Every write reads its body, one the operation takes or not (http/body.ts).
+  if (op.method !== "get") codes.push("payload_too_large", "unsupported_media_type");
   if (op.query) codes.push("invalid_query");
   const route = createRoute({
     method: op.method,

@@ -1,6 +1,6 @@
 import { createRoute } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
-import { errorResponses } from "../../errors.ts";
+import { BODY_ERRORS, errorResponses } from "../../errors.ts";
 import type { App } from "../../http/appEnv.ts";
 import { secretKeyAuth } from "../../http/secretKey.ts";
 import { cancelCampaign } from "../../services/campaigns.ts";
@@ -23,7 +23,7 @@ export function registerCancelCampaign(app: App, deps: Deps) {
     request: { params: CampaignIdParams },
     responses: {
       200: { description: "The campaign.", content: { "application/json": { schema: CampaignSchema } } },
-      ...errorResponses("invalid_key", "missing_scope", "not_found"),
+      ...errorResponses("invalid_key", "missing_scope", "not_found", ...BODY_ERRORS),
     },
   });
   app.openapi(route, async (c) => {

@@ -1,6 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
-import { errorResponses } from "../../errors.ts";
+import { BODY_ERRORS, errorResponses } from "../../errors.ts";
 import type { App } from "../../http/appEnv.ts";
 import { secretKeyAuth, UNRESTRICTED_NOTE, unrestrictedKey } from "../../http/secretKey.ts";
 import { redeliverEvent } from "../../services/webhookEndpoints.ts";
@@ -39,7 +39,7 @@ export function registerRedeliverEvent(app: App, deps: Deps) {
         description: "The deliveries created.",
         content: { "application/json": { schema: RedeliveredSchema } },
       },
-      ...errorResponses("invalid_key", "missing_scope", "agent_not_allowed", "not_found"),
+      ...errorResponses("invalid_key", "missing_scope", "agent_not_allowed", "not_found", ...BODY_ERRORS),
     },
   });
   app.openapi(route, async (c) => {

@@ -1,6 +1,6 @@
 import { createRoute } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
-import { errorResponses } from "../../errors.ts";
+import { BODY_ERRORS, errorResponses } from "../../errors.ts";
 import type { App } from "../../http/appEnv.ts";
 import { secretKeyAuth, UNRESTRICTED_NOTE, unrestrictedKey } from "../../http/secretKey.ts";
 import { rotateWebhookSecret } from "../../services/webhookEndpoints.ts";
@@ -25,7 +25,7 @@ export function registerRotateWebhookSecret(app: App, deps: Deps) {
         description: "The endpoint with its new secret.",
         content: { "application/json": { schema: RotatedWebhookEndpointSchema } },
       },
-      ...errorResponses("invalid_key", "missing_scope", "agent_not_allowed", "not_found"),
+      ...errorResponses("invalid_key", "missing_scope", "agent_not_allowed", "not_found", ...BODY_ERRORS),
     },
   });
   app.openapi(route, async (c) => {
