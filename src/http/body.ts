@@ -84,10 +84,12 @@ async function readJson(c: Context<AppEnv>, limit: number): Promise<ArrayBuffer>
   } catch {
     throw new ApiError("invalid_request", "The body is not valid JSON.");
   }
-  // PostgreSQL text cannot hold U+0000, and no body needs more than MAX_JSON_DEPTH levels (the checks
-  // that follow, ours and the validators', walk it): both refused here, once for every route.
-  const nul = text.includes("\\u0000");
-  const problem = nul || openings(text) > MAX_JSON_DEPTH ? firstProblem(value, nul) : null;
+  // PostgreSQL text cannot hold U+0000, its JSON no lone surrogate (a `\ud800` escape without its pair:
+  // not Unicode text), and no body needs more than MAX_JSON_DEPTH levels (the checks that follow, ours
+  // and the validators', walk it): all refused here, once for every route, before anything is stored.
+  const look = { nul: text.includes("\\u0000"), surrogate: SURROGATE_ESCAPE.test(text) };
+  const problem =
+    look.nul || look.surrogate || openings(text) > MAX_JSON_DEPTH ? firstProblem(value, look) : null;
   if (problem) {
     throw new ApiError("invalid_request", problem.message, {
       ...(problem.path ? { param: problem.path } : {}),
@@ -107,19 +109,35 @@ interface Visit {
   key: string;
 }
 
+/** An escape of a UTF-16 surrogate in JSON text: a body without one cannot hold a lone surrogate. */
+const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
+/** A high surrogate not followed by a low one, or a low one not preceded by a high one. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
 /**
- * The first object or array nested deeper than MAX_JSON_DEPTH, or (when `nul`) the first string or key
- * holding U+0000, in document order, with where it is as a dotted path ("" for the top level). Walks
- * with a stack of its own, so no nesting can overflow the call stack, and builds a path only for what
- * it reports.
+ * The first object or array nested deeper than MAX_JSON_DEPTH, or the first string or key that is not
+ * storable text (U+0000 when `nul`, a lone surrogate when `surrogate`), in document order, with where
+ * it is as a dotted path ("" for the top level). Walks with a stack of its own, so no nesting can
+ * overflow the call stack, and builds a path only for what it reports.
  */
-function firstProblem(root: unknown, nul: boolean): { message: string; path: string } | null {
+function firstProblem(
+  root: unknown,
+  look: { nul: boolean; surrogate: boolean },
+): { message: string; path: string } | null {
+  const textProblem = (t: string) =>
+    look.nul && t.includes("\0")
+      ? NUL_MESSAGE
+      : look.surrogate && LONE_SURROGATE.test(t)
+        ? SURROGATE_MESSAGE
+        : null;
   const stack: Visit[] = [{ value: root, depth: 1, parent: null, key: "" }];
   for (let visit = stack.pop(); visit; visit = stack.pop()) {
     const { value, depth } = visit;
-    if (nul && visit.key.includes("\0")) return { message: NUL_MESSAGE, path: pathOf(visit) };
+    const inKey = textProblem(visit.key);
+    if (inKey) return { message: inKey, path: pathOf(visit) };
     if (typeof value === "string") {
-      if (nul && value.includes("\0")) return { message: NUL_MESSAGE, path: pathOf(visit) };
+      const inText = textProblem(value);
+      if (inText) return { message: inText, path: pathOf(visit) };
       continue;
     }
     if (typeof value !== "object" || value === null) continue;
@@ -146,6 +164,8 @@ function openings(text: string): number {
 }
 
 const NUL_MESSAGE = "Text must not contain the NUL character (\\u0000).";
+const SURROGATE_MESSAGE =
+  "Text must be Unicode: a lone surrogate (\\ud800 to \\udfff without its pair) is not a character.";
 
 function pathOf(visit: Visit): string {
   const keys: string[] = [];

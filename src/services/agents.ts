@@ -145,7 +145,8 @@ export async function assertAgentsOf(
     ids.filter((id) => isId(id, "agt")),
   );
   const missing = ids.find((id) => !found.has(id));
-  if (missing) throw notFound(`agent ${missing} in this organization`, param);
+  // `!== undefined`: an empty id is missing too.
+  if (missing !== undefined) throw notFound(`agent "${missing}" in this organization`, param);
 }
 
 /** 404 with `param` `knowledgeBaseIds` unless every id is a knowledge base of the organization. */
@@ -156,5 +157,7 @@ async function assertKnowledgeBasesOf(deps: TxDeps, organizationId: string, ids:
     ids.filter((id) => isId(id, "kb")),
   );
   const missing = ids.find((id) => !found.has(id));
-  if (missing) throw notFound(`knowledge base ${missing} in this organization`, "knowledgeBaseIds");
+  if (missing !== undefined) {
+    throw notFound(`knowledge base "${missing}" in this organization`, "knowledgeBaseIds");
+  }
 }

@@ -292,6 +292,32 @@ describe("unknown and malformed ids in paths are 404 not_found", () => {
     expect(await count(ctx, "organizations")).toBe(before);
   });
 
+  test("an empty id in a body is unknown like any other: 404 naming it, nothing written", async () => {
+    const org = await newOrganization();
+    const agent = await newAgent(org.id);
+    const tables = ["publishable_keys", "secret_keys", "agents"] as const;
+    const before = await Promise.all(tables.map((t) => count(ctx, t)));
+    for (const [path, json, param] of [
+      [
+        `/organizations/${org.id}/publishable-keys`,
+        { agentId: "", allowedOrigins: ["https://a.example.com"], monthlyMinuteCap: 5 },
+        "agentId",
+      ],
+      [
+        `/organizations/${org.id}/secret-keys`,
+        { mode: "test", scopes: ["*"], agentIds: [agent.id, ""] },
+        "agentIds",
+      ],
+      [`/organizations/${org.id}/agents`, { name: "x", knowledgeBaseIds: [""] }, "knowledgeBaseIds"],
+    ] as const) {
+      const { res } = await admin(ctx, "POST", path, { json });
+      await expectApiError(res, 404, "not_found", { param, label: path });
+    }
+    const { res } = await admin(ctx, "PATCH", `/agents/${agent.id}`, { json: { knowledgeBaseIds: [""] } });
+    await expectApiError(res, 404, "not_found", { param: "knowledgeBaseIds" });
+    expect(await Promise.all(tables.map((t) => count(ctx, t)))).toEqual(before);
+  });
+
   test("a malformed id is 404 even when the body is bad too", async () => {
     const { res } = await admin(ctx, "PATCH", "/organizations/nope", { json: { bogus: 1 } });
     await expectApiError(res, 404, "not_found");

@@ -116,6 +116,21 @@ describe.each(withBody.map((o) => [o.label, o] as const))("%s", (_label, o) => {
     }
   });
 
+  test("a lone surrogate (\\ud800 without its pair) in any string or key is 400 invalid_request naming where", async () => {
+    for (const [body, param] of [
+      ['{"padding":{"deep":["x\\ud800y"]}}', "padding.deep.0"],
+      ['{"padding":{"k":"\\udc00"}}', "padding.k"],
+      ['{"padding":{"\\ud83d":1}}', "padding.\ud83d"],
+      ['{"padding":"\\ude00\\ud83d"}', "padding"],
+    ] as const) {
+      const { error } = await expectApiError(await send(o, body, json), 400, "invalid_request", { param });
+      expect(error.message).toContain("lone surrogate");
+    }
+    // A pair is a character (U+1F600): not refused for it.
+    const pair = await send(o, '{"padding":"\\ud83d\\ude00"}', json);
+    expect(await pair.clone().text()).not.toContain("surrogate");
+  });
+
   test("a body nested as deep as the size limit allows (a NUL at the bottom) is 400 naming where, nothing logged", async () => {
     // 100,000 levels where the limit allows it (1 MiB), as many as fit in 64 KiB elsewhere.
     const levels = Math.min(100_000, Math.floor((limit - 64) / 2));
