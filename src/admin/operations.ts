@@ -380,8 +380,10 @@ export const adminOperations: AdminOperation[] = [
     path: "/secret-keys/{id}/revoke",
     summary: "Revoke a secret key",
     description:
-      "Revokes a secret key: from now on it is refused with 401 `invalid_key`. 201 like every POST of the " +
-      "admin API; revoking again changes nothing and answers the same.",
+      "Revokes a secret key: from now on it is refused with 401 `invalid_key` (by another process serving the " +
+      "same PostgreSQL database once it hears of the change, which PostgreSQL tells it at the commit: a few " +
+      "milliseconds, more under heavy load). 201 like every POST of the admin API; revoking again changes " +
+      "nothing and answers the same.",
     id: { prefix: "key", example: KEY_ID, cli: { positional: "<key-id>" } },
     response: {
       status: 201,

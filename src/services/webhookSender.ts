@@ -346,8 +346,15 @@ export class WebhookSender implements DeliveryQueue {
       { id: d.deliveryId, attempt: d.attempt, heldBy: d.heldBy, outcomeWithinMs: this.inFlightMs },
       (rows) => deps.timers.insertFrom(deps.sql, rows),
     );
-    // Started elsewhere, finished meanwhile, or its endpoint went: its own timer takes it from here.
-    if (!started) return;
+    if (!started) {
+      // Started elsewhere, finished meanwhile, or its endpoint was disabled or deleted: its holding timer
+      // takes it from here, made due now so that a delivery that can no longer be sent ends at once
+      // (dropped) instead of showing `pending` until the hold runs out. Started elsewhere, that timer
+      // is gone already.
+      await makeTimersDue(deps.sql, [d.heldBy]);
+      deps.timers.soon();
+      return;
+    }
     deps.timers.scheduled([started.net as InsertedTimerRow]);
     const outcome = await this.#send(started);
     await recordOutcome(

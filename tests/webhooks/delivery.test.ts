@@ -277,6 +277,27 @@ describe("one attempt at a time (no runner: the handler is called by the test)",
     expect(await deliveryOf(ctx, eventId, endpoint.id)).toMatchObject({ status: "pending", attempts: 2 });
   });
 
+  test("an endpoint disabled while its delivery waited to be sent: nothing sent, the delivery dropped at once", async () => {
+    const { eventId, endpoint, delivery } = await pendingDelivery("/disabled-meanwhile");
+    const sender = new WebhookSender(ctx.deps);
+    const committed = await count(delivery.id, sender);
+    const [held] = await webhookTimers(ctx, delivery.id);
+    expect(held!.due_in_ms).toBeGreaterThan(60_000);
+    await ctx.db.sql`update webhook_endpoints set enabled = false where id = ${endpoint.id}`;
+    for (const fn of committed) fn();
+    await sender.idle();
+    expect(receiver.at("/disabled-meanwhile")).toEqual([]);
+    // Its holding timer is due now, not when the hold runs out; firing it ends the delivery.
+    const [due] = await webhookTimers(ctx, delivery.id);
+    expect(due!.due_in_ms).toBeLessThanOrEqual(0);
+    await attempt(delivery.id, sender);
+    expect(await deliveryOf(ctx, eventId, endpoint.id)).toMatchObject({
+      status: "dropped",
+      attempts: 0,
+      last_error: "endpoint disabled",
+    });
+  });
+
   test("a public-looking name that resolves to a private address is refused without a request", async () => {
     const { eventId, endpoint, delivery } = await pendingDelivery("/resolved");
     await ctx.db

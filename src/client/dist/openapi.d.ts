@@ -768,7 +768,7 @@ export interface paths {
         put?: never;
         /**
          * Revoke a secret key
-         * @description Revokes a secret key: from now on it is refused with 401 `invalid_key`. 201 like every POST of the admin API; revoking again changes nothing and answers the same. Operators only: enabled when `ADMIN_TOKEN` is set (otherwise 404 `not_found`), authenticated with `Authorization: Bearer <ADMIN_TOKEN>`.
+         * @description Revokes a secret key: from now on it is refused with 401 `invalid_key` (by another process serving the same PostgreSQL database once it hears of the change, which PostgreSQL tells it at the commit: a few milliseconds, more under heavy load). 201 like every POST of the admin API; revoking again changes nothing and answers the same. Operators only: enabled when `ADMIN_TOKEN` is set (otherwise 404 `not_found`), authenticated with `Authorization: Bearer <ADMIN_TOKEN>`.
          */
         post: operations["adminRevokeSecretKey"];
         delete?: never;
