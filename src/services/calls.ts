@@ -10,18 +10,22 @@ import {
   ENDED_STATUSES,
   findCall,
   findTranscript,
+  insertPlacedPhoneCalls,
+  type PlacedPhoneCall,
   transcriptView,
 } from "../db/calls.ts";
 import { contactExists } from "../db/contacts.ts";
 import { type Db, pipelinedTransaction, settledAll } from "../db/engine/connection.ts";
 import { type Page, paginate } from "../db/engine/pages.ts";
+import type { InsertedTimerRow } from "../db/timers.ts";
 import type { Deps, LivePlacement } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
 import type { FlatObject } from "../schemas.ts";
+import { TIMER_KINDS } from "../timers/kinds.ts";
 import { type AdmissionRead, checkPhoneCall, readAdmission, recordPlacements } from "./admission.ts";
 import { monthOf } from "./minutes.ts";
-import { placePhoneCallOn } from "./placement.ts";
+import { admitPlacement } from "./placement.ts";
 import { tryCreateSimulatedCall } from "./simulatedCalls.ts";
 import { scheduleCall } from "./tasks.ts";
 
@@ -213,8 +217,9 @@ async function checkLiveCall(
  * Live calls placed now, in one transaction: every request's reads (one statement) and the locks and
  * limits of each organization named go out in the first round trip; then each request in its turn is
  * checked and, when it passes, placed on its organization's limits as the requests before it left
- * them (no second read), its writes sent with the others' and with each organization's hour and plan
- * minutes, counted once for the batch; the commit follows. A refused request writes nothing and gets
+ * them (no second read); then the placed calls, their reservations and dial timers in one statement
+ * (`insertPlacedPhoneCalls`), with each organization's hour and plan minutes, counted once for the
+ * batch, in the second round trip; the commit follows. A refused request writes nothing and gets
  * its error; the others are placed. One request alone is a batch of one. Batching is what lets an
  * organization place more than one call per lock: every placement holds its organization's lock from
  * its first round trip to its commit (BENCHMARKS.md, "Live phone calls").
@@ -236,40 +241,46 @@ export function placeLiveCalls(
     const limits = new Map<string, AdmissionRead>();
     for (const [id, admission] of admissions) limits.set(id, await admission);
     const first = new Map(limits);
-    const answers: Promise<CallView | ApiError>[] = [];
+    // Each request's call, or its refusal; the calls are written together after the last check.
+    const outcomes: (PlacedPhoneCall | ApiError)[] = [];
     for (const [i, r] of requests.entries()) {
       try {
         const read = limits.get(r.auth.organizationId)!;
         const { facts, agent } = await checkLiveCall(deps, tx, r, reads[i]!, now, false, read.planUsed);
-        const placed = placePhoneCallOn(
-          tx,
-          deps,
-          {
-            callId: deps.ids.next("call"),
-            organization: facts.organization,
-            agent,
-            to: r.to,
-            contactId: r.contactId,
-            campaignId: null,
-            variables: r.variables,
-          },
-          read,
-          { countedByBatch: true },
-        );
-        limits.set(r.auth.organizationId, placed.after);
-        const answer = placed.row.then(callView);
-        // Awaited below, unless a later request's failure ends the batch first.
-        answer.catch(() => {});
-        answers.push(answer);
+        const { after, maxSeconds, reservedMinutes } = admitPlacement(facts.organization, read);
+        limits.set(r.auth.organizationId, after);
+        outcomes.push({
+          id: deps.ids.next("call"),
+          organizationId: facts.organization.id,
+          agentId: agent.id,
+          to: r.to,
+          contactId: r.contactId,
+          variables: r.variables,
+          language: agent.content_language,
+          at: now,
+          month: monthOf(now),
+          reservedMinutes,
+          maxSeconds,
+        });
       } catch (err) {
         if (!(err instanceof ApiError)) throw err;
-        answers.push(Promise.resolve(err));
+        outcomes.push(err);
       }
     }
-    // Each organization's hour and plan minutes, once for the batch.
-    const counted = organizations.map((id) => recordPlacements(tx, id, first.get(id)!, limits.get(id)!));
-    const [placed] = await settledAll([settledAll(answers), settledAll(counted)] as const);
-    return placed;
+    const calls = outcomes.filter((o): o is PlacedPhoneCall => !(o instanceof ApiError));
+    // The calls with their reservations and dial timers in one statement; each organization's hour and
+    // plan minutes once for the batch, in the same round trip.
+    const [written] = await settledAll([
+      calls.length === 0
+        ? Promise.resolve(new Map<string, { call: CallRow; timers: InsertedTimerRow[] }>())
+        : insertPlacedPhoneCalls<InsertedTimerRow>(tx, calls, {
+            kind: TIMER_KINDS.callDial,
+            insert: (sql, rows) => deps.timers.insertFrom(sql, rows),
+          }),
+      settledAll(organizations.map((id) => recordPlacements(tx, id, first.get(id)!, limits.get(id)!))),
+    ] as const);
+    deps.timers.scheduled([...written.values()].flatMap((w) => w.timers));
+    return outcomes.map((o) => (o instanceof ApiError ? o : callView(written.get(o.id)!.call)));
   });
 }
 

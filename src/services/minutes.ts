@@ -70,11 +70,6 @@ export interface ReserveInput {
    * it): nothing is read here then, so the writes go out with the caller's next statements.
    */
   planUsedLocked?: number;
-  /**
-   * The caller adds the reserved minutes to the usage rows itself (a batch of placements adds its
-   * calls' minutes in one statement): only the reservation is written here.
-   */
-  usageAddedByCaller?: boolean;
 }
 
 export interface Reservation {
@@ -127,9 +122,7 @@ export async function reserveMinutes(tx: Db, clock: Clock, input: ReserveInput):
 
   const reservedMinutes = Math.ceil(maxSeconds / 60);
   await settledAll([
-    input.usageAddedByCaller
-      ? Promise.resolve()
-      : addUsage(tx, month, input.organizationId, input.publishableKeyId ?? null, reservedMinutes),
+    addUsage(tx, month, input.organizationId, input.publishableKeyId ?? null, reservedMinutes),
     insertReservation(tx, {
       call_id: input.callId,
       organization_id: input.organizationId,

@@ -45,34 +45,11 @@ export async function placePhoneCall(
   admission?: Promise<AdmissionRead>,
 ): Promise<CallRow> {
   const read = await (admission ?? readAdmission(tx, call.organization.id, deps.clock.now()));
-  return placePhoneCallOn(tx, deps, call, read).row;
-}
-
-/**
- * `placePhoneCall` on limits already read under the lock: a refusal is thrown at once, before any
- * statement is sent; else every write goes out together (the reservation, the call, its timer, the
- * hour) and `row` is the call once they are done. `after` is the read that the next placement of the
- * same transaction stands on: a batch of placements reads the limits once.
- */
-export function placePhoneCallOn(
-  tx: Db,
-  deps: Deps,
-  call: PhoneCallToPlace,
-  read: AdmissionRead,
-  /**
-   * The batch counts its placements itself, once for all (`recordPlacements`): the hour's row and the
-   * plan's usage are not written here.
-   */
-  opts: { countedByBatch?: boolean } = {},
-): { row: Promise<CallRow>; after: AdmissionRead } {
   const org = call.organization;
   const { now, planUsed } = read;
-  // The minutes as the lock shows them come before the limits, as in the order of the checks.
-  const planRemaining = org.plan_minutes - planUsed;
-  if (planRemaining <= 0) throw planMinutesExhausted();
-  const admitted = admitPhoneCall(org, read);
-  const after = admitted.after(Math.ceil(planMaxSeconds(MAX_PHONE_CALL_SECONDS, planRemaining) / 60));
-  const written = settledAll([
+  // A refusal is thrown here, before any statement is sent; then every write goes out together.
+  const { admitted } = admitPlacement(org, read);
+  const [, row] = await settledAll([
     reserveMinutes(tx, deps.clock, {
       callId: call.callId,
       organizationId: org.id,
@@ -80,7 +57,6 @@ export function placePhoneCallOn(
       maxSeconds: MAX_PHONE_CALL_SECONDS,
       planMinutes: org.plan_minutes,
       planUsedLocked: planUsed,
-      usageAddedByCaller: opts.countedByBatch ?? false,
     }),
     call.scheduled
       ? moveCall(tx, call.callId, "scheduled", "initiated", now, { placed_at: now })
@@ -102,12 +78,32 @@ export function placePhoneCallOn(
           placed_at: now,
         }),
     deps.timers.schedule(tx, { kind: TIMER_KINDS.callDial, delayMs: 0, payload: { callId: call.callId } }),
-    opts.countedByBatch ? Promise.resolve() : admitted.record(tx),
+    admitted.record(tx),
   ] as const);
-  const row = written.then(([, row]) => {
-    // A task's call that is no longer `scheduled` was cancelled meanwhile: nothing is placed.
-    if (!row) throw new Error(`call ${call.callId} is no longer scheduled`);
-    return row;
-  });
-  return { row, after };
+  // A task's call that is no longer `scheduled` was cancelled meanwhile: nothing is placed.
+  if (!row) throw new Error(`call ${call.callId} is no longer scheduled`);
+  return row;
+}
+
+/**
+ * One more live phone call on `read`, the organization's limits and plan usage under its lock: the
+ * refusal, in the order of the checks (the minutes as the lock shows them, then the limits), or the
+ * minutes it reserves (`maxSeconds` = min(3,600, remaining plan minutes × 60)) and `after`, the read
+ * the next placement of the same transaction stands on.
+ */
+export function admitPlacement(
+  org: OrganizationRow,
+  read: AdmissionRead,
+): {
+  admitted: ReturnType<typeof admitPhoneCall>;
+  after: AdmissionRead;
+  maxSeconds: number;
+  reservedMinutes: number;
+} {
+  const planRemaining = org.plan_minutes - read.planUsed;
+  if (planRemaining <= 0) throw planMinutesExhausted();
+  const admitted = admitPhoneCall(org, read);
+  const maxSeconds = planMaxSeconds(MAX_PHONE_CALL_SECONDS, planRemaining);
+  const reservedMinutes = Math.ceil(maxSeconds / 60);
+  return { admitted, after: admitted.after(reservedMinutes), maxSeconds, reservedMinutes };
 }
