@@ -10,13 +10,12 @@ import {
   ENDED_STATUSES,
   findCall,
   findTranscript,
-  insertPlacedPhoneCalls,
-  type PlacedPhoneCall,
   transcriptView,
 } from "../db/calls.ts";
 import { contactExists } from "../db/contacts.ts";
 import { type Db, pipelinedTransaction, settledAll } from "../db/engine/connection.ts";
 import { type Page, paginate } from "../db/engine/pages.ts";
+import { insertPlacedPhoneCalls, type PlacedPhoneCall } from "../db/phonePlacements.ts";
 import type { InsertedTimerRow } from "../db/timers.ts";
 import type { Deps, LivePlacement } from "../deps.ts";
 import { ApiError } from "../errors.ts";
