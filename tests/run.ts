@@ -173,7 +173,9 @@ function readReport(pass: PassName): string {
  */
 export function failuresOf(xml: string): string[] {
   const failures: string[] = [];
-  for (const m of xml.matchAll(/<testcase\b([^>]*?)>([\s\S]*?)<\/testcase>/g)) {
+  // A passing case may be self-closing (`<testcase … />`): matched as such, so that it never spans to
+  // the next case's closing tag and takes that case's failure for its own.
+  for (const m of xml.matchAll(/<testcase\b([^>]*?)(?:\/>|>([\s\S]*?)<\/testcase>)/g)) {
     const failure = /<(?:failure|error)\b([^>]*)>/.exec(m[2] ?? "");
     if (!failure) continue;
     const attr = (attrs: string, name: string) =>
