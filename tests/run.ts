@@ -168,25 +168,37 @@ function readReport(pass: PassName): string {
 }
 
 /**
+ * The test cases of a report: each one's attributes and what it holds (empty when self-closing, as a
+ * passing case may be: matched as such, so that it never spans to the next case's closing tag).
+ */
+function testCases(xml: string): { attrs: string; inner: string }[] {
+  return [...xml.matchAll(/<testcase\b([^>]*?)(?:\/>|>([\s\S]*?)<\/testcase>)/g)].map((m) => ({
+    attrs: m[1] ?? "",
+    inner: m[2] ?? "",
+  }));
+}
+
+/**
  * Each failed test case of a report as `file > describe > name: message`, the message on one line
  * and cut at 300 characters (the report keeps all of it).
  */
 export function failuresOf(xml: string): string[] {
+  const attr = (attrs: string, name: string) =>
+    unesc(new RegExp(`\\b${name}="([^"]*)"`).exec(attrs)?.[1] ?? "");
   const failures: string[] = [];
-  // A passing case may be self-closing (`<testcase … />`): matched as such, so that it never spans to
-  // the next case's closing tag and takes that case's failure for its own.
-  for (const m of xml.matchAll(/<testcase\b([^>]*?)(?:\/>|>([\s\S]*?)<\/testcase>)/g)) {
-    const failure = /<(?:failure|error)\b([^>]*)>/.exec(m[2] ?? "");
+  for (const { attrs, inner } of testCases(xml)) {
+    const failure = /<(?:failure|error)\b([^>]*)>/.exec(inner);
     if (!failure) continue;
-    const attr = (attrs: string, name: string) =>
-      unesc(new RegExp(`\\b${name}="([^"]*)"`).exec(attrs)?.[1] ?? "");
-    const file = relative(process.cwd(), attr(m[1] ?? "", "file")) || "";
-    const where = [file, attr(m[1] ?? "", "classname"), attr(m[1] ?? "", "name")].filter(Boolean);
+    const where = [
+      relative(process.cwd(), attr(attrs, "file")),
+      attr(attrs, "classname"),
+      attr(attrs, "name"),
+    ];
     const message = attr(failure[1] ?? "", "message")
       .replace(/\s+/g, " ")
       .trim()
       .slice(0, 300);
-    failures.push(`${where.join(" > ")}${message ? `: ${message}` : ""}`);
+    failures.push(`${where.filter(Boolean).join(" > ")}${message ? `: ${message}` : ""}`);
   }
   return failures;
 }
@@ -194,8 +206,7 @@ export function failuresOf(xml: string): string[] {
 /** Counts of a report: every testcase, failed if it holds <failure> or <error>, skipped if <skipped>. */
 export function countsOf(xml: string): Counts {
   const counts: Counts = { passed: 0, failed: 0, skipped: 0 };
-  for (const m of xml.matchAll(/<testcase\b[^>]*?(\/>|>([\s\S]*?)<\/testcase>)/g)) {
-    const inner = m[2] ?? "";
+  for (const { inner } of testCases(xml)) {
     if (/<(failure|error)\b/.test(inner)) counts.failed++;
     else if (/<skipped\b/.test(inner)) counts.skipped++;
     else counts.passed++;

@@ -48,13 +48,13 @@ export async function placePhoneCall(
   const org = call.organization;
   const { now, planUsed } = read;
   // A refusal is thrown here, before any statement is sent; then every write goes out together.
-  const { admitted } = admitPlacement(org, read);
+  const { admitted, maxSeconds } = admitPlacement(org, read);
   const [, row] = await settledAll([
     reserveMinutes(tx, deps.clock, {
       callId: call.callId,
       organizationId: org.id,
       livemode: true,
-      maxSeconds: MAX_PHONE_CALL_SECONDS,
+      maxSeconds,
       planMinutes: org.plan_minutes,
       planUsedLocked: planUsed,
     }),
