@@ -191,7 +191,9 @@ export function startPageServer(serviceUrl: string): PageServer {
   const csp = [
     "default-src 'none'",
     `script-src 'self' ${serviceUrl}`,
-    `connect-src ${serviceUrl}`,
+    // The service's WebSocket address too: a live call's media connection (a page using live calls
+    // lists its media server there).
+    `connect-src ${serviceUrl} ${serviceUrl.replace(/^http/, "ws")}`,
     "style-src 'self'",
     "img-src 'self'",
     "base-uri 'none'",

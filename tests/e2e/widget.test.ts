@@ -123,10 +123,10 @@ describe("before the first interaction", () => {
     expect(webCallRequests(requests, service.url)).toEqual([]);
   });
 
-  test("a publishable-key page loads the bot check script only on the first pointer-enter", async () => {
+  test("a publishable-key page loads the bot check script only on the first pointer-enter; destroy() takes it away", async () => {
     pages.script(
       "/publishable.js",
-      `ServiceWidget.init({ target: "#slot", key: "inf_pub_e2e_not_a_real_key", captchaSiteKey: "site-key-e2e",
+      `window.__pub = ServiceWidget.init({ target: "#slot", key: "inf_pub_e2e_not_a_real_key", captchaSiteKey: "site-key-e2e",
   captchaScriptUrl: location.origin + "/captcha/api.js" });`,
     );
     const url = pages.page(
@@ -154,6 +154,13 @@ describe("before the first interaction", () => {
       { timeoutMs: 20_000 },
     );
     expect(webCallRequests(r.requests, service.url)).toEqual([]);
+    const added = () =>
+      r.page.evaluate(
+        () => document.querySelectorAll('service-widget, script[src*="/captcha/api.js"]').length,
+      );
+    expect(await added()).toBe(2);
+    await r.page.evaluate(() => (window as unknown as { __pub: { destroy(): void } }).__pub.destroy());
+    expect(await added()).toBe(0);
   });
 });
 
@@ -201,6 +208,38 @@ describe("refusals before any request", () => {
     expect(await alert.textContent()).not.toContain("microphone_blocked");
     expect(await widgetButton(page).textContent()).toBe("Try again");
   });
+});
+
+describe("a room that cannot be joined", () => {
+  test("the media connection fails: error media_error with its alert, not a silent return to idle", async () => {
+    const { page } = await tokenPage();
+    // A live answer whose room is on a server that speaks no LiveKit signalling (the service itself:
+    // its WebSocket upgrade is refused), so the real media client fails to connect.
+    await page.route(`${service.url}/api/v1/web-calls`, (route) =>
+      route.fulfill({
+        status: 201,
+        contentType: "application/json",
+        headers: { "access-control-allow-origin": pages.origin },
+        body: JSON.stringify({
+          callId: "call_01JZ0000000000000000000000",
+          livemode: true,
+          maxSeconds: 600,
+          room: {
+            name: "call_01JZ0000000000000000000000",
+            serverUrl: service.url.replace(/^http/, "ws"),
+            participantToken: "e2e.participant.token",
+          },
+        }),
+      }),
+    );
+    await widgetButton(page).click();
+    await waitForState(page, "error", "media_error", 30_000);
+    expect((await states(page)).map((s) => s.state)).toEqual(["connecting", "error"]);
+    const alert = page.locator("service-widget").locator("[role=alert]");
+    expect(await alert.textContent()).toBeTruthy();
+    expect(await alert.textContent()).not.toContain("media_error");
+    expect(await widgetButton(page).textContent()).toBe("Try again");
+  }, 60_000);
 });
 
 describe("motion", () => {

@@ -170,6 +170,17 @@ describe("the button", () => {
     expect(m.browser.streams[0]!.tracks[0]!.stopped).toBe(true);
   });
 
+  test("Escape ends the call even where the page stops the event's propagation", async () => {
+    const page = openPage({ body: '<input id="combo">' });
+    const m = track(mount({ sessionToken: TOKEN }, { page }));
+    const input = page.document.getElementById("combo")!;
+    input.addEventListener("keydown", (e) => e.stopPropagation());
+    await m.widget.start();
+    keydown(input, "Escape", page.window as never);
+    await flush();
+    expect(m.widget.getState()).toBe("idle");
+  });
+
   test("Escape from inside the widget ends the call too", async () => {
     const m = track(mount({ sessionToken: TOKEN }));
     await m.widget.start();
@@ -289,16 +300,18 @@ describe("destroy", () => {
     const doc = page.document;
     // Every listener the widget puts on the page must be taken off again.
     const listening = new Set<unknown>();
-    const add = doc.addEventListener.bind(doc);
-    const remove = doc.removeEventListener.bind(doc);
-    doc.addEventListener = ((type: string, fn: EventListener, o?: AddEventListenerOptions) => {
-      listening.add(fn);
-      add(type, fn, o);
-    }) as typeof doc.addEventListener;
-    doc.removeEventListener = ((type: string, fn: EventListener, o?: EventListenerOptions) => {
-      listening.delete(fn);
-      remove(type, fn, o);
-    }) as typeof doc.removeEventListener;
+    for (const target of [doc, page.window as unknown as EventTarget]) {
+      const add = target.addEventListener.bind(target);
+      const remove = target.removeEventListener.bind(target);
+      target.addEventListener = ((type: string, fn: EventListener, o?: AddEventListenerOptions) => {
+        listening.add(fn);
+        add(type, fn, o);
+      }) as typeof target.addEventListener;
+      target.removeEventListener = ((type: string, fn: EventListener, o?: EventListenerOptions) => {
+        listening.delete(fn);
+        remove(type, fn, o);
+      }) as typeof target.removeEventListener;
+    }
     const browser = new FakeBrowser();
     browser.answer = () => json(201, liveAnswer());
     const m = track(mount(PUBLISHABLE, { page, browser }));
@@ -313,6 +326,10 @@ describe("destroy", () => {
     expect(m.widget.getState()).toBe("idle");
     // The harness itself listens for service:statechange; the widget's own listeners are gone.
     expect(listening.size).toBe(1);
+    // The bot check's script is given back (it goes when no other widget of the page uses it).
+    expect(browser.captchaReleases).toEqual([
+      { scriptUrl: "https://www.google.com/recaptcha/api.js", siteKey: PUBLISHABLE.captchaSiteKey },
+    ]);
     expect(await m.widget.start()).toEqual({ state: "idle" });
     expect(browser.requests).toHaveLength(1);
     m.widget.destroy();

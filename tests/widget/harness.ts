@@ -115,6 +115,11 @@ export class FakeBrowser implements Runtime {
     this.captchaLoads.push({ scriptUrl, siteKey });
   };
 
+  readonly captchaReleases: { scriptUrl: string; siteKey: string }[] = [];
+  releaseCaptcha = (_doc: Document, scriptUrl: string, siteKey: string) => {
+    this.captchaReleases.push({ scriptUrl, siteKey });
+  };
+
   setTimeout = (fn: () => void, ms: number) => {
     const id = this.#nextTimer++;
     this.#timers.push({ id, at: this.now + ms, fn });

@@ -23,8 +23,11 @@ export interface Runtime {
   /** Absent where the page is not a secure context or the browser has no microphone API. */
   getUserMedia: ((constraints: MediaStreamConstraints) => Promise<MediaStream>) | undefined;
   loadMedia(url: string): Promise<MediaClient>;
-  captchaToken(doc: Document, scriptUrl: string, siteKey: string): Promise<string>;
-  prefetchCaptcha(doc: Document, scriptUrl: string, siteKey: string): void;
+  /** The bot check's token, its script loaded for `user` (the widget) if need be. */
+  captchaToken(doc: Document, scriptUrl: string, siteKey: string, user: object): Promise<string>;
+  prefetchCaptcha(doc: Document, scriptUrl: string, siteKey: string, user: object): void;
+  /** `user` is destroyed: the bot check's script goes when no other widget of the page uses it. */
+  releaseCaptcha(doc: Document, scriptUrl: string, siteKey: string, user: object): void;
   setTimeout(fn: () => void, ms: number): unknown;
   clearTimeout(id: unknown): void;
 }
@@ -160,7 +163,7 @@ export function createWidget(options: WidgetOptions, env: Environment): WidgetHa
   async function credentialBody(): Promise<CallRequest> {
     const credential = config.credential;
     if (credential.kind === "publishable") {
-      const captchaToken = await runtime.captchaToken(doc, config.captchaScriptUrl, credential.siteKey);
+      const captchaToken = await runtime.captchaToken(doc, config.captchaScriptUrl, credential.siteKey, host);
       return { publishableKey: credential.key, captchaToken };
     }
     if (credential.kind === "single-token") {
@@ -273,16 +276,20 @@ export function createWidget(options: WidgetOptions, env: Environment): WidgetHa
     if (warmedUp) return;
     warmedUp = true;
     if (config.credential.kind === "publishable") {
-      runtime.prefetchCaptcha(doc, config.captchaScriptUrl, config.credential.siteKey);
+      runtime.prefetchCaptcha(doc, config.captchaScriptUrl, config.credential.siteKey, host);
     }
     runtime.loadMedia(config.mediaUrl).catch(() => {});
   }
 
-  /** Escape ends a call wherever the focus is on the page. */
+  /**
+   * Escape ends a call wherever the focus is on the page: heard on the window in the capture phase,
+   * before any element of the page can stop the event (a modal or a combobox often does).
+   */
   function onKeyDown(event: KeyboardEvent) {
     if (event.key === "Escape" && (state === "in-call" || state === "connecting")) void stop();
   }
-  doc.addEventListener("keydown", onKeyDown);
+  const keyTarget: EventTarget = win ?? doc;
+  keyTarget.addEventListener("keydown", onKeyDown as EventListener, true);
 
   draw();
   (config.target ?? doc.body).appendChild(host);
@@ -299,7 +306,10 @@ export function createWidget(options: WidgetOptions, env: Environment): WidgetHa
       state = "idle";
       data = Object.freeze({ state: "idle" });
       for (const resolve of startWaiters.splice(0)) resolve(data);
-      doc.removeEventListener("keydown", onKeyDown);
+      keyTarget.removeEventListener("keydown", onKeyDown as EventListener, true);
+      if (config.credential.kind === "publishable") {
+        runtime.releaseCaptcha(doc, config.captchaScriptUrl, config.credential.siteKey, host);
+      }
       render(null, view);
       root.adoptedStyleSheets = [];
       root.replaceChildren();

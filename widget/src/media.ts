@@ -8,10 +8,16 @@ import type { MediaCall, MediaClient } from "./types.ts";
 export const joinCall: MediaClient["joinCall"] = async (opts) => {
   const room = new Room({ adaptiveStream: false, dynacast: false, disconnectOnPageLeave: true });
   let ended = false;
+  // livekit-client reports a connection that fails as a disconnection too: until the call is joined,
+  // a lost room is a call that could not start (the join rejects: media_error), not one that ended.
+  let joined = false;
+  let lostWhileJoining = false;
   const end = () => {
-    if (ended) return;
-    ended = true;
-    opts.onEnded();
+    if (!joined) lostWhileJoining = true;
+    else if (!ended) {
+      ended = true;
+      opts.onEnded();
+    }
   };
   const elements = new Set<HTMLMediaElement>();
   room
@@ -45,6 +51,8 @@ export const joinCall: MediaClient["joinCall"] = async (opts) => {
     await room.localParticipant.publishTrack(opts.microphone, { source: Track.Source.Microphone });
     // The click that started the call allows playback; this unlocks it where a browser still hesitates.
     await room.startAudio().catch(() => {});
+    if (lostWhileJoining) throw new Error("the room was lost while joining");
+    joined = true;
   } catch (err) {
     await leave().catch(() => {});
     throw err;

@@ -27,30 +27,13 @@ export const RECAPTCHA_SCRIPT_URL = "https://www.google.com/recaptcha/api.js";
  * The options of a `<script data-…>` tag. The session token attribute is removed from the page
  * as soon as it is read, so it stays in memory only.
  */
-export function readScriptAttributes(script: Element): WidgetOptions {
-  const options: WidgetOptions = {};
-  const take = (name: string) => script.getAttribute(name) ?? undefined;
-  const sessionToken = take("data-session-token");
-  if (sessionToken !== undefined) {
-    script.removeAttribute("data-session-token");
-    options.sessionToken = sessionToken;
-  }
-  const map = {
-    key: "data-key",
-    captchaSiteKey: "data-captcha-site-key",
-    target: "data-target",
-    lang: "data-lang",
-    label: "data-label",
-    apiBase: "data-api-base",
-  } as const;
-  for (const [option, attribute] of Object.entries(map)) {
-    const value = take(attribute);
-    if (value !== undefined) options[option as keyof typeof map] = value;
-  }
-  return options;
+export function readScriptAttributes(script: HTMLElement): WidgetOptions {
+  // `dataset` names them as the options are named: data-captcha-site-key is captchaSiteKey.
+  const { sessionToken, key, captchaSiteKey, target, lang, label, apiBase } = script.dataset;
+  script.removeAttribute("data-session-token");
+  return { sessionToken, key, captchaSiteKey, target, lang, label, apiBase };
 }
 
-/** True when a script tag asks for a button rather than only the global. */
 export function wantsButton(script: Element): boolean {
   return script.hasAttribute("data-key") || script.hasAttribute("data-session-token");
 }
@@ -78,12 +61,10 @@ function resolveCredential(options: WidgetOptions): Credential {
     return { kind: "token-source", get: options.getSessionToken };
   if (options.sessionToken !== undefined)
     return { kind: "single-token", token: options.sessionToken || null };
-  if (options.key) {
-    if (!options.captchaSiteKey) {
-      throw new Error("ServiceWidget: a publishable key needs captchaSiteKey (data-captcha-site-key).");
-    }
+  if (options.key && options.captchaSiteKey) {
     return { kind: "publishable", key: options.key, siteKey: options.captchaSiteKey };
   }
+  // One message for a missing credential and for a key without its site key (every byte of v1.js counts).
   throw new Error("ServiceWidget: give key and captchaSiteKey, sessionToken or getSessionToken.");
 }
 

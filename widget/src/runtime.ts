@@ -1,4 +1,4 @@
-import { captchaToken, loadCaptcha } from "./captcha.ts";
+import { captchaToken, loadCaptcha, releaseCaptcha } from "./captcha.ts";
 import type { Runtime } from "./controller.tsx";
 import type { MediaClient } from "./types.ts";
 
@@ -23,9 +23,10 @@ export function browserRuntime(win: Window): Runtime {
     getUserMedia: devices?.getUserMedia ? (constraints) => devices.getUserMedia(constraints) : undefined,
     loadMedia,
     captchaToken,
-    prefetchCaptcha: (doc, scriptUrl, siteKey) => {
-      loadCaptcha(doc, scriptUrl, siteKey).catch(() => {});
+    prefetchCaptcha: (doc, scriptUrl, siteKey, user) => {
+      loadCaptcha(doc, scriptUrl, siteKey, user).catch(() => {});
     },
+    releaseCaptcha,
     setTimeout: (fn, ms) => win.setTimeout(fn, ms),
     clearTimeout: (id) => win.clearTimeout(id as number),
   };

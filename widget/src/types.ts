@@ -80,7 +80,10 @@ export interface MediaClient {
     microphone: MediaStreamTrack;
     /** Where the agent's audio elements are placed. */
     audioContainer: Element;
-    /** Called once when the agent leaves or the room closes. */
+    /**
+     * Called once when the agent leaves or the room closes, after the join resolved: a room lost
+     * while joining makes the join reject instead (a call that could not start).
+     */
     onEnded: () => void;
   }): Promise<MediaCall>;
 }
