@@ -364,9 +364,18 @@ export async function unlockRunner(sql: Db, runner: number): Promise<void> {
   await sql`select pg_advisory_unlock(${RUNNER_LOCK_NAMESPACE}, ${runner})`;
 }
 
-/** A round trip on the liveness lock's connection: it fails once that session, and the lock with it, is gone. */
-export async function pingRunnerSession(sql: Db): Promise<void> {
-  await sql`select 1`;
+/**
+ * Whether the session `sql` runs on holds the liveness lock of `runner`: false once that session was
+ * lost and the driver reconnected (the lock goes with its session).
+ */
+export async function runnerLockHeld(sql: Db, runner: number): Promise<boolean> {
+  const [row] = await sql<{ held: boolean }[]>`
+    select exists (
+      select 1 from pg_locks
+      where locktype = 'advisory' and pid = pg_backend_pid() and granted
+        and classid = ${RUNNER_LOCK_NAMESPACE}::int4::oid and objid = ${runner}::int4::oid and objsubid = 2
+    ) as held`;
+  return row?.held === true;
 }
 
 /**

@@ -1,16 +1,22 @@
-import type { ReservedSql, Sql } from "postgres";
-import { pingRunnerSession, tryLockRunner, unlockRunner } from "../db/timers.ts";
+import postgres, { type Sql } from "postgres";
+import { runnerLockHeld, tryLockRunner, unlockRunner } from "../db/timers.ts";
 
 /**
  * How a timer runner proves it is alive: a session advisory lock under a random number (its lease
- * identity), held on a connection it reserves for itself (`reserved`, PostgreSQL) or on the pool's
- * session (`shared`, the embedded database, which is one session for the whole process anyway).
- * Other runners take over the leases of a number whose lock is gone.
+ * identity), held on a session of its own (`reserved`, PostgreSQL) or on the pool's session
+ * (`shared`, the embedded database, which is one session for the whole process anyway). Other
+ * runners take over the leases of a number whose lock is gone.
+ *
+ * On PostgreSQL the session is a client of its own with one connection that the driver never retires,
+ * not a connection reserved from the pool: a reserved connection that the database closes (a restart,
+ * `pg_terminate_backend`) cannot be used again, and the driver (postgres 3.4.9) fails outside any
+ * promise, ending the process, when a statement is sent on it. A client of its own reconnects, and
+ * each check asks the database whether this session still holds the lock.
  */
 export class RunnerLiveness {
   readonly #sql: Sql;
   readonly #mode: "reserved" | "shared";
-  #conn: ReservedSql | null = null;
+  #session: Sql | null = null;
   #runner = 0;
 
   constructor(sql: Sql, mode: "reserved" | "shared") {
@@ -23,45 +29,56 @@ export class RunnerLiveness {
     return this.#runner;
   }
 
+  #lockSession(): Sql {
+    if (this.#mode === "shared") return this.#sql;
+    this.#session ??= postgres({
+      ...this.#sql.options,
+      max: 1,
+      // Retiring the connection would drop the lock with it.
+      max_lifetime: null,
+      idle_timeout: null,
+    } as unknown as postgres.Options<Record<string, never>>);
+    return this.#session;
+  }
+
   async acquire(): Promise<void> {
-    const conn = this.#mode === "reserved" ? await this.#sql.reserve() : null;
-    const sql = conn ?? this.#sql;
+    const sql = this.#lockSession();
     for (let i = 0; i < 10; i++) {
       const candidate = 1 + Math.floor(Math.random() * 0x7ffffffe);
       if (await tryLockRunner(sql, candidate)) {
         this.#runner = candidate;
-        this.#conn = conn;
         return;
       }
     }
-    conn?.release();
     throw new Error("timer runner: could not take a liveness lock");
   }
 
   async release(): Promise<void> {
-    const conn = this.#conn;
-    this.#conn = null;
+    const session = this.#session;
+    this.#session = null;
     try {
-      await unlockRunner(conn ?? this.#sql, this.#runner);
+      await unlockRunner(session ?? this.#sql, this.#runner);
     } finally {
-      conn?.release();
+      await session?.end({ timeout: 1 });
     }
   }
 
   /**
-   * Checks that the lock's session still stands. If its connection dropped, the lock is gone: takes a
-   * new identity and returns the error (the runner then forgets what it held under the old one).
+   * Checks that the lock's session still stands. If it was lost (its connection dropped; the driver has
+   * reconnected since, or cannot), the lock is gone: takes a new identity and returns the error (the
+   * runner then forgets what it held under the old one).
    */
   async check(): Promise<Error | null> {
-    if (!this.#conn) return null;
+    const session = this.#session;
+    if (!session) return null;
+    let lost: Error;
     try {
-      await pingRunnerSession(this.#conn);
-      return null;
+      if (await runnerLockHeld(session, this.#runner)) return null;
+      lost = new Error("the liveness lock's session was lost");
     } catch (err) {
-      this.#conn.release();
-      this.#conn = null;
-      await this.acquire();
-      return err as Error;
+      lost = err as Error;
     }
+    await this.acquire();
+    return lost;
   }
 }

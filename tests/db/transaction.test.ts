@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { pipelinedTransaction, settledAll } from "../../src/db/engine/connection.ts";
+import { connectionLost, pipelinedTransaction, settledAll } from "../../src/db/engine/connection.ts";
 import { createTestDatabase, TEST_DATABASE, type TestDatabase } from "../helpers/db.ts";
 
 /** The one way the service opens a transaction: begin sent with the first statement, all or nothing. */
@@ -130,5 +130,48 @@ test.skipIf(TEST_DATABASE === "embedded")(
     );
     // Set by the connection itself ("client"), not inherited from the server's configuration.
     expect(sessions.map((r) => r[0])).toEqual(Array(4).fill({ setting: "off", source: "client" }));
+  },
+);
+
+test.skipIf(TEST_DATABASE === "embedded")(
+  "a connection the database closes mid-transaction: the error is passed on, the process lives, the pool goes on",
+  async () => {
+    const pool = (await import("postgres")).default(db.url!, { max: 2, onnotice: () => {} });
+    const killer = (await import("postgres")).default(db.url!, { max: 1, onnotice: () => {} });
+    try {
+      for (let round = 0; round < 3; round++) {
+        const err = await pipelinedTransaction(pool, async (tx) => {
+          await tx`insert into tx_probe values (${100 + round})`;
+          const [row] = await tx<{ pid: number }[]>`select pg_backend_pid() as pid`;
+          // Closed by the database while a statement runs.
+          setTimeout(() => killer`select pg_terminate_backend(${row!.pid})`.execute(), 200);
+          await tx`select pg_sleep(5)`;
+        }).catch((e) => e);
+        // The server's FATAL (57P01) or the driver's closed connection, never an uncaught failure.
+        expect(connectionLost(err)).toBe(true);
+        // Long enough for a write the driver scheduled on the dead connection to have run (it ended
+        // the process before the fix).
+        await new Promise((r) => setTimeout(r, 50));
+        // The pool goes on and nothing of the transaction was kept. (The driver hands the server's
+        // FATAL to the first statement on the reconnected connection, a stale error; one retry.)
+        const count = async () => {
+          for (let attempt = 0; ; attempt++) {
+            try {
+              return (
+                await pool<
+                  { n: number }[]
+                >`select count(*)::int as n from tx_probe where n between 100 and 102`
+              )[0]!.n;
+            } catch (e) {
+              if (!connectionLost(e) || attempt >= 2) throw e;
+            }
+          }
+        };
+        expect(await Promise.all([count(), count(), count(), count()])).toEqual([0, 0, 0, 0]);
+      }
+    } finally {
+      await pool.end({ timeout: 1 });
+      await killer.end({ timeout: 1 });
+    }
   },
 );

@@ -43,6 +43,7 @@ export async function settledAll<T extends readonly unknown[]>(
  */
 export async function pipelinedTransaction<T>(sql: Sql, fn: (tx: Db) => Promise<T>): Promise<T> {
   const conn = await sql.reserve();
+  let lost = false;
   try {
     // Both are awaited, so nothing of fn is still running on the connection when it is rolled back
     // and released.
@@ -50,11 +51,30 @@ export async function pipelinedTransaction<T>(sql: Sql, fn: (tx: Db) => Promise<
     await conn`commit`;
     return value;
   } catch (err) {
-    await conn`rollback`.catch(() => {});
+    // A connection the database closed (a restart, pg_terminate_backend) rolled back on its own, and
+    // the driver has already put it back among the pool's closed connections, which it reconnects when
+    // needed. Nothing more may go out on it: the driver (postgres 3.4.9) would fail outside any promise,
+    // ending the process, and releasing it would hand the dead connection to the next query.
+    lost = connectionLost(err);
+    if (!lost) await conn`rollback`.catch(() => {});
     throw err;
   } finally {
-    conn.release();
+    if (!lost) conn.release();
   }
+}
+
+/** The driver's codes for a connection that is gone. */
+const LOST_CONNECTION_CODES = new Set(["CONNECTION_CLOSED", "CONNECTION_ENDED", "CONNECTION_DESTROYED"]);
+
+/**
+ * Whether `err` says the connection is gone: the driver's own errors for it, or the server's FATAL or
+ * PANIC, after which it closes the session.
+ */
+export function connectionLost(err: unknown): boolean {
+  const e = err as { code?: unknown; severity?: unknown; severity_local?: unknown } | null;
+  if (!e || typeof e !== "object") return false;
+  if (typeof e.code === "string" && LOST_CONNECTION_CODES.has(e.code)) return true;
+  return e.severity === "FATAL" || e.severity === "PANIC";
 }
 
 export interface Database {
