@@ -259,12 +259,13 @@ export interface Refusal {
 
 /**
  * Contacts refused by a calling rule, however many, in one statement: each still pending fails, never
- * retried, with a live call of its own written `failed` at `at` with the rule's code as `outcome`
- * (never placed: counted in no limit, nothing reserved). Returns those calls in the order given.
+ * retried, with a call of its own (in the campaign's mode) written `failed` at `at` with the rule's
+ * code as `outcome` (never placed: counted in no limit, nothing reserved). Returns those calls in the
+ * order given.
  */
 export async function refuseContacts(
   sql: Db,
-  campaign: Pick<CampaignRow, "id" | "organization_id" | "agent_id">,
+  campaign: Pick<CampaignRow, "id" | "organization_id" | "livemode" | "agent_id">,
   language: string,
   refusals: readonly Refusal[],
   at: Date,
@@ -282,8 +283,8 @@ export async function refuseContacts(
     ), calls as (
       insert into calls (id, organization_id, livemode, status, agent_id, to_number, contact_id, campaign_id,
         direction, variables, language, created_at, updated_at, ended_at, successful, outcome)
-      select call_id, ${campaign.organization_id}, true, 'failed', ${campaign.agent_id}, phone, contact_id,
-        ${campaign.id}, 'outbound', variables, ${language}, ${at}::timestamptz, ${at}::timestamptz,
+      select call_id, ${campaign.organization_id}, ${campaign.livemode}::boolean, 'failed', ${campaign.agent_id},
+        phone, contact_id, ${campaign.id}, 'outbound', variables, ${language}, ${at}::timestamptz, ${at}::timestamptz,
         ${at}::timestamptz, false, code
       from refused
       returning ${columnList(sql, CALL_COLUMNS)}

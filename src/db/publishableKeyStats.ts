@@ -28,9 +28,9 @@ export function scoreBucket(score: number): number {
 }
 
 /**
- * Counts one attempt of the key `key` (its id, or the hash of the key as presented: then only a key
- * that exists and is not revoked counts, in the same statement). Usable as a statement of its own or
- * inside a transaction.
+ * Counts one attempt of the key `key` (its id, or the hash of the key as presented: then a key that
+ * exists counts, revoked or not, in the same statement; a leaked key still used after its revocation
+ * is what the view is for). Usable as a statement of its own or inside a transaction.
  */
 export function countKeyAttempt(
   sql: Db,
@@ -40,7 +40,7 @@ export function countKeyAttempt(
   const source: Fragment =
     "id" in key
       ? sql`select ${key.id}::text as id`
-      : sql`select id from publishable_keys where key_hash = ${key.hash} and revoked_at is null`;
+      : sql`select id from publishable_keys where key_hash = ${key.hash}`;
   const started = "started" in a.outcome;
   const minutes = "started" in a.outcome ? a.outcome.minutes : 0;
   const code = "refused" in a.outcome ? a.outcome.refused : null;

@@ -186,26 +186,7 @@ async function advance(tx: Db, deps: Deps, id: string, knownAgent?: AgentRow): P
       await callLive(tx, deps, campaign, free, now, knownAgent);
       await wakeWhenDue(tx, deps, campaign, now);
     } else {
-      const next = await nextPending(tx, id, free, now);
-      const agent =
-        next.length > 0
-          ? (knownAgent ?? (await findAgent(tx, campaign.organization_id, campaign.agent_id)) ?? undefined)
-          : undefined;
-      const started: { position: number; callId: string }[] = [];
-      for (const target of next) {
-        const call = await createSimulatedCall(tx, deps, {
-          organizationId: campaign.organization_id,
-          agentId: campaign.agent_id,
-          ...(agent ? { agentLanguage: agent.content_language } : {}),
-          direction: "outbound",
-          to: target.phone,
-          contactId: target.contactId,
-          campaignId: campaign.id,
-          variables: target.variables,
-        });
-        started.push({ position: target.position, callId: call.id });
-      }
-      await markCalling(tx, id, started);
+      await callSimulated(tx, deps, campaign, free, now, knownAgent);
     }
   }
   const row = await refreshCampaign(tx, id, { now: deps.clock.now() });
@@ -219,6 +200,43 @@ async function advance(tx: Db, deps: Deps, id: string, knownAgent?: AgentRow): P
     });
   }
   return row;
+}
+
+/**
+ * Starts the simulated calls of a test campaign for up to `free` pending contacts. Like a live one,
+ * it calls no more once its agent is inactive: every contact not yet called fails with
+ * `agent_unavailable` (calls in progress finish).
+ */
+async function callSimulated(
+  tx: Db,
+  deps: Deps,
+  campaign: CampaignRow,
+  free: number,
+  now: Date,
+  knownAgent?: AgentRow,
+): Promise<void> {
+  const next = await nextPending(tx, campaign.id, free, now);
+  if (next.length === 0) return;
+  const agent = knownAgent ?? (await findAgent(tx, campaign.organization_id, campaign.agent_id)) ?? undefined;
+  if (agent && !agent.active) {
+    await stopCalling(tx, deps, campaign, agent, "agent_unavailable");
+    return;
+  }
+  const started: { position: number; callId: string }[] = [];
+  for (const target of next) {
+    const call = await createSimulatedCall(tx, deps, {
+      organizationId: campaign.organization_id,
+      agentId: campaign.agent_id,
+      ...(agent ? { agentLanguage: agent.content_language } : {}),
+      direction: "outbound",
+      to: target.phone,
+      contactId: target.contactId,
+      campaignId: campaign.id,
+      variables: target.variables,
+    });
+    started.push({ position: target.position, callId: call.id });
+  }
+  await markCalling(tx, campaign.id, started);
 }
 
 /** Refusals that concern one contact: it fails at once, never dialled and never retried. */
@@ -302,19 +320,7 @@ async function callLive(
     await refuse(tx, deps, campaign, agent, refused);
     free -= started.length;
   }
-  if (stop && agent) {
-    // The organization can call no more: every contact not yet called fails, with this code.
-    deps.log.info("live campaign stops calling", { campaignId: campaign.id, code: stop });
-    const positions = await pendingPositions(tx, campaign.id);
-    const code = stop;
-    await refuse(
-      tx,
-      deps,
-      campaign,
-      agent,
-      positions.map((position) => ({ position, callId: deps.ids.next("call"), code })),
-    );
-  }
+  if (stop && agent) await stopCalling(tx, deps, campaign, agent, stop);
   if (wait) {
     const at =
       wait.opensAt ??
@@ -376,6 +382,25 @@ async function refuse(
     tx,
     deps,
     calls.map((call) => callEvent("call.ended", call)),
+  );
+}
+
+/** The campaign can call no more: every contact not yet called fails, with `code` as its call's outcome. */
+async function stopCalling(
+  tx: Db,
+  deps: Deps,
+  campaign: CampaignRow,
+  agent: AgentRow,
+  code: ErrorCode,
+): Promise<void> {
+  deps.log.info("campaign stops calling", { campaignId: campaign.id, livemode: campaign.livemode, code });
+  const positions = await pendingPositions(tx, campaign.id);
+  await refuse(
+    tx,
+    deps,
+    campaign,
+    agent,
+    positions.map((position) => ({ position, callId: deps.ids.next("call"), code })),
   );
 }
 

@@ -36,11 +36,23 @@ export type LiveWebCall = {
 export type SimulatedWebCall = { simulated: true; livemode: false; callId: string; maxSeconds: number };
 export type StartedWebCall = LiveWebCall | SimulatedWebCall;
 
-/** 401 `invalid_key` unless `value` is a publishable key that exists and is not revoked. */
-async function findPublishableKey(deps: Deps, value: unknown): Promise<PublishableKeyRow> {
+/**
+ * 401 `invalid_key` unless `value` is a publishable key that exists and is not revoked. A revoked key's
+ * refusal counts in its abuse view (the statement reads the key by its hash; an unknown one is nobody's).
+ */
+async function findPublishableKey(
+  deps: Deps,
+  value: unknown,
+  origin: string | undefined,
+): Promise<PublishableKeyRow> {
   if (typeof value !== "string" || keyKind(value) !== "publishable") throw invalidKey();
-  const row = await findActivePublishableKey(deps.sql, sha256(value));
-  if (!row) throw invalidKey();
+  const hash = sha256(value);
+  const row = await findActivePublishableKey(deps.sql, hash);
+  if (!row) {
+    const err = invalidKey();
+    await countRefusal(deps, { hash }, err, origin, null);
+    throw err;
+  }
   return row;
 }
 
@@ -63,11 +75,12 @@ function originOf(header: string | undefined): string | null {
  * Publishable form: rate limit (429) → key (401) → Origin in the key's list (403) → bot check (400) →
  * paid plan (403) → agent (503) → plan minutes (403) → key cap (429) → start.
  *
- * Every attempt with a valid key is counted in the key's abuse view (db/publishableKeyStats.ts): a
- * refusal under its code, by one statement once it is decided; a start inside the transaction that
- * creates the call, moved under `call_start_failed` when the media server then fails it. The rate
- * limit decides before the key is read: a rate-limited attempt counts too, under `rate_limited`, when
- * the body carries a valid key (the statement reads the key itself).
+ * Every attempt with a key that exists is counted in the key's abuse view (db/publishableKeyStats.ts):
+ * a refusal under its code, by one statement once it is decided (a revoked key's under `invalid_key`);
+ * a start inside the transaction that creates the call, moved under `call_start_failed` when the media
+ * server then fails it. The rate limit decides before the key is read: a rate-limited attempt counts
+ * too, under `rate_limited`, when the body carries a key that exists, revoked or not (the statement
+ * reads the key itself).
  */
 export async function startWithPublishableKey(
   deps: Deps,
@@ -83,7 +96,7 @@ export async function startWithPublishableKey(
     }
     throw err;
   }
-  const key = await findPublishableKey(deps, input.publishableKey);
+  const key = await findPublishableKey(deps, input.publishableKey, input.origin);
   const seen: { captchaScore: number | null } = { captchaScore: null };
   let admitted: { agent: AgentRow; call: PreparedCall; countedAt: Date };
   try {

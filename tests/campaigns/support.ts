@@ -58,7 +58,8 @@ export function checkMonotonic(before: Progress, after: Progress): void {
 /** Calls of a campaign that are not over yet, straight from the calls table. */
 export async function openCalls(sql: Sql, campaignId: string): Promise<number> {
   const [row] = await sql<{ n: number }[]>`
-    select count(*)::int as n from calls where campaign_id = ${campaignId} and status <> 'completed'`;
+    select count(*)::int as n from calls where campaign_id = ${campaignId}
+      and status not in ('completed', 'failed', 'no_answer', 'busy', 'cancelled')`;
   return row!.n;
 }
 

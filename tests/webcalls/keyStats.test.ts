@@ -174,6 +174,37 @@ describe("what is counted", () => {
     ]);
   });
 
+  test("a revoked key's attempts count under invalid_key, or rate_limited when the rate limit refuses first", async () => {
+    const org = await seedOrganization(w.ctx, { cap: 100 });
+    const attempt = (opts: Parameters<typeof startCall>[2] = {}) =>
+      startCall(w.ctx, { publishableKey: org.publishable.key, captchaToken: good() }, opts).then(outcomeOf);
+    expect(await attempt()).toBe("201 ok");
+    const revoked = await admin(w.ctx, "POST", `/publishable-keys/${org.publishable.id}/revoke`);
+    expect(revoked.status).toBe(201);
+    expect(revoked.body).toMatchObject({ id: org.publishable.id, revoked: true });
+    // The leaked key, still embedded on the shop and copied elsewhere; then one address tries too often.
+    const codes = [await attempt({ origin: "https://copycat.example.net" })];
+    const address = freshAddress();
+    for (let i = 0; i < 7; i++) codes.push(await attempt({ address }));
+    expect(codes).toEqual([...Array(7).fill("401 invalid_key"), "429 rate_limited"]);
+    const body = await stats(org.publishable.id, "?days=1");
+    expect(body.days).toEqual([
+      {
+        date: today(),
+        attempts: 9,
+        started: 1,
+        refused: { invalid_key: 7, rate_limited: 1 },
+        minutes: 10,
+      },
+    ]);
+    expect(body.topRefusedOrigins).toEqual([
+      { origin: "https://shop.example.com", count: 7 },
+      { origin: "https://copycat.example.net", count: 1 },
+    ]);
+    // Only the start went through the bot check.
+    expect(body.captchaScores.reduce((a: number, b: number) => a + b, 0)).toBe(1);
+  });
+
   test("a key whose monthly cap is used up, and an organization whose plan minutes are, count under their codes", async () => {
     // A cap of 3 minutes: the first call reserves them all, the next one is refused by the key.
     const capped = await seedOrganization(w.ctx, { cap: 3, planMinutes: 1000 });
