@@ -479,7 +479,7 @@ export interface paths {
          * Create a webhook endpoint
          * @description Adds an endpoint in the mode of the key. A live endpoint receives every event of the organization, of both modes (filter on `livemode`; contact events from test-key writes are real changes); a test endpoint receives only events with `livemode` false. The answer carries the signing secret, shown this once. At most 20 endpoints per organization and mode, disabled ones included (400 `too_many_endpoints`). Needs a key that is not restricted to some agents (403 `agent_not_allowed` otherwise): endpoints receive the events of every agent.
          *
-         *     Delivery: each event of a subscribed type is POSTed as JSON `{id, type, livemode, createdAt, data}` (the payloads are under `webhooks` in this document) with the Standard Webhooks headers `webhook-id` (the event id), `webhook-timestamp` (Unix seconds) and `webhook-signature` (`v1,` then the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` under the base64-decoded part of the secret after `whsec_`; for 24 hours after a rotation, two such signatures separated by a space). At least once: an answer other than 2xx (redirects are not followed) or none within 15 s, the address lookup included, is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h after the failure, then given up. Use `webhook-id` to ignore a repeat.
+         *     Delivery: each event of a subscribed type is POSTed as JSON `{id, type, livemode, createdAt, data}` (the payloads are under `webhooks` in this document) with the Standard Webhooks headers `webhook-id` (the event id), `webhook-timestamp` (Unix seconds) and `webhook-signature` (`v1,` then the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` under the base64-decoded part of the secret after `whsec_`; for 24 hours after a rotation, one more such signature for the replaced secret, separated by a space). At least once: an answer other than 2xx (redirects are not followed) or none within 15 s, the address lookup included, is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h after the failure, then given up. Use `webhook-id` to ignore a repeat.
          */
         post: operations["createWebhookEndpoint"];
         delete?: never;
@@ -527,7 +527,7 @@ export interface paths {
         put?: never;
         /**
          * Rotate an endpoint's signing secret
-         * @description Issues a new signing secret, shown in this answer only. For 24 hours the previous secret keeps signing beside it: `webhook-signature` carries both signatures, space-separated (`v1,<new> v1,<previous>`), so a receiver can switch to the new secret without losing a delivery. Rotating again within those hours retires the older secret at once. An endpoint of the other mode is 404. Needs a key that is not restricted to some agents (403 `agent_not_allowed` otherwise): endpoints receive the events of every agent.
+         * @description Issues a new signing secret, shown in this answer only. For 24 hours the previous secret keeps signing beside it: `webhook-signature` carries both signatures, space-separated (`v1,<new> v1,<previous>`), so a receiver can switch to the new secret without losing a delivery. Rotating again within those hours does not shorten them: each replaced secret signs for its own 24 hours (newest first after the current one; at most 10 replaced secrets at a time). An endpoint of the other mode is 404. Needs a key that is not restricted to some agents (403 `agent_not_allowed` otherwise): endpoints receive the events of every agent.
          */
         post: operations["rotateWebhookEndpointSecret"];
         delete?: never;
@@ -2068,7 +2068,7 @@ export interface components {
             secret: string;
             /**
              * Format: date-time
-             * @description Until then the previous secret signs too: `webhook-signature` carries both signatures, space-separated.
+             * @description Until then the secret this rotation replaced signs too: `webhook-signature` carries its signature after the new one's, space-separated.
              * @example 2026-11-21T09:30:00.000Z
              */
             previousSecretExpiresAt: string;

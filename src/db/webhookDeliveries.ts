@@ -69,8 +69,8 @@ export interface StartedAttempt {
   endpoint_id: string;
   url: string;
   secret: string;
-  /** The secret before a rotation, while it still signs beside the new one. */
-  previous_secret: string | null;
+  /** The secrets replaced by rotations that still sign beside the current one, newest first. */
+  previous_secrets: string[];
   event_id: string;
   type: string;
   livemode: boolean;
@@ -99,7 +99,10 @@ export async function startAttempt(
       where d.id = ${a.id} and d.status = 'pending' and d.attempts = ${a.attempt - 1}
         and ev.id = d.event_id and e.id = d.endpoint_id and e.enabled
       returning d.id, d.attempts, d.endpoint_id, e.url, e.secret,
-        case when e.previous_secret_expires_at > now() then e.previous_secret end as previous_secret,
+        array(
+          select p ->> 'secret' from jsonb_array_elements(e.previous_secrets) p
+          where (p ->> 'expiresAt')::timestamptz > now() order by (p ->> 'expiresAt')::timestamptz desc
+        ) as previous_secrets,
         ev.id as event_id, ev.type, ev.livemode, ev.data, ev.created_at
     ),
     held as (
@@ -109,7 +112,7 @@ export async function startAttempt(
       select ${kindLiteral(sql, TIMER_KINDS.webhookDelivery)}::text as kind, now() + ${a.outcomeWithinMs}::float8 * interval '1 millisecond' as due_at,
         jsonb_build_object('deliveryId', id) as payload
       from started`)})
-    select s.attempts, s.endpoint_id, s.url, s.secret, s.previous_secret, s.event_id, s.type, s.livemode,
+    select s.attempts, s.endpoint_id, s.url, s.secret, s.previous_secrets, s.event_id, s.type, s.livemode,
       s.data, s.created_at, (select to_jsonb(net) from net) as net
     from started s`;
   return row ?? null;

@@ -17,9 +17,8 @@ export interface WebhookEndpointRow {
   events: string[] | null;
   enabled: boolean;
   secret: string;
-  /** The secret before the last rotation, signing beside the new one until it expires. */
-  previous_secret: string | null;
-  previous_secret_expires_at: Date | null;
+  /** The secrets replaced by rotations, newest first, each signing beside the current one until it expires. */
+  previous_secrets: { secret: string; expiresAt: string }[];
   created_at: Date;
 }
 
@@ -40,7 +39,7 @@ const ENDPOINT_LIMIT_LOCK = 72_410_007;
  */
 export async function insertWebhookEndpointWithin(
   tx: Db,
-  e: Omit<WebhookEndpointRow, "previous_secret" | "previous_secret_expires_at">,
+  e: Omit<WebhookEndpointRow, "previous_secrets">,
   max: number,
 ): Promise<WebhookEndpointRow | null> {
   await tx`
@@ -118,8 +117,9 @@ export async function updateWebhookEndpointRow(
 }
 
 /**
- * Replaces the secret; the one it replaces keeps signing until `previousUntil` (an earlier previous
- * secret is dropped). Null when the endpoint is not in the scope.
+ * Replaces the secret; the one it replaces keeps signing until `previousUntil`, beside those replaced
+ * before it whose time has not run out (the newest `keep` of them). Null when the endpoint is not in
+ * the scope.
  */
 export async function rotateWebhookSecretRow(
   sql: Db,
@@ -127,12 +127,28 @@ export async function rotateWebhookSecretRow(
   id: string,
   secret: string,
   previousUntil: Date,
-): Promise<(WebhookEndpointView & { secret: string; previous_secret_expires_at: Date }) | null> {
-  const [row] = await sql<(WebhookEndpointView & { secret: string; previous_secret_expires_at: Date })[]>`
+  keep: number,
+): Promise<(WebhookEndpointView & { secret: string }) | null> {
+  const [row] = await sql<(WebhookEndpointView & { secret: string })[]>`
     update webhook_endpoints set
-      previous_secret = secret, previous_secret_expires_at = ${previousUntil}, secret = ${secret}
+      previous_secrets = (
+        select coalesce(jsonb_agg(kept.s order by kept.until desc), '[]'::jsonb)
+        from (
+          select s, until from (
+            select p as s, (p ->> 'expiresAt')::timestamptz as until
+            from jsonb_array_elements(previous_secrets) p
+            union all
+            select jsonb_build_object('secret', secret, 'expiresAt', ${previousUntil}::timestamptz),
+              ${previousUntil}::timestamptz
+          ) all_secrets
+          where until > now()
+          order by until desc
+          limit ${keep}
+        ) kept
+      ),
+      secret = ${secret}
     where id = ${id} and ${webhookEndpointsScope(sql, scope)}
-    returning ${webhookEndpointListColumns(sql)}, secret, previous_secret_expires_at`;
+    returning ${webhookEndpointListColumns(sql)}, secret`;
   return row ?? null;
 }
 

@@ -54,19 +54,18 @@ export function signWebhook(secret: string, id: string, timestamp: number, body:
 }
 
 /**
- * The `webhook-signature` header: the signature under the endpoint's secret and, for a day after a
- * rotation, the one under its previous secret too, space-separated (Standard Webhooks).
+ * The `webhook-signature` header: the signature under the endpoint's secret and, for a day after each
+ * rotation, one under each secret it replaced, space-separated (Standard Webhooks).
  */
 export function signatureHeader(
-  secrets: { secret: string; previousSecret: string | null },
+  secrets: { secret: string; previousSecrets: readonly string[] },
   id: string,
   timestamp: number,
   body: string,
 ): string {
-  const current = signWebhook(secrets.secret, id, timestamp, body);
-  return secrets.previousSecret
-    ? `${current} ${signWebhook(secrets.previousSecret, id, timestamp, body)}`
-    : current;
+  return [secrets.secret, ...secrets.previousSecrets]
+    .map((s) => signWebhook(s, id, timestamp, body))
+    .join(" ");
 }
 
 /**

@@ -40,6 +40,9 @@ export const MAX_ENDPOINTS = 20;
 /** How long the previous secret keeps signing after a rotation. */
 export const PREVIOUS_SECRET_TTL_MS = 24 * 60 * 60 * 1000;
 
+/** The most replaced secrets that sign beside the current one (rotations within a day). */
+export const MAX_PREVIOUS_SECRETS = 10;
+
 /** The key that manages endpoints: its organization and mode. */
 export interface EndpointScope {
   organizationId: string;
@@ -173,7 +176,8 @@ export async function updateWebhookEndpoint(
 /**
  * A new signing secret, shown in this answer only. For PREVIOUS_SECRET_TTL_MS the previous one keeps
  * signing too: `webhook-signature` then carries both signatures, space-separated, so receivers can
- * switch without losing a delivery.
+ * switch without losing a delivery. A second rotation within that day does not cut the first one's
+ * day short: each replaced secret signs for its own day (the newest MAX_PREVIOUS_SECRETS of them).
  */
 export async function rotateWebhookSecret(
   deps: Deps,
@@ -182,12 +186,19 @@ export async function rotateWebhookSecret(
 ): Promise<WebhookEndpoint & { secret: string; previousSecretExpiresAt: string }> {
   if (!isId(id, "we")) throw noSuchEndpoint();
   const until = new Date(deps.clock.now().getTime() + PREVIOUS_SECRET_TTL_MS);
-  const row = await rotateWebhookSecretRow(deps.sql, scope, id, generateWebhookSecret(), until);
+  const row = await rotateWebhookSecretRow(
+    deps.sql,
+    scope,
+    id,
+    generateWebhookSecret(),
+    until,
+    MAX_PREVIOUS_SECRETS,
+  );
   if (!row) throw noSuchEndpoint();
   return {
     ...webhookEndpointView(row),
     secret: row.secret,
-    previousSecretExpiresAt: row.previous_secret_expires_at.toISOString(),
+    previousSecretExpiresAt: until.toISOString(),
   };
 }
 

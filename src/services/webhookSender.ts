@@ -400,7 +400,7 @@ export class WebhookSender implements DeliveryQueue {
         "webhook-id": event.id,
         "webhook-timestamp": String(timestamp),
         "webhook-signature": signatureHeader(
-          { secret: a.secret, previousSecret: a.previous_secret },
+          { secret: a.secret, previousSecrets: a.previous_secrets },
           event.id,
           timestamp,
           body,

@@ -166,3 +166,14 @@ describe("migrate: statistics", () => {
     }
   });
 });
+
+describe("the list of migrations", () => {
+  test("every file of sql/ is in it, in the order of their names, and nothing else", async () => {
+    const { readdirSync } = await import("node:fs");
+    const files = readdirSync(new URL("../../sql/", import.meta.url))
+      .filter((f) => f.endsWith(".sql"))
+      .map((f) => f.replace(/\.sql$/, ""))
+      .sort();
+    expect(migrations.map((m) => m.name)).toEqual(files);
+  });
+});

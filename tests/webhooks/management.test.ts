@@ -186,8 +186,51 @@ describe("rotating the secret", () => {
     expect(await signatures()).toEqual(["new", "old"]);
     // A day later the previous secret has expired.
     await ctx.deps.sql`
-      update webhook_endpoints set previous_secret_expires_at = now() - interval '1 second' where id = ${e.id}`;
+      update webhook_endpoints set previous_secrets = jsonb_set(previous_secrets, '{0,expiresAt}',
+        to_jsonb(now() - interval '1 second')) where id = ${e.id}`;
     expect(await signatures()).toEqual(["new"]);
+  });
+
+  test("a second rotation within the day keeps the first replaced secret signing for its own day", async () => {
+    const e = await createEndpoint(seed.liveKey, "/rotate-twice", { events: ["contact.created"] });
+    const path = `/api/v1/webhook-endpoints/${e.id}/rotate-secret`;
+    const second = (await call("POST", path, seed.liveKey)).body;
+    const third = (await call("POST", path, seed.liveKey)).body;
+    const names = new Map([
+      [third.secret as string, "third"],
+      [second.secret as string, "second"],
+      [e.secret, "first"],
+    ]);
+    const signatures = async (): Promise<string[]> => {
+      const event = await contactEvent(seed.liveKey);
+      const got: Received = await waitUntil("the delivery", () => arrivals("/rotate-twice", event.id)[0]);
+      const timestamp = got.headers["webhook-timestamp"]!;
+      return got.headers["webhook-signature"]!.split(" ").map((p) => {
+        for (const [secret, name] of names) {
+          if (p === expectedSignature(secret, event.id, timestamp, got.body)) return name;
+        }
+        return p;
+      });
+    };
+    // The current secret first, then those it replaced, newest first.
+    expect(await signatures()).toEqual(["third", "second", "first"]);
+    // The first one's day ends first (its expiry is the earliest): then the other two sign.
+    await ctx.deps.sql`
+      update webhook_endpoints set previous_secrets = jsonb_set(previous_secrets, '{1,expiresAt}',
+        to_jsonb(now() - interval '1 second')) where id = ${e.id}`;
+    expect(await signatures()).toEqual(["third", "second"]);
+  });
+
+  test("rotations within a day keep at most the newest ten replaced secrets", async () => {
+    const e = await createEndpoint(seed.liveKey, "/rotate-many");
+    const path = `/api/v1/webhook-endpoints/${e.id}/rotate-secret`;
+    const issued: string[] = [e.secret];
+    for (let i = 0; i < 12; i++) issued.push((await call("POST", path, seed.liveKey)).body.secret);
+    const [row] = await ctx.deps.sql<{ secret: string; previous: string[] }[]>`
+      select secret, array(select p ->> 'secret' from jsonb_array_elements(previous_secrets) p) as previous
+      from webhook_endpoints where id = ${e.id}`;
+    expect(row!.secret).toBe(issued[12]!);
+    expect(row!.previous).toEqual(issued.slice(2, 12).reverse());
   });
 
   test("the other mode's endpoint and unknown ids are 404", async () => {
@@ -200,8 +243,8 @@ describe("rotating the secret", () => {
       expect(`${res.status} ${res.body.error.code}`).toBe("404 not_found");
     }
     const [row] = await ctx.deps
-      .sql`select secret, previous_secret from webhook_endpoints where id = ${e.id}`;
-    expect(row).toEqual({ secret: e.secret, previous_secret: null });
+      .sql`select secret, previous_secrets from webhook_endpoints where id = ${e.id}`;
+    expect(row).toEqual({ secret: e.secret, previous_secrets: [] });
   });
 });
 

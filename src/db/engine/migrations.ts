@@ -33,6 +33,8 @@ import m0030 from "../../../sql/0030_hangups_and_open_reservations.sql" with { t
 import m0031 from "../../../sql/0031_cjk_search.sql" with { type: "text" };
 import m0032 from "../../../sql/0032_unused_retention_indexes.sql" with { type: "text" };
 import m0033 from "../../../sql/0033_plan_minute_returns.sql" with { type: "text" };
+import m0034 from "../../../sql/0034_captcha_tokens_not_remembered.sql" with { type: "text" };
+import m0035 from "../../../sql/0035_previous_secrets.sql" with { type: "text" };
 
 export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0001_init", sql: m0001 },
@@ -68,4 +70,6 @@ export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0031_cjk_search", sql: m0031 },
   { name: "0032_unused_retention_indexes", sql: m0032 },
   { name: "0033_plan_minute_returns", sql: m0033 },
+  { name: "0034_captcha_tokens_not_remembered", sql: m0034 },
+  { name: "0035_previous_secrets", sql: m0035 },
 ];

@@ -3,7 +3,7 @@ import type { Deps } from "../../deps.ts";
 import { BODY_ERRORS, errorResponses } from "../../errors.ts";
 import type { App } from "../../http/appEnv.ts";
 import { secretKeyAuth, UNRESTRICTED_NOTE, unrestrictedKey } from "../../http/secretKey.ts";
-import { rotateWebhookSecret } from "../../services/webhookEndpoints.ts";
+import { MAX_PREVIOUS_SECRETS, rotateWebhookSecret } from "../../services/webhookEndpoints.ts";
 import { RotatedWebhookEndpointSchema, WebhookEndpointIdParams } from "./schema.ts";
 
 export function registerRotateWebhookSecret(app: App, deps: Deps) {
@@ -17,7 +17,9 @@ export function registerRotateWebhookSecret(app: App, deps: Deps) {
       "Issues a new signing secret, shown in this answer only. For 24 hours the previous secret keeps signing " +
       "beside it: `webhook-signature` carries both signatures, space-separated (`v1,<new> v1,<previous>`), so " +
       "a receiver can switch to the new secret without losing a delivery. Rotating again within those hours " +
-      `retires the older secret at once. An endpoint of the other mode is 404. ${UNRESTRICTED_NOTE}`,
+      "does not shorten them: each replaced secret signs for its own 24 hours (newest first after the " +
+      `current one; at most ${MAX_PREVIOUS_SECRETS} replaced secrets at a time). An endpoint of the other ` +
+      `mode is 404. ${UNRESTRICTED_NOTE}`,
     ...secretKeyAuth(deps, "webhooks:write", unrestrictedKey),
     request: { params: WebhookEndpointIdParams },
     responses: {

@@ -39,7 +39,8 @@ export const RotatedWebhookEndpointSchema = WebhookEndpointSchema.extend({
   secret,
   previousSecretExpiresAt: Timestamp.openapi({
     description:
-      "Until then the previous secret signs too: `webhook-signature` carries both signatures, space-separated.",
+      "Until then the secret this rotation replaced signs too: `webhook-signature` carries its signature " +
+      "after the new one's, space-separated.",
   }),
 }).openapi("RotatedWebhookEndpoint");
 
