@@ -1,11 +1,13 @@
 import process from "node:process";
 import { createApp } from "./app.ts";
 import { type AdminResult, adminFailure, executeAdmin, parseAdmin } from "./cli/admin.ts";
+import { asksForHelp, USAGE, unknownCommand } from "./cli/usage.ts";
 import { composeDeps, evictOnChanges } from "./compose.ts";
 import { type Database, openDatabase } from "./db/engine/connection.ts";
 import { migrate } from "./db/engine/migrate.ts";
 import type { Deps } from "./deps.ts";
-import { parseEnv } from "./env.ts";
+import { type Env, livekitMissing, parseEnv } from "./env.ts";
+import { parseCidrs } from "./http/clientAddress.ts";
 import { createLogger, silentLogger } from "./log.ts";
 import { currentRuntime } from "./runtime/current.ts";
 import type { RunningServer } from "./runtime/runtime.ts";
@@ -28,11 +30,28 @@ const TIMER_CONCURRENCY = 2;
 /** Process wiring: env → database → migrate → timers → serve → shutdown in reverse order on SIGTERM. */
 async function main(argv: string[]) {
   const command = argv[0] ?? "serve";
+  // What needs no environment comes first: the version, the help, the admin command's own usage.
   if (command === "--version" || command === "version") {
-    console.log(VERSION);
+    await write(process.stdout, `${VERSION}\n`);
     return;
   }
-  const env = parseEnv(process.env);
+  if (asksForHelp(command)) {
+    await write(process.stdout, USAGE);
+    return;
+  }
+  if (command === "admin") {
+    // stdout carries the JSON answer only: no log line, not even from the database or migrations.
+    const result = await runAdminCommand(argv.slice(1));
+    await write(process.stdout, result.stdout);
+    await write(process.stderr, result.stderr);
+    process.exit(result.code);
+  }
+  if (command !== "serve" && command !== "migrate") {
+    await write(process.stderr, unknownCommand(command));
+    process.exit(2);
+  }
+
+  const env = readEnv();
   const log = createLogger(env.LOG_LEVEL);
   const runtime = await currentRuntime();
   const open = (logger = log, max?: number) =>
@@ -45,36 +64,15 @@ async function main(argv: string[]) {
     await db.close();
     return;
   }
-  if (command === "admin") {
-    // stdout carries the JSON answer only: no log line, not even from the database or migrations.
-    const parsed = parseAdmin(argv.slice(1));
-    let result: AdminResult;
-    if ("code" in parsed) {
-      result = parsed;
-    } else {
-      try {
-        const db = await open(silentLogger);
-        try {
-          await migrate(db.sql);
-          result = await executeAdmin(parsed, composeDeps({ sql: db.sql, env, log: silentLogger }));
-        } finally {
-          await db.close();
-        }
-      } catch (err) {
-        result = adminFailure("internal_error", `Database unavailable: ${(err as Error).message}`);
-      }
-    }
-    await write(process.stdout, result.stdout);
-    await write(process.stderr, result.stderr);
-    process.exit(result.code);
-  }
-  if (command !== "serve") {
-    console.error(
-      `unknown command: ${command}\nusage: voice-service [serve | migrate | admin <command> | --version]`,
-    );
-    process.exit(2);
-  }
 
+  const livekitGaps = livekitMissing(env);
+  if (livekitGaps.length > 0) {
+    // Names only: the values set may be secrets.
+    log.warn(
+      "LiveKit is partly configured, so it counts as unset: live web calls answer agent_unavailable, live phone calls carrier_unavailable",
+      { missing: livekitGaps },
+    );
+  }
   if (!env.RECAPTCHA_SECRET) {
     log.warn("RECAPTCHA_SECRET is not set: web calls with a publishable key are refused (invalid_captcha)");
   }
@@ -145,12 +143,62 @@ async function main(argv: string[]) {
   if (demoBanner) process.stderr.write(demoBanner(reachableUrl(env.HOST, server.port)));
 }
 
+/**
+ * The environment, refused as a whole before anything is opened. TRUST_PROXY's entries are parsed
+ * here by the parser that uses them (http/clientAddress.ts; env.ts may not import it), so a bad entry
+ * stops the process before the database is touched rather than in createApp.
+ */
+function readEnv(): Env {
+  const env = parseEnv(process.env);
+  try {
+    parseCidrs(env.TRUST_PROXY);
+  } catch (err) {
+    throw new Error(`invalid environment: ${(err as Error).message}`);
+  }
+  return env;
+}
+
+/** `voice-service admin …`: a usage error or the help needs no environment nor database. */
+async function runAdminCommand(args: string[]): Promise<AdminResult> {
+  const parsed = parseAdmin(args);
+  if ("code" in parsed) return parsed;
+  let env: Env;
+  try {
+    env = readEnv();
+  } catch (err) {
+    return adminFailure("internal_error", (err as Error).message);
+  }
+  const runtime = await currentRuntime();
+  try {
+    const db = await openDatabase({
+      url: env.DATABASE_URL,
+      dataDir: env.DATA_DIR,
+      log: silentLogger,
+      pglite: runtime.pglite,
+    });
+    try {
+      await migrate(db.sql);
+      return await executeAdmin(parsed, composeDeps({ sql: db.sql, env, log: silentLogger }));
+    } finally {
+      await db.close();
+    }
+  } catch (err) {
+    return adminFailure("internal_error", `Database unavailable: ${(err as Error).message}`);
+  }
+}
+
 /** Writes everything before the process exits (a pipe may otherwise lose the end of the output). */
 function write(stream: NodeJS.WriteStream, text: string): Promise<void> {
   return new Promise((resolve) => (text ? stream.write(text, () => resolve()) : resolve()));
 }
 
-main(process.argv.slice(2)).catch((err) => {
-  console.error(JSON.stringify({ level: "error", msg: "fatal", error: (err as Error).message }));
+main(process.argv.slice(2)).catch(async (err) => {
+  // A log line like any other (CONTRACT §1: JSON lines on stdout), written whatever LOG_LEVEL says,
+  // or whether it could be read at all.
+  let line = "";
+  createLogger("error", (text) => {
+    line = text;
+  }).error("fatal", { error: err instanceof Error ? err.message : String(err) });
+  await write(process.stdout, `${line}\n`);
   process.exit(1);
 });

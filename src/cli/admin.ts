@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { type AdminOperation, adminOperations } from "../admin/operations.ts";
+import { idParams } from "../admin/schema/fields.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError, describeIssues } from "../errors.ts";
 
@@ -154,24 +155,49 @@ export function parseAdmin(argv: readonly string[]): AdminResult | AdminInvocati
   }
 }
 
-/** Runs a parsed invocation: the JSON answer on stdout (0), or the error on stderr (1). */
+/**
+ * Runs a parsed invocation: the JSON answer on stdout (0), or the error on stderr (1). The input is
+ * checked as the admin route checks its request (routes/admin/index.ts, in zod-openapi's order): a
+ * read's query, then the id with the route's own path schema, then a write's body.
+ */
 export async function executeAdmin(invocation: AdminInvocation, deps: Deps): Promise<AdminResult> {
   try {
-    const { [ID_FIELD]: id, ...fields } = invocation.fields;
+    const { [ID_FIELD]: idField, ...fields } = invocation.fields;
     const op = invocation.command.operation;
-    const schema = op.body ?? op.query;
-    const input = schema ? (schema.parse(fields) as Fields) : fields;
-    const answer = await op.run(deps, String(id ?? invocation.id), input);
+    const id = String(idField ?? invocation.id);
+    let input: Fields = fields;
+    if (op.query) input = validate(op.query, fields, "invalid_query");
+    if (op.id) checkId(op.id, id);
+    if (op.body) input = validate(op.body, fields, "invalid_request");
+    const answer = await op.run(deps, id, input);
     return { code: 0, stdout: `${JSON.stringify(answer, null, 2)}\n`, stderr: "" };
   } catch (err) {
     if (err instanceof ApiError) return adminFailure(err.code, err.message, err.param);
+    // A service's own validation failing: what the API's onError answers too.
     if (err instanceof z.ZodError) {
       const { message, param } = describeIssues(err.issues);
-      const op = invocation.command.operation;
-      return adminFailure(op.body || !op.query ? "invalid_request" : "invalid_query", message, param);
+      return adminFailure("invalid_request", message, param);
     }
     return adminFailure("internal_error", err instanceof Error ? err.message : String(err));
   }
+}
+
+/** The input against its schema; a failure is the code the API answers, with the same message and param. */
+function validate(schema: z.ZodType, fields: Fields, code: "invalid_query" | "invalid_request"): Fields {
+  const result = schema.safeParse(fields);
+  if (result.success) return result.data as Fields;
+  const { message, param } = describeIssues(result.error.issues);
+  throw new ApiError(code, message, param ? { param } : {});
+}
+
+/**
+ * The id the command acts on, against the route's path schema (admin/schema/fields.ts): one that
+ * cannot be the object's is 404 `not_found` with the API's message and no param, like an unknown one
+ * and whatever the body holds.
+ */
+function checkId(spec: NonNullable<AdminOperation["id"]>, id: string): void {
+  const result = idParams(spec.prefix, spec.example).safeParse({ id });
+  if (!result.success) throw new ApiError("not_found", result.error.issues[0]?.message ?? "No such object.");
 }
 
 /** Parse and run: `runAdmin(["create-organization", "--name", "Acme"], deps)`. */
