@@ -14,7 +14,8 @@ export async function resolveSecretKey(
   deps: Pick<Deps, "sql" | "keyCache">,
   header: string | undefined,
 ): Promise<SecretKeyAuth | null> {
-  const match = header ? /^Bearer ([^\s]+)$/.exec(header.trim()) : null;
+  // The scheme name is case-insensitive (RFC 9110), like the admin token's.
+  const match = header ? /^Bearer +([^\s]+)$/i.exec(header.trim()) : null;
   const presented = match?.[1];
   if (!presented) return null;
   const kind = keyKind(presented);

@@ -94,6 +94,13 @@ describe.each(secured.map((o) => [o.label, o] as const))("%s", (_label, o) => {
     },
   );
 
+  test("the scheme name is case-insensitive: `bearer <key>` is the same key", async () => {
+    const k = await createSecretKey(c, seed.org.id, { mode: "live", scopes: allBut });
+    // Past the key (not 401): refused for its scope, which proves the key was read.
+    await expectApiError(await call(o, `bearer ${k.key}`), 403, "missing_scope");
+    await expectApiError(await call(o, `BEARER  ${k.key}`), 403, "missing_scope");
+  });
+
   test(`a key holding only "${scope}" gets past the scope check (the document names the enforced scope)`, async () => {
     const k = await createSecretKey(c, seed.org.id, { mode: "live", scopes: [scope] });
     const res = await call(o, `Bearer ${k.key}`);
