@@ -1,10 +1,13 @@
 import { z } from "zod";
 import { E164 } from "./schemas.ts";
 
-/** Digits only: no sign, exponent, hexadecimal, separator or surrounding space. */
-const INTEGER = /^\d+$/;
-/** Digits with an optional decimal point followed by digits (`0.5`, `.5`, `1`); nothing else. */
-const DECIMAL = /^(?:\d+(?:\.\d+)?|\.\d+)$/;
+/**
+ * Digits only: no sign, exponent, hexadecimal or separator. Space around them is allowed (a value
+ * quoted with spaces in an env file, the carriage return of a CRLF line); a value of only space is not.
+ */
+const INTEGER = /^\s*\d+\s*$/;
+/** Digits with an optional decimal point followed by digits (`0.5`, `.5`, `1`), space around allowed. */
+const DECIMAL = /^\s*(?:\d+(?:\.\d+)?|\.\d+)\s*$/;
 
 /** A whole number written in decimal digits, from `min` to `max`. */
 function wholeNumber(name: string, min: number, max: number, fallback: number) {

@@ -22,8 +22,9 @@ import { preloadWidget } from "./widget/assets.ts";
 
 /**
  * Firing transactions in flight at once. Two keep the batches large enough to be cheap under a burst
- * (a firing that waits for a slot takes everything that came due meanwhile); the timers' pool has two
- * more connections, for the liveness lock and the polling.
+ * (a firing that waits for a slot takes everything that came due meanwhile); the timers' pool has one
+ * more connection, for the polling, and the liveness lock has a connection of its own
+ * (timers/liveness.ts): four in all, as before the lock had its own.
  */
 const TIMER_CONCURRENCY = 2;
 
@@ -113,11 +114,11 @@ async function main(argv: string[]) {
   await migrate(db.sql, log);
   // Timers get connections of their own, so a burst of API requests cannot hold them back
   // (PostgreSQL only: the embedded database is a single session).
-  timerDb = db.kind === "postgres" ? await open(log, TIMER_CONCURRENCY + 2) : null;
+  timerDb = db.kind === "postgres" ? await open(log, TIMER_CONCURRENCY + 1) : null;
   timers = new TimerRunner({
     sql: (timerDb ?? db).sql,
     log,
-    liveness: db.kind === "embedded" ? "shared" : "reserved",
+    liveness: db.kind === "embedded" ? "shared" : "own",
     concurrency: TIMER_CONCURRENCY,
   });
   deps = composeDeps({ sql: db.sql, env, log, timers });

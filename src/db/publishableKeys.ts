@@ -37,9 +37,9 @@ export async function revokePublishableKey(sql: Db, id: string, at: Date): Promi
 }
 
 /** A key that is not revoked, by the hash of its value. */
-export async function findActivePublishableKey(sql: Db, hash: Uint8Array): Promise<PublishableKeyRow | null> {
-  const [row] = await sql<PublishableKeyRow[]>`
-    select * from publishable_keys where key_hash = ${hash} and revoked_at is null`;
+/** The key whose hash is `hash`, revoked or not (a revoked key's attempts count in its abuse view). */
+export async function findPublishableKeyByHash(sql: Db, hash: Uint8Array): Promise<PublishableKeyRow | null> {
+  const [row] = await sql<PublishableKeyRow[]>`select * from publishable_keys where key_hash = ${hash}`;
   return row ?? null;
 }
 

@@ -100,8 +100,8 @@ export async function startAttempt(
         and ev.id = d.event_id and e.id = d.endpoint_id and e.enabled
       returning d.id, d.attempts, d.endpoint_id, e.url, e.secret,
         array(
-          select p ->> 'secret' from jsonb_array_elements(e.previous_secrets) p
-          where (p ->> 'expiresAt')::timestamptz > now() order by (p ->> 'expiresAt')::timestamptz desc
+          select p ->> 'secret' from jsonb_array_elements(e.previous_secrets) with ordinality as s (p, o)
+          where (p ->> 'expiresAt')::timestamptz > now() order by o
         ) as previous_secrets,
         ev.id as event_id, ev.type, ev.livemode, ev.data, ev.created_at
     ),

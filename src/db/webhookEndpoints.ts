@@ -118,8 +118,9 @@ export async function updateWebhookEndpointRow(
 
 /**
  * Replaces the secret; the one it replaces keeps signing until `previousUntil`, beside those replaced
- * before it whose time has not run out (the newest `keep` of them). Null when the endpoint is not in
- * the scope.
+ * before it whose time has not run out: newest first, in the order of the rotations (not of their
+ * expiry times, which come from the clock of whichever process rotated), the newest `keep` of them.
+ * Null when the endpoint is not in the scope.
  */
 export async function rotateWebhookSecretRow(
   sql: Db,
@@ -132,17 +133,16 @@ export async function rotateWebhookSecretRow(
   const [row] = await sql<(WebhookEndpointView & { secret: string })[]>`
     update webhook_endpoints set
       previous_secrets = (
-        select coalesce(jsonb_agg(kept.s order by kept.until desc), '[]'::jsonb)
+        select coalesce(jsonb_agg(kept.s order by kept.n), '[]'::jsonb)
         from (
-          select s, until from (
-            select p as s, (p ->> 'expiresAt')::timestamptz as until
-            from jsonb_array_elements(previous_secrets) p
+          select s, n from (
+            select jsonb_build_object('secret', secret, 'expiresAt', ${previousUntil}::timestamptz) as s,
+              0::bigint as n
             union all
-            select jsonb_build_object('secret', secret, 'expiresAt', ${previousUntil}::timestamptz),
-              ${previousUntil}::timestamptz
+            select p, o from jsonb_array_elements(previous_secrets) with ordinality as e (p, o)
           ) all_secrets
-          where until > now()
-          order by until desc
+          where (s ->> 'expiresAt')::timestamptz > now()
+          order by n
           limit ${keep}
         ) kept
       ),

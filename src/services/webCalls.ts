@@ -3,7 +3,7 @@ import { verifyCaptcha } from "../captcha/verify.ts";
 import type { AgentRow } from "../db/agents.ts";
 import { pipelinedTransaction, settledAll } from "../db/engine/connection.ts";
 import { countKeyAttempt, countStartFailure } from "../db/publishableKeyStats.ts";
-import { findActivePublishableKey, type PublishableKeyRow } from "../db/publishableKeys.ts";
+import { findPublishableKeyByHash, type PublishableKeyRow } from "../db/publishableKeys.ts";
 import { readValidToken } from "../db/sessionTokens.ts";
 import type { InsertedTimerRow } from "../db/timers.ts";
 import type { Deps } from "../deps.ts";
@@ -38,7 +38,7 @@ export type StartedWebCall = LiveWebCall | SimulatedWebCall;
 
 /**
  * 401 `invalid_key` unless `value` is a publishable key that exists and is not revoked. A revoked key's
- * refusal counts in its abuse view (the statement reads the key by its hash; an unknown one is nobody's).
+ * refusal counts in its abuse view; an unknown one is nobody's and costs nothing more.
  */
 async function findPublishableKey(
   deps: Deps,
@@ -46,11 +46,11 @@ async function findPublishableKey(
   origin: string | undefined,
 ): Promise<PublishableKeyRow> {
   if (typeof value !== "string" || keyKind(value) !== "publishable") throw invalidKey();
-  const hash = sha256(value);
-  const row = await findActivePublishableKey(deps.sql, hash);
-  if (!row) {
+  const row = await findPublishableKeyByHash(deps.sql, sha256(value));
+  if (!row) throw invalidKey();
+  if (row.revoked_at) {
     const err = invalidKey();
-    await countRefusal(deps, { hash }, err, origin, null);
+    await countRefusal(deps, { id: row.id }, err, origin, null);
     throw err;
   }
   return row;

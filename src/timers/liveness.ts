@@ -3,7 +3,7 @@ import { runnerLockHeld, tryLockRunner, unlockRunner } from "../db/timers.ts";
 
 /**
  * How a timer runner proves it is alive: a session advisory lock under a random number (its lease
- * identity), held on a session of its own (`reserved`, PostgreSQL) or on the pool's session
+ * identity), held on a session of its own (`own`, PostgreSQL) or on the pool's session
  * (`shared`, the embedded database, which is one session for the whole process anyway). Other
  * runners take over the leases of a number whose lock is gone.
  *
@@ -15,11 +15,11 @@ import { runnerLockHeld, tryLockRunner, unlockRunner } from "../db/timers.ts";
  */
 export class RunnerLiveness {
   readonly #sql: Sql;
-  readonly #mode: "reserved" | "shared";
+  readonly #mode: "own" | "shared";
   #session: Sql | null = null;
   #runner = 0;
 
-  constructor(sql: Sql, mode: "reserved" | "shared") {
+  constructor(sql: Sql, mode: "own" | "shared") {
     this.#sql = sql;
     this.#mode = mode;
   }
@@ -43,23 +43,34 @@ export class RunnerLiveness {
 
   async acquire(): Promise<void> {
     const sql = this.#lockSession();
-    for (let i = 0; i < 10; i++) {
-      const candidate = 1 + Math.floor(Math.random() * 0x7ffffffe);
-      if (await tryLockRunner(sql, candidate)) {
-        this.#runner = candidate;
-        return;
+    try {
+      for (let i = 0; i < 10; i++) {
+        const candidate = 1 + Math.floor(Math.random() * 0x7ffffffe);
+        if (await tryLockRunner(sql, candidate)) {
+          this.#runner = candidate;
+          return;
+        }
       }
+    } catch (err) {
+      await this.#endSession();
+      throw err;
     }
+    await this.#endSession();
     throw new Error("timer runner: could not take a liveness lock");
   }
 
-  async release(): Promise<void> {
+  /** Closes the session of its own, if any (no lock is held on it any more, or it is lost). */
+  async #endSession(): Promise<void> {
     const session = this.#session;
     this.#session = null;
+    await session?.end({ timeout: 1 });
+  }
+
+  async release(): Promise<void> {
     try {
-      await unlockRunner(session ?? this.#sql, this.#runner);
+      await unlockRunner(this.#session ?? this.#sql, this.#runner);
     } finally {
-      await session?.end({ timeout: 1 });
+      await this.#endSession();
     }
   }
 
@@ -77,6 +88,9 @@ export class RunnerLiveness {
       lost = new Error("the liveness lock's session was lost");
     } catch (err) {
       lost = err as Error;
+      // The session may still stand (the check itself failed): a new one, so that no lock of the old
+      // number is left behind beside the new one.
+      await this.#endSession();
     }
     await this.acquire();
     return lost;

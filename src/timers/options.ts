@@ -7,11 +7,11 @@ export interface RunnerOptions {
   sql: Sql;
   log: Logger;
   /**
-   * How this runner proves it is alive: a session advisory lock on a connection it reserves for
-   * itself (`reserved`, PostgreSQL), or taken on the pool's session (`shared`, the embedded database,
+   * How this runner proves it is alive: a session advisory lock on a connection of its own (`own`,
+   * PostgreSQL; timers/liveness.ts), or taken on the pool's session (`shared`, the embedded database,
    * which is one session for the whole process anyway).
    */
-  liveness?: "reserved" | "shared";
+  liveness?: "own" | "shared";
   /** How often due and near rows are claimed (ms). */
   pollIntervalMs?: number;
   /** Rows due within this window are claimed into the wheel (ms). Must exceed the poll interval. */
@@ -42,7 +42,7 @@ const defaultBackoff = (attempt: number) => {
 
 export function withDefaults(opts: RunnerOptions): ResolvedRunnerOptions {
   return {
-    liveness: opts.liveness ?? "reserved",
+    liveness: opts.liveness ?? "own",
     pollIntervalMs: opts.pollIntervalMs ?? 500,
     horizonMs: opts.horizonMs ?? 2000,
     leaseMs: opts.leaseMs ?? 30_000,

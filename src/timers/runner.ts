@@ -127,10 +127,13 @@ export class TimerRunner implements TimerScheduler {
     this.#held.clear();
     try {
       await releaseLeases(this.#sql, this.#liveness.runner);
-      await this.#liveness.release();
     } catch (err) {
       this.#log.warn("timer runner: could not release its leases", { error: (err as Error).message });
     }
+    // Whatever became of the leases: the lock's session is the runner's own and must close.
+    await this.#liveness.release().catch((err) => {
+      this.#log.warn("timer runner: could not release its liveness lock", { error: (err as Error).message });
+    });
     this.#running = false;
     this.#log.info("timer runner stopped", this.stats() as unknown as Record<string, unknown>);
   }

@@ -29,7 +29,7 @@ function startRunner() {
   const runner = new TimerRunner({
     sql: ctx.deps.sql,
     log: ctx.deps.log,
-    liveness: ctx.db.kind === "embedded" ? "shared" : "reserved",
+    liveness: ctx.db.kind === "embedded" ? "shared" : "own",
     pollIntervalMs: 50,
     horizonMs: 500,
   });

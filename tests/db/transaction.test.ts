@@ -175,3 +175,47 @@ test.skipIf(TEST_DATABASE === "embedded")(
     }
   },
 );
+
+test.skipIf(TEST_DATABASE === "embedded")(
+  "a connection closed while the transaction waits between statements: its later statements are refused, none runs outside it",
+  async () => {
+    const postgres = (await import("postgres")).default;
+    // One connection: the pool reconnects the very connection the transaction held.
+    const pool = postgres(db.url!, { max: 1, onnotice: () => {} });
+    const killer = postgres(db.url!, { max: 1, onnotice: () => {} });
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    try {
+      const err = await pipelinedTransaction(pool, async (tx) => {
+        await tx`insert into tx_probe values (200)`;
+        const [row] = await tx<{ pid: number }[]>`select pg_backend_pid() as pid`;
+        await killer`select pg_terminate_backend(${row!.pid})`;
+        await sleep(100);
+        // Someone else's statement meanwhile: the pool reconnects the closed connection for it.
+        await pool`select 1`.catch(() => {});
+        await tx`insert into tx_probe values (201)`;
+      }).catch((e) => e);
+      expect(connectionLost(err)).toBe(true);
+      await sleep(50);
+      const [row] = await db.sql<
+        { n: number }[]
+      >`select count(*)::int as n from tx_probe where n in (200, 201)`;
+      expect(row!.n).toBe(0);
+      // The pool goes on.
+      expect((await pool<{ one: number }[]>`select 1 as one`)[0]!.one).toBe(1);
+    } finally {
+      await pool.end({ timeout: 1 });
+      await killer.end({ timeout: 1 });
+    }
+  },
+);
+
+test("a socket error (a reset, a broken pipe) is a lost connection; a statement's refusal is not", () => {
+  expect(
+    connectionLost(Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET", syscall: "read" })),
+  ).toBe(true);
+  expect(connectionLost(Object.assign(new Error("write EPIPE"), { code: "EPIPE", errno: -32 }))).toBe(true);
+  expect(connectionLost(Object.assign(new Error("x"), { code: "CONNECTION_DESTROYED" }))).toBe(true);
+  expect(connectionLost(Object.assign(new Error("duplicate key"), { code: "23505" }))).toBe(false);
+  expect(connectionLost(new Error("plain"))).toBe(false);
+  expect(connectionLost(null)).toBe(false);
+});

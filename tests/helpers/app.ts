@@ -47,7 +47,7 @@ export async function createTestContext(
     runner = new TimerRunner({
       sql: db.sql,
       log,
-      liveness: db.kind === "embedded" ? "shared" : "reserved",
+      liveness: db.kind === "embedded" ? "shared" : "own",
       pollIntervalMs: 50,
       horizonMs: 500,
       ...(opts.timers === true ? {} : opts.timers),

@@ -49,7 +49,7 @@ async function lockHolders(runner: number): Promise<number> {
 
 describe.skipIf(TEST_DATABASE === "embedded")("the liveness lock's session lost", () => {
   test("check() reports it once, takes a new identity whose lock is held, and the process lives", async () => {
-    const liveness = new RunnerLiveness(db.sql, "reserved");
+    const liveness = new RunnerLiveness(db.sql, "own");
     await liveness.acquire();
     try {
       const first = liveness.runner;

@@ -8,7 +8,7 @@ export function testRunner(db: TestDatabase, opts: Partial<RunnerOptions> = {}, 
   return new TimerRunner({
     sql: db.sql,
     log: createLogger("debug", (line) => logs.push(line)),
-    liveness: db.kind === "embedded" ? "shared" : "reserved",
+    liveness: db.kind === "embedded" ? "shared" : "own",
     pollIntervalMs: 50,
     horizonMs: 300,
     backoff: () => 30,

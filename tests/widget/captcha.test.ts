@@ -8,6 +8,7 @@ import { captchaToken, loadCaptcha, releaseCaptcha } from "../../widget/src/capt
 
 let server: ReturnType<typeof Bun.serve>;
 let base: string;
+let holdBadge: Promise<void> | null = null;
 const loads: string[] = [];
 
 const FAKE_API = `
@@ -23,10 +24,12 @@ beforeAll(() => {
   server = Bun.serve({
     port: 0,
     hostname: "127.0.0.1",
-    fetch: (req) => {
+    fetch: async (req) => {
       const url = new URL(req.url);
       loads.push(url.pathname + url.search);
-      if (url.pathname === "/recaptcha/badge.js") {
+      if (url.pathname === "/badge/recaptcha/api.js") {
+        // Held back while the test says so, to destroy a widget during the load.
+        if (holdBadge) await holdBadge;
         // Like the real api.js: a second script of its own (not run here), and the badge at the end of
         // the body.
         return new Response(
@@ -45,6 +48,9 @@ var b = document.createElement("div"); b.innerHTML = '<div class="grecaptcha-bad
   base = `http://127.0.0.1:${server.port}`;
 });
 afterAll(() => server.stop(true));
+
+/** Lets the promise callbacks of a settled load run. */
+const settle = () => new Promise((r) => setTimeout(r, 20));
 
 function page() {
   const window = new Window({
@@ -77,27 +83,71 @@ describe("bot check", () => {
     await window.happyDOM.close();
   });
 
-  test("the last widget to let go takes the script and what it added away; the page's own nodes stay", async () => {
+  test("the last widget to let go takes the scripts and what reCAPTCHA added away; the page's own nodes stay", async () => {
     const { window, document } = page();
     loads.length = 0;
-    const url = `${base}/recaptcha/badge.js`;
+    const url = `${base}/badge/recaptcha/api.js`;
     const [first, second] = [{}, {}];
     await loadCaptcha(document, url, "k", first);
-    await loadCaptcha(document, url, "k", second);
-    await new Promise((r) => setTimeout(r, 20));
+    // Another site key on the same page, for another widget.
+    await loadCaptcha(document, url, "k2", second);
     const own = document.createElement("div");
     own.id = "page-own";
     document.body.appendChild(own);
-    const added = () =>
-      [...document.querySelectorAll("script, .grecaptcha-badge, #page-own")].map((e) => e.id || e.tagName);
-    expect(added().sort()).toEqual(["SCRIPT", "SCRIPT", "badge", "page-own"].sort());
-    releaseCaptcha(document, url, "k", first);
-    expect(added()).toHaveLength(4);
-    releaseCaptcha(document, url, "k", second);
-    expect(added()).toEqual(["page-own"]);
+    const present = () =>
+      [...document.querySelectorAll("script, .grecaptcha-badge, #page-own")]
+        .map((e) => e.id || e.tagName)
+        .sort();
+    expect(present()).toEqual(["SCRIPT", "SCRIPT", "SCRIPT", "SCRIPT", "badge", "badge", "page-own"].sort());
+    releaseCaptcha(document, first);
+    await settle();
+    // The other widget still uses reCAPTCHA: everything stays.
+    expect(present()).toHaveLength(7);
+    releaseCaptcha(document, second);
+    await settle();
+    expect(present()).toEqual(["page-own"]);
     // A later widget loads it again.
     await loadCaptcha(document, url, "k", {});
-    expect(loads).toEqual(["/recaptcha/badge.js?render=k", "/recaptcha/badge.js?render=k"]);
+    expect(loads).toEqual([
+      "/badge/recaptcha/api.js?render=k",
+      "/badge/recaptcha/api.js?render=k2",
+      "/badge/recaptcha/api.js?render=k",
+    ]);
+    await window.happyDOM.close();
+  });
+
+  test("a page that uses reCAPTCHA itself keeps it: only the widget's own script goes", async () => {
+    const { window, document } = page();
+    const url = `${base}/badge/recaptcha/api.js`;
+    const user = {};
+    await loadCaptcha(document, url, "k", user);
+    // The page loads its own, for a form, after the widget.
+    const pageScript = document.createElement("script");
+    pageScript.type = "text/x-page";
+    pageScript.src = "https://www.google.com/recaptcha/api.js?render=page-key";
+    document.head.appendChild(pageScript);
+    releaseCaptcha(document, user);
+    await settle();
+    expect([...document.querySelectorAll("script")].map((s) => s.getAttribute("src"))).toEqual([
+      "https://www.gstatic.com/recaptcha/releases/x/recaptcha__en.js",
+      "https://www.google.com/recaptcha/api.js?render=page-key",
+    ]);
+    expect(document.querySelectorAll(".grecaptcha-badge")).toHaveLength(1);
+    await window.happyDOM.close();
+  });
+
+  test("destroyed while the script loads: what it adds once loaded goes too", async () => {
+    const { window, document } = page();
+    let release!: () => void;
+    holdBadge = new Promise((r) => (release = r));
+    const user = {};
+    const loading = loadCaptcha(document, `${base}/badge/recaptcha/api.js`, "k", user).catch(() => {});
+    releaseCaptcha(document, user);
+    release();
+    holdBadge = null;
+    await loading;
+    await settle();
+    expect(document.querySelectorAll("script, .grecaptcha-badge")).toHaveLength(0);
     await window.happyDOM.close();
   });
 

@@ -115,9 +115,9 @@ export class FakeBrowser implements Runtime {
     this.captchaLoads.push({ scriptUrl, siteKey });
   };
 
-  readonly captchaReleases: { scriptUrl: string; siteKey: string }[] = [];
-  releaseCaptcha = (_doc: Document, scriptUrl: string, siteKey: string) => {
-    this.captchaReleases.push({ scriptUrl, siteKey });
+  readonly captchaReleases: object[] = [];
+  releaseCaptcha = (_doc: Document, user: object) => {
+    this.captchaReleases.push(user);
   };
 
   setTimeout = (fn: () => void, ms: number) => {

@@ -5,24 +5,17 @@ interface Grecaptcha {
   execute(siteKey: string, opts: { action: string }): Promise<string>;
 }
 
-/** One load of the bot check script on a page, shared by the widgets that use it. */
-interface Load {
-  loading: Promise<Grecaptcha>;
-  script: HTMLScriptElement;
-  /** The widgets using it: the last one destroyed takes it away. */
+/** The bot check on one page: its loads (one per script address) and the widgets using them. */
+interface PageCaptcha {
+  loads: Map<string, { loading: Promise<Grecaptcha>; script: HTMLScriptElement }>;
   users: Set<object>;
-  /** Whether the page had reCAPTCHA of its own before: then what reCAPTCHA adds is not ours to remove. */
-  pageHadIt: boolean;
 }
 
-/** One load per page and script address, shared by every widget of the page. */
-const loads = new WeakMap<Document, Map<string, Load>>();
-
-const address = (scriptUrl: string, siteKey: string) => `${scriptUrl}?render=${encodeURIComponent(siteKey)}`;
+const pages = new WeakMap<Document, PageCaptcha>();
 
 /**
- * Loads the bot check script (reCAPTCHA v3, `?render=<siteKey>`) once per page for `user` (a widget).
- * Called on the first pointer-enter, focus or click of a widget using a publishable key, never before.
+ * Loads the bot check script (reCAPTCHA v3, `?render=<siteKey>`) once per page and address, for `user`
+ * (a widget). Called on the first pointer-enter, focus or click of a widget using a publishable key.
  */
 export function loadCaptcha(
   doc: Document,
@@ -30,13 +23,18 @@ export function loadCaptcha(
   siteKey: string,
   user: object,
 ): Promise<Grecaptcha> {
-  const url = address(scriptUrl, siteKey);
-  const byUrl = loads.get(doc) ?? new Map<string, Load>();
-  loads.set(doc, byUrl);
-  const win = doc.defaultView as unknown as { grecaptcha?: Grecaptcha } | null;
-  let load = byUrl.get(url);
+  const url = `${scriptUrl}?render=${encodeURIComponent(siteKey)}`;
+  let page = pages.get(doc);
+  if (!page) {
+    page = { loads: new Map(), users: new Set() };
+    pages.set(doc, page);
+  }
+  page.users.add(user);
+  const loads = page.loads;
+  let load = loads.get(url);
   if (!load) {
     const script = doc.createElement("script");
+    const win = doc.defaultView as unknown as { grecaptcha?: Grecaptcha } | null;
     const loading = new Promise<Grecaptcha>((resolve, reject) => {
       script.src = url;
       script.async = true;
@@ -44,37 +42,36 @@ export function loadCaptcha(
         win?.grecaptcha ? resolve(win.grecaptcha) : reject(new WidgetError("network_error"));
       script.onerror = () => reject(new WidgetError("network_error"));
     });
-    const created: Load = { loading, script, users: new Set(), pageHadIt: !!win?.grecaptcha || !!badge(doc) };
+    load = { loading, script };
     // A failed load leaves nothing behind and may be retried on the next click.
-    loading.catch(() => byUrl.get(url) === created && remove(doc, byUrl, url, created));
-    byUrl.set(url, created);
+    loading.catch(() => {
+      script.remove();
+      loads.delete(url);
+    });
+    loads.set(url, load);
     (doc.head ?? doc.documentElement).appendChild(script);
-    load = created;
   }
-  load.users.add(user);
   return load.loading;
 }
 
-const badge = (doc: Document) => doc.querySelector(".grecaptcha-badge");
-
-function remove(doc: Document, byUrl: Map<string, Load>, url: string, load: Load): void {
-  load.script.remove();
-  byUrl.delete(url);
-  if (load.pageHadIt) return;
-  // What reCAPTCHA's script added itself: its second script (from gstatic.com) and its badge's box.
-  for (const s of doc.querySelectorAll('script[src^="https://www.gstatic.com/recaptcha/"]')) s.remove();
-  badge(doc)?.parentElement?.remove();
-}
-
 /**
- * `user` (a widget being destroyed) no longer needs the bot check: when no other widget of the page
- * does, its script and what it added to the page go too, so that destroy() leaves the page as it was.
+ * `user` (a widget being destroyed) no longer needs the bot check. When no widget of the page does,
+ * its scripts go, once they have settled; and when no other script of reCAPTCHA is left on the page
+ * (the page does not use it itself), what reCAPTCHA added goes too: its second script and its badge.
  */
-export function releaseCaptcha(doc: Document, scriptUrl: string, siteKey: string, user: object): void {
-  const url = address(scriptUrl, siteKey);
-  const byUrl = loads.get(doc);
-  const load = byUrl?.get(url);
-  if (byUrl && load?.users.delete(user) && load.users.size === 0) remove(doc, byUrl, url, load);
+export function releaseCaptcha(doc: Document, user: object): void {
+  const page = pages.get(doc);
+  if (!page?.users.delete(user) || page.users.size > 0) return;
+  pages.delete(doc);
+  for (const { loading, script } of page.loads.values()) {
+    const remove = () => {
+      script.remove();
+      if (doc.querySelector('script[src*="/recaptcha/api.js"]')) return;
+      for (const s of doc.querySelectorAll('script[src*="/recaptcha/"]')) s.remove();
+      for (const b of doc.querySelectorAll(".grecaptcha-badge")) b.parentElement?.remove();
+    };
+    loading.then(remove, remove);
+  }
 }
 
 /** A fresh bot check token for the action `web_call` (tokens expire quickly: asked just before the call). */

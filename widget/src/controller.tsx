@@ -27,7 +27,7 @@ export interface Runtime {
   captchaToken(doc: Document, scriptUrl: string, siteKey: string, user: object): Promise<string>;
   prefetchCaptcha(doc: Document, scriptUrl: string, siteKey: string, user: object): void;
   /** `user` is destroyed: the bot check's script goes when no other widget of the page uses it. */
-  releaseCaptcha(doc: Document, scriptUrl: string, siteKey: string, user: object): void;
+  releaseCaptcha(doc: Document, user: object): void;
   setTimeout(fn: () => void, ms: number): unknown;
   clearTimeout(id: unknown): void;
 }
@@ -286,7 +286,9 @@ export function createWidget(options: WidgetOptions, env: Environment): WidgetHa
    * before any element of the page can stop the event (a modal or a combobox often does).
    */
   function onKeyDown(event: KeyboardEvent) {
-    if (event.key === "Escape" && (state === "in-call" || state === "connecting")) void stop();
+    // An Escape that cancels an input method's composition is the page's, not a hang-up.
+    if (event.key === "Escape" && !event.isComposing && (state === "in-call" || state === "connecting"))
+      void stop();
   }
   const keyTarget: EventTarget = win ?? doc;
   keyTarget.addEventListener("keydown", onKeyDown as EventListener, true);
@@ -307,9 +309,7 @@ export function createWidget(options: WidgetOptions, env: Environment): WidgetHa
       data = Object.freeze({ state: "idle" });
       for (const resolve of startWaiters.splice(0)) resolve(data);
       keyTarget.removeEventListener("keydown", onKeyDown as EventListener, true);
-      if (config.credential.kind === "publishable") {
-        runtime.releaseCaptcha(doc, config.captchaScriptUrl, config.credential.siteKey, host);
-      }
+      runtime.releaseCaptcha(doc, host);
       render(null, view);
       root.adoptedStyleSheets = [];
       root.replaceChildren();

@@ -40,41 +40,89 @@ export async function settledAll<T extends readonly unknown[]>(
  * would otherwise leave a commit of the rest. Like `sql.begin`, it takes the embedded database's only
  * connection: `fn` must use `tx` only. postgres.js pipelines only statements the connection has
  * already prepared: the first use of a statement on a connection waits for its description.
+ *
+ * A connection the database closes during the transaction (a restart, `pg_terminate_backend`, a
+ * reset) has rolled it back. Nothing more goes out on it: postgres 3.4.9 fails outside any promise,
+ * ending the process, when a statement is sent on a reserved connection it has closed, and once it has
+ * reconnected that connection for the pool, a statement of `fn` would run on the new session, outside
+ * any transaction. So the close is watched (the driver calls the connection's `onclose`), `fn`'s later
+ * statements and the commit are refused with `CONNECTION_CLOSED`, and the connection is not released:
+ * the driver has already put it back among the pool's closed connections, which it reconnects when
+ * needed.
  */
 export async function pipelinedTransaction<T>(sql: Sql, fn: (tx: Db) => Promise<T>): Promise<T> {
   const conn = await sql.reserve();
   let lost = false;
+  let watched: { onclose?: (() => void) | null } | null = null;
+  const watchClose = (c: { onclose?: (() => void) | null }) => {
+    watched = c;
+    c.onclose = () => {
+      lost = true;
+    };
+    return true;
+  };
+  const refuseIfLost = () => {
+    if (lost) throw lostConnection();
+  };
   try {
     // Both are awaited, so nothing of fn is still running on the connection when it is rolled back
     // and released.
-    const [, value] = await settledAll([conn`begin`.execute(), fn(conn)]);
+    const begin = conn.unsafe("begin", [], { onexecute: watchClose } as postgres.UnsafeQueryOptions);
+    const [, value] = await settledAll([begin.execute(), fn(guarded(conn, refuseIfLost))]);
+    refuseIfLost();
     await conn`commit`;
     return value;
   } catch (err) {
-    // A connection the database closed (a restart, pg_terminate_backend) rolled back on its own, and
-    // the driver has already put it back among the pool's closed connections, which it reconnects when
-    // needed. Nothing more may go out on it: the driver (postgres 3.4.9) would fail outside any promise,
-    // ending the process, and releasing it would hand the dead connection to the next query.
-    lost = connectionLost(err);
+    lost ||= connectionLost(err);
     if (!lost) await conn`rollback`.catch(() => {});
     throw err;
   } finally {
-    if (!lost) conn.release();
+    if (!lost) {
+      // The watch ends with the transaction (the next one to reserve the connection sets its own).
+      if (watched) (watched as { onclose?: (() => void) | null }).onclose = null;
+      conn.release();
+    }
   }
+}
+
+function lostConnection(): Error {
+  return Object.assign(new Error("the database connection was lost during the transaction"), {
+    code: "CONNECTION_CLOSED",
+  });
+}
+
+/** `conn` for `fn`: every statement it starts (a tagged template, `unsafe`) first asks `check`. */
+function guarded(conn: postgres.ReservedSql, check: () => void): Db {
+  return new Proxy(conn, {
+    apply(target, self, args) {
+      check();
+      return Reflect.apply(target, self, args);
+    },
+    get(target, prop, receiver) {
+      const value = Reflect.get(target, prop, receiver);
+      if (prop !== "unsafe" || typeof value !== "function") return value;
+      return (...args: unknown[]) => {
+        check();
+        return Reflect.apply(value, target, args);
+      };
+    },
+  });
 }
 
 /** The driver's codes for a connection that is gone. */
 const LOST_CONNECTION_CODES = new Set(["CONNECTION_CLOSED", "CONNECTION_ENDED", "CONNECTION_DESTROYED"]);
 
 /**
- * Whether `err` says the connection is gone: the driver's own errors for it, or the server's FATAL or
- * PANIC, after which it closes the session.
+ * Whether `err` says the connection is gone: the driver's own errors for it, the socket's (a reset,
+ * a broken pipe, a timeout: Node's errors carry `syscall` or `errno`), or the server's FATAL or PANIC,
+ * after which it closes the session.
  */
 export function connectionLost(err: unknown): boolean {
-  const e = err as { code?: unknown; severity?: unknown; severity_local?: unknown } | null;
-  if (!e || typeof e !== "object") return false;
+  if (!err || typeof err !== "object") return false;
+  const e = err as { code?: unknown; severity?: unknown; syscall?: unknown; errno?: unknown };
+  if (err instanceof postgres.PostgresError) return e.severity === "FATAL" || e.severity === "PANIC";
   if (typeof e.code === "string" && LOST_CONNECTION_CODES.has(e.code)) return true;
-  return e.severity === "FATAL" || e.severity === "PANIC";
+  return typeof e.code === "string" && (e.syscall !== undefined || e.errno !== undefined);
 }
 
 export interface Database {

@@ -23,8 +23,8 @@ export function registerCreateWebhookEndpoint(app: App, deps: Deps) {
       "(the payloads are under `webhooks` in this document) with the Standard Webhooks headers `webhook-id` " +
       "(the event id), `webhook-timestamp` (Unix seconds) and `webhook-signature` (`v1,` then the base64 " +
       "HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` under the base64-decoded part of the secret " +
-      "after `whsec_`; for 24 hours after a rotation, one more such signature for the replaced secret, " +
-      "separated by a space). At least " +
+      "after `whsec_`; for 24 hours after a rotation, one more such signature for each replaced secret, " +
+      "separated by spaces). At least " +
       "once: an answer other than 2xx (redirects are not followed) or none within 15 s, the address lookup " +
       "included, is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h after the failure, then given up. " +
       "Use `webhook-id` to ignore a repeat.",
