@@ -43,11 +43,14 @@ export async function resolveSecretKey(
 
 /**
  * Route middleware: a valid secret key with `scope`, else 401 `invalid_key` / 403 `missing_scope`.
+ * `refuseKey` (a live-only route's refusal of test keys) judges the key before its scope: SPEC.md
+ * answers every test key of those routes 403 `test_mode_not_supported`, whatever its scopes.
  * The body is read only once the key is accepted (http/body.ts).
  */
 export function requireSecretKey(
   deps: Pick<Deps, "sql" | "keyCache" | "keyUsage">,
   scope: Scope,
+  refuseKey?: (auth: SecretKeyAuth) => void,
 ): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const auth = await resolveSecretKey(deps, c.req.header("authorization"));
@@ -55,6 +58,7 @@ export function requireSecretKey(
       throw new ApiError("invalid_key", "Provide a valid secret key as `Authorization: Bearer <key>`.");
     // A key presented validly was used, whatever the operation then allows it.
     deps.keyUsage.touch(auth.keyId);
+    refuseKey?.(auth);
     if (!hasScope(auth.scopes, scope))
       throw new ApiError("missing_scope", `This key lacks the scope \`${scope}\`.`);
     c.set("auth", auth);
@@ -75,6 +79,19 @@ export function secretKeyAuth(
   return {
     security: [{ secretKey: [scope] }],
     middleware: [requireSecretKey(deps, scope), ...then] as MiddlewareHandler<AppEnv>[],
+  };
+}
+
+/** `secretKeyAuth` for a live-only route: `refuseTestKey` judges the key before its scope. */
+export function liveKeyAuth(
+  deps: Pick<Deps, "sql" | "keyCache" | "keyUsage">,
+  scope: Scope,
+  refuseTestKey: (auth: SecretKeyAuth) => void,
+  ...then: MiddlewareHandler<AppEnv>[]
+) {
+  return {
+    security: [{ secretKey: [scope] }],
+    middleware: [requireSecretKey(deps, scope, refuseTestKey), ...then] as MiddlewareHandler<AppEnv>[],
   };
 }
 

@@ -7,6 +7,7 @@ import { expectApiError } from "../helpers/errors.ts";
 import {
   addFixtureWriteRoute,
   concretePath,
+  documentedCodes,
   FULL_ENV,
   fetchDocument,
   jsonBodyOf,
@@ -84,11 +85,19 @@ describe.each(secured.map((o) => [o.label, o] as const))("%s", (_label, o) => {
     if (authorization) expect(text).not.toContain(authorization.replace(/^\w+ /, "") || "\u0000");
   });
 
+  // A live-only route (it documents the test-mode refusal) answers every test key so (SPEC.md), its
+  // scopes aside.
+  const liveOnly = documentedCodes(o.op.responses?.["403"]).includes("test_mode_not_supported");
+
   test.each(["live", "test"] as const)(
-    `a %s key with every scope but "${scope}" is 403 missing_scope`,
+    `a %s key with every scope but "${scope}" is 403 missing_scope${liveOnly ? " (a test key: test_mode_not_supported)" : ""}`,
     async (mode) => {
       const k = await createSecretKey(c, seed.org.id, { mode, scopes: allBut });
       const res = await call(o, `Bearer ${k.key}`);
+      if (mode === "test" && liveOnly) {
+        await expectApiError(res, 403, "test_mode_not_supported");
+        return;
+      }
       await expectApiError(res, 403, "missing_scope");
       expect(await res.text()).toContain(scope);
     },

@@ -119,7 +119,7 @@ export interface paths {
         put?: never;
         /**
          * Report the results of a live call
-         * @description For the voice agent dispatched to a live call (web or phone): what happened, reported once. Any of `transcript`, `summary`, `collectedData`, `successful`, `outcome`, `recordingUrl`; a field left out (or `null`) is not reported. Accepted once the call has started, while it is `ongoing` or after it ended; a second report is 409 `results_already_reported`, a call that never started (`scheduled`, `initiated`, `ringing`, or ended `busy`/`no_answer` without a start) is 409 `call_not_started`. A test key is 403 `test_mode_not_supported` before anything else is looked at: simulated calls make up their own results.
+         * @description For the voice agent dispatched to a live call (web or phone): what happened, reported once. Any of `transcript`, `summary`, `collectedData`, `successful`, `outcome`, `recordingUrl`; a field left out (or `null`) is not reported. Accepted once the call has started, while it is `ongoing` or after it ended; a second report is 409 `results_already_reported`, a call that never started (`scheduled`, `initiated`, `ringing`, or ended `busy`/`no_answer` without a start) is 409 `call_not_started`. A test key is 403 `test_mode_not_supported` (whatever its scopes) before anything else is looked at: simulated calls make up their own results.
          *
          *     Once the call has ended and its results exist, whichever comes last, `call.transcript_ready` (when there is a transcript) and `call.analysis_ready` are sent, each once, and `GET /v1/calls/{id}/transcript` answers. The body may be up to 1 MiB.
          */
@@ -229,7 +229,7 @@ export interface paths {
         };
         /**
          * List scheduled tasks
-         * @description Live keys only (a test key gets 403 `test_mode_not_supported`). The tasks still to run, soonest first, in this list's own format `{tasks: [...]}` (not the cursor convention yet).
+         * @description Live keys only (a test key gets 403 `test_mode_not_supported`, whatever its scopes). The tasks still to run, soonest first, in this list's own format `{tasks: [...]}` (not the cursor convention yet).
          */
         get: operations["listTasks"];
         put?: never;
@@ -252,7 +252,7 @@ export interface paths {
         post?: never;
         /**
          * Cancel a scheduled task
-         * @description Live keys only (a test key gets 403 `test_mode_not_supported`, before the id is looked at). Cancels the task and its call (status `cancelled`). A task that already ran is 404 `not_found`.
+         * @description Live keys only (a test key gets 403 `test_mode_not_supported`, whatever its scopes, before the id is looked at). Cancels the task and its call (status `cancelled`). A task that already ran is 404 `not_found`.
          */
         delete: operations["deleteTask"];
         options?: never;

@@ -1,17 +1,10 @@
 import { createRoute } from "@hono/zod-openapi";
-import type { MiddlewareHandler } from "hono";
 import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
-import type { App, AppEnv } from "../../http/appEnv.ts";
-import { secretKeyAuth } from "../../http/secretKey.ts";
+import type { App } from "../../http/appEnv.ts";
+import { liveKeyAuth } from "../../http/secretKey.ts";
 import { assertResultsKey, reportCallResults } from "../../services/callResults.ts";
 import { CallIdParams, CallResultsInputSchema, CallSchema } from "./schema.ts";
-
-/** A test key is refused before the body or the call is looked at. */
-const liveKeysOnly: MiddlewareHandler<AppEnv> = async (c, next) => {
-  assertResultsKey(c.get("auth"));
-  await next();
-};
 
 export function registerReportCallResults(app: App, deps: Deps) {
   const route = createRoute({
@@ -26,12 +19,12 @@ export function registerReportCallResults(app: App, deps: Deps) {
       "`null`) is not reported. Accepted once the call has started, while it is `ongoing` or after it ended; a " +
       "second report is 409 `results_already_reported`, a call that never started (`scheduled`, `initiated`, " +
       "`ringing`, or ended `busy`/`no_answer` without a start) is 409 `call_not_started`. A test key is 403 " +
-      "`test_mode_not_supported` before anything else is looked at: simulated calls make up their own " +
+      "`test_mode_not_supported` (whatever its scopes) before anything else is looked at: simulated calls make up their own " +
       "results.\n\n" +
       "Once the call has ended and its results exist, whichever comes last, `call.transcript_ready` (when " +
       "there is a transcript) and `call.analysis_ready` are sent, each once, and `GET /v1/calls/{id}/transcript` " +
       "answers. The body may be up to 1 MiB.",
-    ...secretKeyAuth(deps, "calls:write", liveKeysOnly),
+    ...liveKeyAuth(deps, "calls:write", assertResultsKey),
     request: {
       params: CallIdParams,
       body: { required: true, content: { "application/json": { schema: CallResultsInputSchema } } },

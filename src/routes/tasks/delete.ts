@@ -2,9 +2,8 @@ import { createRoute, z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
 import type { App } from "../../http/appEnv.ts";
-import { secretKeyAuth } from "../../http/secretKey.ts";
-import { deleteTask } from "../../services/tasks.ts";
-import { liveModeOnly } from "./list.ts";
+import { liveKeyAuth } from "../../http/secretKey.ts";
+import { assertLiveMode, deleteTask } from "../../services/tasks.ts";
 import { DeletedTaskSchema } from "./schema.ts";
 
 export function registerDeleteTask(app: App, deps: Deps) {
@@ -15,9 +14,10 @@ export function registerDeleteTask(app: App, deps: Deps) {
     operationId: "deleteTask",
     summary: "Cancel a scheduled task",
     description:
-      "Live keys only (a test key gets 403 `test_mode_not_supported`, before the id is looked at). Cancels the " +
+      "Live keys only (a test key gets 403 `test_mode_not_supported`, whatever its scopes, before the id is " +
+      "looked at). Cancels the " +
       "task and its call (status `cancelled`). A task that already ran is 404 `not_found`.",
-    ...secretKeyAuth(deps, "tasks:write", liveModeOnly),
+    ...liveKeyAuth(deps, "tasks:write", assertLiveMode),
     request: {
       params: z.object({
         id: z

@@ -1,17 +1,10 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import type { MiddlewareHandler } from "hono";
 import type { Deps } from "../../deps.ts";
 import { errorResponses } from "../../errors.ts";
-import type { App, AppEnv } from "../../http/appEnv.ts";
-import { secretKeyAuth } from "../../http/secretKey.ts";
+import type { App } from "../../http/appEnv.ts";
+import { liveKeyAuth } from "../../http/secretKey.ts";
 import { assertLiveMode, listTasks } from "../../services/tasks.ts";
 import { TaskSchema } from "./schema.ts";
-
-/** Test keys are refused before anything else about the request is looked at. */
-export const liveModeOnly: MiddlewareHandler<AppEnv> = async (c, next) => {
-  assertLiveMode(c.get("auth"));
-  await next();
-};
 
 export function registerListTasks(app: App, deps: Deps) {
   const route = createRoute({
@@ -21,9 +14,10 @@ export function registerListTasks(app: App, deps: Deps) {
     operationId: "listTasks",
     summary: "List scheduled tasks",
     description:
-      "Live keys only (a test key gets 403 `test_mode_not_supported`). The tasks still to run, soonest first, " +
+      "Live keys only (a test key gets 403 `test_mode_not_supported`, whatever its scopes). The tasks still to " +
+      "run, soonest first, " +
       "in this list's own format `{tasks: [...]}` (not the cursor convention yet).",
-    ...secretKeyAuth(deps, "tasks:read", liveModeOnly),
+    ...liveKeyAuth(deps, "tasks:read", assertLiveMode),
     responses: {
       200: {
         description: "Scheduled tasks.",
