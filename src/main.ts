@@ -194,7 +194,7 @@ function write(stream: NodeJS.WriteStream, text: string): Promise<void> {
 }
 
 main(process.argv.slice(2)).catch(async (err) => {
-  // A log line like any other (CONTRACT §1: JSON lines on stdout), written whatever LOG_LEVEL says,
+  // A log line like any other (logs are JSON lines on stdout), written whatever LOG_LEVEL says,
   // or whether it could be read at all.
   let line = "";
   createLogger("error", (text) => {

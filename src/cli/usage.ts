@@ -1,4 +1,4 @@
-/** `voice-service --help`: the executable's commands (CONTRACT §1). */
+/** `voice-service --help`: the executable's commands. */
 export const USAGE = `Usage: voice-service [command]
 
 Commands:

@@ -43,8 +43,8 @@ export async function resolveSecretKey(
 
 /**
  * Route middleware: a valid secret key with `scope`, else 401 `invalid_key` / 403 `missing_scope`.
- * `refuseKey` (a live-only route's refusal of test keys) judges the key before its scope: SPEC.md
- * answers every test key of those routes 403 `test_mode_not_supported`, whatever its scopes.
+ * `refuseKey` (a live-only route's refusal of test keys) judges the key before its scope: every test
+ * key of those routes is answered 403 `test_mode_not_supported`, whatever its scopes.
  * The body is read only once the key is accepted (http/body.ts).
  */
 export function requireSecretKey(

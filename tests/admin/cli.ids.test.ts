@@ -5,7 +5,7 @@ import type { TestContext } from "../helpers/app.ts";
 import { admin, createAdminTestContext } from "./support.ts";
 
 /**
- * CONTRACT §3: `voice-service admin …` does the same as the admin API. An id the command acts on is
+ * `voice-service admin …` does the same as the admin API. An id the command acts on is
  * checked exactly as the route checks its path: at the same step (after a read's query, before a
  * write's body), with the same code, message and param.
  */

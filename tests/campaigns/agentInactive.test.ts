@@ -12,7 +12,7 @@ import {
 } from "./support.ts";
 
 /**
- * A test campaign runs like a live one (CONTRACT §9): once its agent is inactive, the contacts not yet
+ * A test campaign runs like a live one: once its agent is inactive, the contacts not yet
  * called fail with `agent_unavailable` as their call's outcome, the calls in progress finish, and the
  * campaign completes.
  */

@@ -85,8 +85,7 @@ describe.each(secured.map((o) => [o.label, o] as const))("%s", (_label, o) => {
     if (authorization) expect(text).not.toContain(authorization.replace(/^\w+ /, "") || "\u0000");
   });
 
-  // A live-only route (it documents the test-mode refusal) answers every test key so (SPEC.md), its
-  // scopes aside.
+  // A live-only route (it documents the test-mode refusal) answers every test key so, its scopes aside.
   const liveOnly = documentedCodes(o.op.responses?.["403"]).includes("test_mode_not_supported");
 
   test.each(["live", "test"] as const)(
