@@ -76,10 +76,7 @@ export function secretKeyAuth(
   scope: Scope,
   ...then: MiddlewareHandler<AppEnv>[]
 ) {
-  return {
-    security: [{ secretKey: [scope] }],
-    middleware: [requireSecretKey(deps, scope), ...then] as MiddlewareHandler<AppEnv>[],
-  };
+  return keyAuth(requireSecretKey(deps, scope), scope, then);
 }
 
 /** `secretKeyAuth` for a live-only route: `refuseTestKey` judges the key before its scope. */
@@ -89,9 +86,14 @@ export function liveKeyAuth(
   refuseTestKey: (auth: SecretKeyAuth) => void,
   ...then: MiddlewareHandler<AppEnv>[]
 ) {
+  return keyAuth(requireSecretKey(deps, scope, refuseTestKey), scope, then);
+}
+
+/** The route's security requirement, naming the scope its key middleware enforces, and its middleware. */
+function keyAuth(require: MiddlewareHandler<AppEnv>, scope: Scope, then: MiddlewareHandler<AppEnv>[]) {
   return {
     security: [{ secretKey: [scope] }],
-    middleware: [requireSecretKey(deps, scope, refuseTestKey), ...then] as MiddlewareHandler<AppEnv>[],
+    middleware: [require, ...then] as MiddlewareHandler<AppEnv>[],
   };
 }
 

@@ -43,20 +43,18 @@ export class RunnerLiveness {
 
   async acquire(): Promise<void> {
     const sql = this.#lockSession();
+    let taken = false;
     try {
-      for (let i = 0; i < 10; i++) {
+      for (let i = 0; i < 10 && !taken; i++) {
         const candidate = 1 + Math.floor(Math.random() * 0x7ffffffe);
-        if (await tryLockRunner(sql, candidate)) {
-          this.#runner = candidate;
-          return;
-        }
+        taken = await tryLockRunner(sql, candidate);
+        if (taken) this.#runner = candidate;
       }
-    } catch (err) {
-      await this.#endSession();
-      throw err;
+      if (!taken) throw new Error("timer runner: could not take a liveness lock");
+    } finally {
+      // A session that holds no lock is not kept open.
+      if (!taken) await this.#endSession();
     }
-    await this.#endSession();
-    throw new Error("timer runner: could not take a liveness lock");
   }
 
   /** Closes the session of its own, if any (no lock is held on it any more, or it is lost). */
