@@ -160,7 +160,11 @@ describe("before the first interaction", () => {
       );
     expect(await added()).toBe(2);
     await r.page.evaluate(() => (window as unknown as { __pub: { destroy(): void } }).__pub.destroy());
-    expect(await added()).toBe(0);
+    expect(await r.page.evaluate(() => document.querySelectorAll("service-widget").length)).toBe(0);
+    // The script goes once its load has settled (a script removed mid-load could still run later).
+    await waitUntil("the bot check script taken away", async () => (await added()) === 0, {
+      timeoutMs: 20_000,
+    });
   });
 });
 
