@@ -40,6 +40,8 @@ interface Entry {
 
 /** How soon a poll follows `soon()`: a little after the usual commit of the transaction that asked. */
 const SOON_POLL_MS = 25;
+/** Then a second look, for a writer whose commit came later (a busy database), before the next poll. */
+const SECOND_LOOK_MS = 250;
 
 /** A firing that ran ahead of its take got fewer rows than its batch: roll back, fire with care. */
 class PartlyOwned extends Error {}
@@ -68,6 +70,8 @@ export class TimerRunner implements TimerScheduler {
   #pollDueAt = 0;
   /** `soon()` was called while a poll was under way: the next one comes shortly after it. */
   #pollAgainSoon = false;
+  /** The poll `soon()` asked for is followed by a second look after `SECOND_LOOK_MS`. */
+  #secondLook = false;
   #livenessCheckedAt = Number.NEGATIVE_INFINITY;
   #polling: Promise<void> | null = null;
   #wakeTimer: ReturnType<typeof setTimeout> | null = null;
@@ -217,11 +221,12 @@ export class TimerRunner implements TimerScheduler {
    * Timers were written by a statement of this process that did not go through `schedule` (the
    * trigger that writes an event's webhook deliveries and their timers): the next poll comes within
    * `SOON_POLL_MS` instead of the poll interval, late enough for the writing transaction to have
-   * committed in the usual case (a later commit is found by the regular poll). Calls in quick
-   * succession make one poll.
+   * committed in the usual case, and a second look `SECOND_LOOK_MS` after it finds a later commit.
+   * Calls in quick succession make one poll.
    */
   soon(): void {
     if (!this.#running || this.#stopping) return;
+    this.#secondLook = true;
     if (this.#pollTimer === null) {
       // A poll is under way: it may claim before the writer commits, so another follows it shortly.
       this.#pollAgainSoon = true;
@@ -270,9 +275,14 @@ export class TimerRunner implements TimerScheduler {
       }
     } finally {
       // After a failed poll the backoff stands, whatever asked for a poll soon.
-      const soon = this.#pollAgainSoon && delay === this.#opts.pollIntervalMs;
+      let next = delay;
+      if (delay === this.#opts.pollIntervalMs && this.#pollAgainSoon) next = Math.min(delay, SOON_POLL_MS);
+      else if (delay === this.#opts.pollIntervalMs && this.#secondLook) {
+        next = Math.min(delay, SECOND_LOOK_MS);
+        this.#secondLook = false;
+      }
       this.#pollAgainSoon = false;
-      this.#schedulePoll(soon ? Math.min(delay, SOON_POLL_MS) : delay);
+      this.#schedulePoll(next);
     }
   }
 
