@@ -40,7 +40,7 @@ export interface Deps {
   agentLists: GenerationCache<AgentRow[]>;
   /** Records when secret keys were last used, off the requests' path (db/keyUsage.ts). */
   keyUsage: KeyUsageRecorder;
-  /** Per-database secrets (idempotent token derivation), read once. */
+  /** Per-database secrets (idempotent token derivation, the keys of row ids), read once. */
   secrets: ServerSecrets;
   /** The media server, or null when LIVEKIT_URL / _API_KEY / _API_SECRET are not all set. */
   liveKit: LiveKit | null;

@@ -1,8 +1,9 @@
+import { createHmac } from "node:crypto";
 import type { Clock } from "./clock.ts";
 
 /**
  * Identifier prefixes of the API's objects, plus `req` for request ids. `whd` (webhook deliveries) and
- * `tmr` (timers) name rows the database numbers itself: see `serialId`.
+ * `tmr` (timers) name rows the database numbers itself: see `rowId`.
  */
 export const ID_PREFIXES = [
   "org",
@@ -58,12 +59,7 @@ function ulid(time: number, state: MonotonicState): string {
     state.lastTime = time;
     crypto.getRandomValues(lastRandom);
   }
-  let out = "";
-  let t = time;
-  for (let i = 0; i < 10; i++) {
-    out = CROCKFORD[t % 32] + out;
-    t = Math.floor(t / 32);
-  }
+  let out = timeChars(time);
   // 80 random bits as 16 base32 characters.
   let bits = 0;
   let acc = 0;
@@ -75,6 +71,17 @@ function ulid(time: number, state: MonotonicState): string {
       out += CROCKFORD[(acc >> bits) & 31];
     }
     acc &= (1 << bits) - 1;
+  }
+  return out;
+}
+
+/** A time in milliseconds as a ULID's first ten characters. */
+function timeChars(time: number): string {
+  let out = "";
+  let t = time;
+  for (let i = 0; i < 10; i++) {
+    out = CROCKFORD[t % 32] + out;
+    t = Math.floor(t / 32);
   }
   return out;
 }
@@ -115,25 +122,58 @@ export function idTime(id: string): number {
 }
 
 /**
- * The id of a row the database numbers (webhook deliveries, timers): the prefix and the row's number in
- * 26 Crockford base-32 characters, zero-padded, so that every id has one shape and serves as a cursor
- * like the others. Not a ULID: the number carries no time, only the order of insertion.
+ * The id of a row the database numbers (webhook deliveries, timers), a ULID like every other id: its
+ * first ten characters the row's creation time, its last sixteen the row's number enciphered under a
+ * key of the database (`rowIdKey`: a four-round Feistel network over 80 bits whose rounds are
+ * HMAC-SHA256 of the prefix, the time and the half). So these ids sort by time, serve as cursors like
+ * the others, and tell no one how many rows the instance has made or which one comes next.
  */
-export function serialId(prefix: IdPrefix, n: string | number | bigint): string {
-  let v = BigInt(n);
-  let out = "";
-  for (let i = 0; i < 26; i++) {
-    out = CROCKFORD[Number(v % 32n)] + out;
-    v /= 32n;
+export function rowId(
+  key: Uint8Array,
+  prefix: IdPrefix,
+  n: string | number | bigint,
+  createdAt: Date,
+): string {
+  const time = createdAt.getTime();
+  let left = BigInt(n) >> 40n;
+  let right = BigInt(n) & HALF;
+  for (let round = 0; round < ROUNDS; round++) {
+    [left, right] = [right, left ^ rowIdRound(key, prefix, time, round, right)];
   }
-  return `${prefix}_${out}`;
+  let v = (left << 40n) | right;
+  let tail = "";
+  for (let i = 0; i < 16; i++) {
+    tail = CROCKFORD[Number(v & 31n)] + tail;
+    v >>= 5n;
+  }
+  return `${prefix}_${timeChars(time)}${tail}`;
 }
 
-/** The row number behind a serial id (as decimal text), or null when `id` is not one of `prefix`. */
-export function serialOf(id: string, prefix: IdPrefix): string | null {
+/** The row number behind a row id (as decimal text), or null when `id` cannot be one of `prefix`. */
+export function rowOf(key: Uint8Array, id: string, prefix: IdPrefix): string | null {
   if (!isId(id, prefix)) return null;
+  const time = idTime(id);
   let v = 0n;
-  for (const ch of id.slice(prefix.length + 1)) v = v * 32n + BigInt(CROCKFORD.indexOf(ch));
-  // Row numbers are bigint: anything above is no row.
-  return v <= 9_223_372_036_854_775_807n ? v.toString() : null;
+  for (const ch of id.slice(prefix.length + 11)) v = (v << 5n) | BigInt(CROCKFORD.indexOf(ch));
+  let left = v >> 40n;
+  let right = v & HALF;
+  for (let round = ROUNDS - 1; round >= 0; round--) {
+    [left, right] = [right ^ rowIdRound(key, prefix, time, round, left), left];
+  }
+  const n = (left << 40n) | right;
+  // Row numbers are positive bigints: anything else (a forged or altered id) is no row.
+  return n >= 1n && n <= 9_223_372_036_854_775_807n ? n.toString() : null;
+}
+
+/** The name of the database's secret that keys row ids (db/serverSecrets.ts). */
+export const ROW_ID_KEY = "row-ids";
+
+const ROUNDS = 4;
+const HALF = (1n << 40n) - 1n;
+
+function rowIdRound(key: Uint8Array, prefix: string, time: number, round: number, half: bigint): bigint {
+  const mac = createHmac("sha256", key).update(`${prefix}.${round}.${time}.${half}`).digest();
+  let out = 0n;
+  for (let i = 0; i < 5; i++) out = (out << 8n) | BigInt(mac[i]!);
+  return out;
 }

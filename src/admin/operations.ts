@@ -490,7 +490,7 @@ export const adminOperations: AdminOperation[] = [
       "fenced on the state it moves, so what was done meanwhile by other means is not done twice. A timer " +
       "that is not failed (unknown, already retried) is 404; a periodic kind of which one timer is already " +
       "pending is 400 `invalid_request`.",
-    id: { prefix: "tmr", example: "tmr_00000000000000000000000AZ7", cli: { positional: "<timer-id>" } },
+    id: { prefix: "tmr", example: "tmr_01JDQ8Y3M6Q3VH8G2TD5KX7NAF", cli: { positional: "<timer-id>" } },
     response: { status: 200, description: "The timer, pending again.", schema: FailedTimerSchema },
     errors: ["not_found"],
     run: (deps, id) => retryFailedTimer(deps, id),

@@ -1961,7 +1961,7 @@ export interface components {
         };
         /** @description One event sent to one endpoint, with its attempts. */
         WebhookDelivery: {
-            /** @example whd_00000000000000000000002K1Q */
+            /** @example whd_01JDQ8Y3M6K7T9PZ4XN2WB5RCE */
             id: string;
             /** @example evt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C */
             eventId: string;
@@ -2842,7 +2842,7 @@ export interface components {
         };
         /** @description Work that gave up: a durable timer whose handler failed until its retries ran out. */
         FailedTimer: {
-            /** @example tmr_00000000000000000000000AZ7 */
+            /** @example tmr_01JDQ8Y3M6Q3VH8G2TD5KX7NAF */
             id: string;
             /**
              * @description What the work was: `webhook.deliver`, `call.simulation`, `campaign.advance`, `task.run` …

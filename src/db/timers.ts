@@ -1,8 +1,6 @@
 import type { Fragment, Sql } from "postgres";
-import { serialOf } from "../ids.ts";
 import { TIMER_KINDS, type TimerKind } from "../timers/kinds.ts";
 import { type Db, pipelinedTransaction, settledAll } from "./engine/connection.ts";
-import type { PageInput, PageRequest } from "./engine/pages.ts";
 
 /**
  * The SQL of durable timers. Every function takes `sql` first so it runs inside the caller's
@@ -412,57 +410,6 @@ export async function bringSingleTimerForward(sql: Db, kind: SingleTimerKind): P
       and (locked_by is null or locked_until < now())
     returning id`;
   return rows.length > 0;
-}
-
-/** A timer kept as `failed`: its retries ran out (see failTimer). */
-export interface FailedTimerRow {
-  id: string;
-  kind: string;
-  payload: Record<string, unknown>;
-  attempts: number;
-  last_error: string | null;
-  created_at: Date;
-  failed_at: Date | null;
-}
-
-/** `id` as it is (the driver reads bigint as text): a cast named `id` would be what a page orders by. */
-export const failedTimerColumns = (sql: Db): Fragment =>
-  sql`id, kind, payload, attempts, last_error, created_at, failed_at`;
-
-/** The page of the operators' list of failed timers (db/engine/pages.ts), on the partial index timers_failed. */
-export function failedTimersPage(sql: Db, q: PageInput): PageRequest<FailedTimerRow> {
-  return {
-    sql,
-    table: "timers",
-    ranges: [{ keys: [], filter: sql`status = 'failed'` }],
-    prefix: "tmr",
-    limit: q.limit,
-    startingAfter: q.starting_after,
-    cursorOf: (id) => serialOf(id, "tmr"),
-    columns: failedTimerColumns(sql),
-  };
-}
-
-/**
- * Puts a failed timer back to work: pending, due now, no attempt counted, free for any runner's next
- * poll. `absent` when there is no such failed timer; `one_pending` when its kind allows one pending
- * timer only (sql/0013) and one is pending already.
- */
-export async function retryFailedTimer(
-  sql: Db,
-  id: string,
-): Promise<FailedTimerRow | "absent" | "one_pending"> {
-  try {
-    const [row] = await sql<FailedTimerRow[]>`
-      update timers set status = 'pending', attempts = 0, due_at = now(), failed_at = null,
-        locked_by = null, locked_until = null, epoch = epoch + 1
-      where id = ${id}::bigint and status = 'failed'
-      returning id::text as id, kind, payload, attempts, last_error, created_at, failed_at`;
-    return row ?? "absent";
-  } catch (err) {
-    if ((err as { code?: string }).code === "23505") return "one_pending";
-    throw err;
-  }
 }
 
 /** Makes pending timers due now and free for any runner (work handed back at shutdown). */

@@ -1,5 +1,5 @@
 import type { Fragment } from "postgres";
-import { serialOf } from "../ids.ts";
+import { rowOf } from "../ids.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
 import type { Db } from "./engine/connection.ts";
 import type { PageInput, PageRequest } from "./engine/pages.ts";
@@ -147,8 +147,16 @@ export interface DeliveryLogRow {
   created_at: Date;
 }
 
-/** The page of an endpoint's delivery log (db/engine/pages.ts), on webhook_deliveries_endpoint_created. */
-export function deliveriesPage(sql: Db, endpointId: string, q: PageInput): PageRequest<DeliveryLogRow> {
+/**
+ * The page of an endpoint's delivery log (db/engine/pages.ts), on webhook_deliveries_endpoint_created.
+ * `rowIdKey`: the key of the ids shown (ids.ts, `rowId`).
+ */
+export function deliveriesPage(
+  sql: Db,
+  endpointId: string,
+  q: PageInput,
+  rowIdKey: Uint8Array,
+): PageRequest<DeliveryLogRow> {
   return {
     sql,
     table: "webhook_deliveries",
@@ -157,7 +165,7 @@ export function deliveriesPage(sql: Db, endpointId: string, q: PageInput): PageR
     prefix: "whd",
     limit: q.limit,
     startingAfter: q.starting_after,
-    cursorOf: (cursor) => serialOf(cursor, "whd"),
+    cursorOf: (cursor) => rowOf(rowIdKey, cursor, "whd"),
     columns: deliveryLogColumns(sql),
   };
 }

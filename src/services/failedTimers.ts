@@ -3,10 +3,10 @@ import {
   type FailedTimerRow,
   failedTimersPage,
   retryFailedTimer as retryFailedTimerRow,
-} from "../db/timers.ts";
+} from "../db/failedTimers.ts";
 import type { TxDeps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
-import { isAnyId, serialId, serialOf } from "../ids.ts";
+import { isAnyId, ROW_ID_KEY, rowId, rowOf } from "../ids.ts";
 
 /**
  * Work that gave up, for operators: durable timers whose handler kept failing until its retries ran out
@@ -27,21 +27,27 @@ export interface FailedTimer {
   failedAt: string | null;
 }
 
-/** The id of what a timer works on: a webhook delivery, else the first object id of its payload. */
-function objectOf(payload: Record<string, unknown>): string | null {
-  if (payload.deliveryId !== undefined && /^[0-9]+$/.test(String(payload.deliveryId))) {
-    return serialId("whd", String(payload.deliveryId));
+/**
+ * The id of what a timer works on: a webhook delivery (null once the delivery is removed), else the
+ * first object id of its payload.
+ */
+function objectOf(key: Uint8Array, r: FailedTimerRow): string | null {
+  const { payload } = r;
+  if (payload.deliveryId !== undefined) {
+    return r.delivery_created_at && /^[0-9]+$/.test(String(payload.deliveryId))
+      ? rowId(key, "whd", String(payload.deliveryId), r.delivery_created_at)
+      : null;
   }
   for (const value of Object.values(payload)) if (typeof value === "string" && isAnyId(value)) return value;
   return null;
 }
 
 const failedTimerView =
-  (status: FailedTimer["status"]) =>
+  (key: Uint8Array, status: FailedTimer["status"]) =>
   (r: FailedTimerRow): FailedTimer => ({
-    id: serialId("tmr", r.id),
+    id: rowId(key, "tmr", r.id, r.created_at),
     kind: r.kind,
-    object: objectOf(r.payload),
+    object: objectOf(key, r),
     payload: r.payload,
     status,
     attempts: r.attempts,
@@ -51,10 +57,11 @@ const failedTimerView =
   });
 
 /** Failed timers, newest first, in the cursor convention. */
-export function listFailedTimers(deps: TxDeps, q: PageInput): Promise<Page<FailedTimer>> {
+export async function listFailedTimers(deps: TxDeps, q: PageInput): Promise<Page<FailedTimer>> {
+  const key = await deps.secrets.get(ROW_ID_KEY);
   return paginate<FailedTimerRow, FailedTimer>({
-    ...failedTimersPage(deps.sql, q),
-    map: failedTimerView("failed"),
+    ...failedTimersPage(deps.sql, q, key),
+    map: failedTimerView(key, "failed"),
   });
 }
 
@@ -63,7 +70,8 @@ export function listFailedTimers(deps: TxDeps, q: PageInput): Promise<Page<Faile
  * is fenced on the state it moves, so work already done by other means changes nothing.
  */
 export async function retryFailedTimer(deps: TxDeps, id: string): Promise<FailedTimer> {
-  const n = serialOf(id, "tmr");
+  const key = await deps.secrets.get(ROW_ID_KEY);
+  const n = rowOf(key, id, "tmr");
   const result = n === null ? "absent" : await retryFailedTimerRow(deps.sql, n);
   if (result === "absent") throw new ApiError("not_found", "No such failed timer.");
   if (result === "one_pending") {
@@ -72,5 +80,5 @@ export async function retryFailedTimer(deps: TxDeps, id: string): Promise<Failed
       "A timer of this kind is already pending and runs the same periodic work; this one needs no retry.",
     );
   }
-  return failedTimerView("pending")(result);
+  return failedTimerView(key, "pending")(result);
 }

@@ -20,7 +20,7 @@ import {
 } from "../db/webhookEndpoints.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
-import { isId, serialId } from "../ids.ts";
+import { isId, ROW_ID_KEY, rowId } from "../ids.ts";
 import { EVENT_TYPES, type EventType } from "./events.ts";
 import { webhookUrlProblem } from "./webhookUrls.ts";
 
@@ -224,9 +224,11 @@ export interface Delivery {
   createdAt: string;
 }
 
-export function deliveryView(r: DeliveryLogRow): Delivery {
-  return {
-    id: serialId("whd", r.id),
+/** A delivery as the API shows it; `rowIdKey` keys its id (ids.ts, `rowId`). */
+export const deliveryView =
+  (rowIdKey: Uint8Array) =>
+  (r: DeliveryLogRow): Delivery => ({
+    id: rowId(rowIdKey, "whd", r.id, r.created_at),
     eventId: r.event_id,
     endpointId: r.endpoint_id,
     attempt: r.attempts,
@@ -236,18 +238,18 @@ export function deliveryView(r: DeliveryLogRow): Delivery {
     durationMs: r.last_duration_ms,
     error: r.last_error,
     createdAt: r.created_at.toISOString(),
-  };
-}
+  });
 
 /** The deliveries to one endpoint, newest first: each event sent (or being sent) and how its last attempt went. */
 export async function listEndpointDeliveries(
-  { sql }: Pick<Deps, "sql">,
+  { sql, secrets }: Pick<Deps, "sql" | "secrets">,
   scope: EndpointScope,
   id: string,
   q: PageInput,
 ): Promise<Page<Delivery>> {
   if (!isId(id, "we") || !(await findWebhookEndpoint(sql, scope, id))) throw noSuchEndpoint();
-  return paginate<DeliveryLogRow, Delivery>({ ...deliveriesPage(sql, id, q), map: deliveryView });
+  const key = await secrets.get(ROW_ID_KEY);
+  return paginate<DeliveryLogRow, Delivery>({ ...deliveriesPage(sql, id, q, key), map: deliveryView(key) });
 }
 
 const noSuchEvent = () => new ApiError("not_found", "No such event.");
@@ -280,6 +282,8 @@ export async function redeliverEvent(
   deps.timers.scheduled(timers);
   return {
     eventId,
-    deliveries: rows.filter((r) => r.endpoint_livemode === scope.livemode).map(deliveryView),
+    deliveries: rows
+      .filter((r) => r.endpoint_livemode === scope.livemode)
+      .map(deliveryView(await deps.secrets.get(ROW_ID_KEY))),
   };
 }

@@ -170,14 +170,16 @@ export type AnyPageRequest = PageRequest<never>;
 export async function cursorAt(
   page: (limit: number, startingAfter: string | undefined) => AnyPageRequest,
   depth: number,
-  shown: (id: string) => string = (id) => id,
+  shown: (row: { id: string; created_at: Date }) => string = (row) => row.id,
 ): Promise<string> {
   let cursor: string | undefined;
   for (let seen = 0; seen < depth; ) {
     const take = Math.min(LIMIT_MAX, depth - seen);
-    const { data } = await paginate(page(take, cursor) as unknown as PageRequest<{ id: string }>);
+    const { data } = await paginate(
+      page(take, cursor) as unknown as PageRequest<{ id: string; created_at: Date }>,
+    );
     if (data.length < take) throw new Error(`the list holds fewer than ${depth} items`);
-    cursor = shown(data.at(-1)!.id);
+    cursor = shown(data.at(-1)!);
     seen += take;
   }
   return cursor!;

@@ -4,7 +4,7 @@ import { campaignsPage } from "../../src/db/campaigns.ts";
 import { contactsPage } from "../../src/db/contacts.ts";
 import { documentsPage } from "../../src/db/documents.ts";
 import { deliveriesPage } from "../../src/db/webhookDeliveries.ts";
-import { serialId } from "../../src/ids.ts";
+import { rowId } from "../../src/ids.ts";
 import { createAgent } from "../../src/services/agents.ts";
 import { createKnowledgeBase } from "../../src/services/knowledgeBases.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
@@ -27,6 +27,8 @@ let other: { id: string };
 let few: { id: string };
 let small: Seed[];
 const LIMIT = 20;
+/** The key of the delivery ids shown (any key does: the list reads the number the id enciphers). */
+const ROW_ID_KEY = crypto.getRandomValues(new Uint8Array(32));
 const CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 
 beforeAll(async () => {
@@ -48,7 +50,10 @@ const at = (ago: number) => `now() - ${ago} * interval '1 second' - i * interval
  * serial ids).
  */
 function withCursors(
-  lists: (Omit<ListCase, "deep"> & { depth?: number | null; shown?: (id: string) => string })[],
+  lists: (Omit<ListCase, "deep"> & {
+    depth?: number | null;
+    shown?: (row: { id: string; created_at: Date }) => string;
+  })[],
 ): Promise<ListCase[]> {
   return Promise.all(
     lists.map(async ({ depth = 1_000, shown, ...l }) => ({
@@ -278,8 +283,9 @@ describe("an endpoint's deliveries", () => {
       () => [
         {
           label: "the endpoint",
-          page: (sql, limit, after) => deliveriesPage(sql, ENDPOINT, { limit, starting_after: after }),
-          shown: (id) => serialId("whd", id),
+          page: (sql, limit, after) =>
+            deliveriesPage(sql, ENDPOINT, { limit, starting_after: after }, ROW_ID_KEY),
+          shown: (row) => rowId(ROW_ID_KEY, "whd", row.id, row.created_at),
         },
       ],
     );

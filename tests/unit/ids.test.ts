@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { ManualClock, systemClock } from "../../src/clock.ts";
-import { IdGenerator, idTime, isAnyId, isId } from "../../src/ids.ts";
+import { IdGenerator, idTime, isAnyId, isId, rowId, rowOf } from "../../src/ids.ts";
 
 describe("IdGenerator", () => {
   test("is <prefix>_<26 Crockford base32 characters>", () => {
@@ -60,5 +60,41 @@ describe("isId / isAnyId refuse what is not an id", () => {
   ])("%p (%s)", (value) => {
     expect(isId(value, "ct")).toBe(false);
     expect(isAnyId(value)).toBe(false);
+  });
+});
+
+describe("rowId: the ids of rows the database numbers (webhook deliveries, timers)", () => {
+  const key = crypto.getRandomValues(new Uint8Array(32));
+  const at = new Date("2026-11-21T09:30:00.123Z");
+
+  test("a ULID of the row's creation time whose number comes back under the same key only", () => {
+    for (const n of ["1", "2", "42", "1099511627776", "9223372036854775807"]) {
+      const id = rowId(key, "whd", n, at);
+      expect(isId(id, "whd")).toBe(true);
+      expect(idTime(id)).toBe(at.getTime());
+      expect(rowOf(key, id, "whd")).toBe(n);
+      expect(rowOf(crypto.getRandomValues(new Uint8Array(32)), id, "whd")).not.toBe(n);
+      expect(rowOf(key, id, "tmr")).toBeNull();
+    }
+  });
+
+  test("tells nothing of the count: consecutive numbers give unrelated ids, and the prefix and time change them", () => {
+    const tails = Array.from({ length: 1_000 }, (_, i) => rowId(key, "whd", i + 1, at).slice(14));
+    expect(new Set(tails).size).toBe(tails.length);
+    expect([...tails].sort()).not.toEqual(tails);
+    expect(rowId(key, "tmr", 7, at).slice(14)).not.toBe(rowId(key, "whd", 7, at).slice(14));
+    expect(rowId(key, "whd", 7, new Date(at.getTime() + 1)).slice(14)).not.toBe(
+      rowId(key, "whd", 7, at).slice(14),
+    );
+  });
+
+  test("an id altered in its time or its number names another row, or none; malformed ids none", () => {
+    const id = rowId(key, "whd", 42, at);
+    const retimed = `${id.slice(0, 13)}${id[13] === "0" ? "1" : "0"}${id.slice(14)}`;
+    const renumbered = `${id.slice(0, 29)}${id[29] === "0" ? "1" : "0"}`;
+    for (const other of [retimed, renumbered]) expect(rowOf(key, other, "whd")).not.toBe("42");
+    for (const bad of ["whd_x", "whd_00000000000000000000000000", `${id}0`, id.toLowerCase()]) {
+      expect(rowOf(key, bad, "whd")).not.toBe("42");
+    }
   });
 });

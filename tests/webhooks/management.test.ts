@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { idTime } from "../../src/ids.ts";
 import { createSecretKey } from "../../src/services/keys.ts";
 import { MAX_ENDPOINTS } from "../../src/services/webhookEndpoints.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
@@ -20,6 +21,7 @@ import {
 // biome-ignore lint/suspicious/noExplicitAny: JSON answers are read freely, as a client would
 type Json = any;
 
+const CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 let ctx: TestContext;
 let seed: Awaited<ReturnType<typeof seedOrganization>>;
 let receiver: WebhookReceiver;
@@ -270,6 +272,8 @@ describe("the delivery log and redelivery", () => {
     expect(succeeded).toMatchObject({ status: "succeeded", attempt: 1, error: null });
     for (const d of log.data) {
       expect(d.id).toMatch(/^whd_[0-9A-HJKMNP-TV-Z]{26}$/);
+      // A ULID like every other id: its time is the delivery's creation.
+      expect(idTime(d.id)).toBe(Date.parse(d.createdAt));
       expect(d.durationMs).toBeGreaterThanOrEqual(0);
       expect(d.durationMs).toBeLessThan(15_000);
       expect(Object.keys(d).sort()).toEqual(
@@ -300,6 +304,16 @@ describe("the delivery log and redelivery", () => {
     expect(`${foreign.status} ${foreign.body.error.code}`).toBe("400 invalid_cursor");
     const bad = await call("GET", `${path}?starting_after=whd_x`, seed.liveKey);
     expect(`${bad.status} ${bad.body.error.code}`).toBe("400 invalid_query");
+    // An id whose time was altered names no delivery: the time is part of what enciphers the number.
+    const id = log.data[0].id as string;
+    const altered = `${id.slice(0, 13)}${id[13] === "0" ? "1" : "0"}${id.slice(14)}`;
+    const forged = await call("GET", `${path}?starting_after=${altered}`, seed.liveKey);
+    expect(`${forged.status} ${forged.body.error.code}`).toBe("400 invalid_cursor");
+    // Consecutive deliveries do not show consecutive numbers (the log tells no count).
+    const tail = (x: string) =>
+      [...x.slice(14)].reduce((v, ch) => v * 32n + BigInt(CROCKFORD.indexOf(ch)), 0n);
+    const gap = tail(id) - tail(log.data[1].id);
+    expect(gap > 1_000_000n || gap < -1_000_000n).toBe(true);
     expect((await call("GET", path, seed.testKey)).status).toBe(404);
   });
 

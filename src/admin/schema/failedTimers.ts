@@ -6,7 +6,7 @@ import { Timestamp } from "../../schemas.ts";
 
 export const FailedTimerSchema = z
   .object({
-    id: z.string().openapi({ example: "tmr_00000000000000000000000AZ7" }),
+    id: z.string().openapi({ example: "tmr_01JDQ8Y3M6Q3VH8G2TD5KX7NAF" }),
     kind: z.string().openapi({
       description:
         "What the work was: `webhook.deliver`, `call.simulation`, `campaign.advance`, `task.run` …",

@@ -102,7 +102,7 @@ export const WebhookEndpointPatchSchema = z
 
 export const DeliverySchema = z
   .object({
-    id: z.string().openapi({ example: "whd_00000000000000000000002K1Q" }),
+    id: z.string().openapi({ example: "whd_01JDQ8Y3M6K7T9PZ4XN2WB5RCE" }),
     eventId: z.string().openapi({ example: "evt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
     endpointId: z.string().openapi({ example: ENDPOINT_ID_EXAMPLE }),
     attempt: z.number().int().openapi({ description: "Attempts made so far (0: not sent yet).", example: 2 }),
