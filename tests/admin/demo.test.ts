@@ -200,7 +200,8 @@ describe("`serve` on an empty database", () => {
         () =>
           (stdout.includes('"msg":"listening"') && (!expectBanner || stderr.includes("simulated call"))) ||
           child.exitCode !== null,
-        { timeoutMs: 20_000, stepMs: 25 },
+        // A fresh embedded database (template, migrations, seed) can take half a minute on a busy machine.
+        { timeoutMs: 45_000, stepMs: 25 },
       );
     } finally {
       child.kill("SIGTERM");

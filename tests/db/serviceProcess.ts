@@ -50,7 +50,7 @@ export function spawnService(
     done = true;
     return code;
   });
-  const waitFor = (re: RegExp, timeoutMs = 20_000) =>
+  const waitFor = (re: RegExp, timeoutMs = 45_000) =>
     waitUntil(
       () => `${re} in the output:\n${text}`,
       () => {

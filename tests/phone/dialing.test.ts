@@ -68,7 +68,8 @@ async function settled(id: string, statuses: string[]) {
 describe("an answered call", () => {
   test("CreateRoom, CreateDispatch, CreateSIPParticipant in that order within 2 s; ringing, then ongoing", async () => {
     const to = freshNumber();
-    w.liveKit.scriptDial(to, { kind: "answer", afterMs: 600 });
+    // Answered 3 s after the dial: long enough that the call is surely still ringing when read.
+    w.liveKit.scriptDial(to, { kind: "answer", afterMs: 3_000 });
     const before = await planUsed();
     const { id, placedAt } = await place(to, { firstName: "Claire" });
     await waitUntil("the dial", () => w.liveKit.dialCount(`sip_${id}`) === 1, { stepMs: 5 });

@@ -186,8 +186,9 @@ describe("shutdown", () => {
       `POST /api/v1/contacts HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${s.testKey}\r\n` +
         `Content-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body.slice(0, 10)}`,
     );
-    // The server has read the head (and started the request) before the signal is sent.
-    await Bun.sleep(300);
+    // The server has read the head (and started the request) before the signal is sent (nothing shows
+    // it from outside: ample time for a busy machine).
+    await Bun.sleep(1_500);
     const started = performance.now();
     server.service.proc.kill("SIGTERM");
     await server.service.waitFor(/"msg":"shutting down"/, 10_000);
