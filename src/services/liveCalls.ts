@@ -139,10 +139,11 @@ export type LiveCallEnd =
   | { reason: "over" }
   /**
    * It never connected: a phone call whose dial failed or was refused (`scheduled`, `initiated` or
-   * `ringing` → `busy`, `no_answer` or `failed` with `outcome`), or a web call's room found empty and
-   * never joined at `maxSeconds` (`no_answer`). No minute is kept.
+   * `ringing` → `busy`, `no_answer` or `failed` with `outcome`), a scheduled call whose task was deleted
+   * (`cancelled`), or a web call's room found empty and never joined at `maxSeconds` (`no_answer`). No
+   * minute is kept.
    */
-  | { reason: "not_connected"; status: "busy" | "no_answer" | "failed"; outcome: string | null }
+  | { reason: "not_connected"; status: "busy" | "no_answer" | "failed" | "cancelled"; outcome: string | null }
   /**
    * Nobody reported how it went (a web call still `initiated` at `maxSeconds`, its visitor not in its
    * room, which was joined: the webhook is missing): `failed` with outcome `end_not_reported`, every

@@ -1,6 +1,6 @@
 import type { SecretKeyAuth } from "../auth/access.ts";
 import type { AgentRow } from "../db/agents.ts";
-import { type CallView, callView, findCallById, insertCall, moveCall } from "../db/calls.ts";
+import { type CallView, callView, findCallById, insertCall } from "../db/calls.ts";
 import { type Db, pipelinedTransaction } from "../db/engine/connection.ts";
 import { findScheduledTask, finishTask, insertTask, listScheduledTasks, taskView } from "../db/tasks.ts";
 import type { Deps } from "../deps.ts";
@@ -82,7 +82,8 @@ export async function listTasks(deps: Pick<Deps, "sql">, auth: SecretKeyAuth) {
 }
 
 /**
- * Deletes a scheduled task and cancels its call. The timer row is deleted first: if the task is
+ * Deletes a scheduled task and cancels its call (`endedAt` set, `call.ended` sent, like every end of a
+ * live call). The timer row is deleted first: if the task is
  * firing at this moment, that waits for it, then the task is found already run (404). Same lock
  * order as the firing (timer, then task), so the two cannot deadlock.
  */
@@ -96,7 +97,12 @@ export async function deleteTask(deps: Deps, auth: SecretKeyAuth, id: string) {
     if (task.timer_id) await deps.timers.cancel(tx, task.timer_id);
     const cancelled = await finishTask(tx, task.id, "cancelled");
     if (!cancelled) throw notFound();
-    await moveCall(tx, task.call_id, "scheduled", "cancelled", deps.clock.now());
+    const now = deps.clock.now();
+    await endLiveCall(tx, deps, task.call_id, now, {
+      reason: "not_connected",
+      status: "cancelled",
+      outcome: null,
+    });
     return { id: task.id, deleted: true as const };
   });
 }

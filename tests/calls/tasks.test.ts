@@ -121,7 +121,13 @@ describe("live POST /v1/calls", () => {
     expect(await del.json()).toEqual({ id: call.taskId, deleted: true });
     expect(await (await ctx.request("/api/v1/tasks", { key: seed.liveKey })).json()).toEqual({ tasks: [] });
     const after = await (await ctx.request(`/api/v1/calls/${call.id}`, { key: seed.liveKey })).json();
-    expect(after.status).toBe("cancelled");
+    expect(after).toMatchObject({ status: "cancelled", startedAt: null, outcome: null });
+    expect(Date.parse(after.endedAt)).toBeGreaterThanOrEqual(Date.parse(call.createdAt));
+    // Its end is told like every end of a live call: call.ended once, with the call as it is.
+    const evs = await ctx.deps.sql<{ type: string; livemode: boolean; data: Record<string, unknown> }[]>`
+      select type, livemode, data from events where data->>'id' = ${call.id}`;
+    expect(evs.map((e) => [e.type, e.livemode])).toEqual([["call.ended", true]]);
+    expect(evs[0]!.data).toEqual(after);
     const timers = await ctx.deps.sql`select id from timers where payload->>'taskId' = ${call.taskId}`;
     expect(timers.length).toBe(0);
 
