@@ -38,6 +38,23 @@ export type FlatObject = Record<string, FlatValue>;
 const UNKEEPABLE_KEYS = new Set(["__proto__"]);
 
 /**
+ * The rules of a flat object as the document states them to integrators and their validators
+ * (`propertyNames`, JSON Schema's, is not in the metadata's type: hence a value, not a literal).
+ */
+const flatObjectDocument = {
+  maxProperties: FLAT_MAX_KEYS,
+  propertyNames: { minLength: 1, maxLength: FLAT_MAX_KEY_LENGTH },
+  additionalProperties: {
+    anyOf: [
+      { type: "string" as const, maxLength: FLAT_MAX_STRING_LENGTH },
+      { type: "number" as const },
+      { type: "boolean" as const },
+      { type: "null" as const },
+    ],
+  },
+};
+
+/**
  * A flat object (a call's or session token's `variables`, a contact's `metadata`): at most 50 keys of 1–64
  * characters; values string (≤ 1,000 characters), finite number, boolean or null. The first fault
  * is reported with its key as the parameter (e.g. `variables.orderId`). Every key is kept exactly as
@@ -97,7 +114,8 @@ export const FlatObjectSchema = z
       }
     }
   })
-  .transform((v) => v as FlatObject);
+  .transform((v) => v as FlatObject)
+  .openapi(flatObjectDocument);
 
 /**
  * A BCP 47 language tag (`en`, `fr`, `fr-CA`, `pt-BR`, `zh-Hant-TW`), checked and canonicalised by the

@@ -1416,7 +1416,7 @@ export interface components {
              *     }
              */
             metadata: {
-                [key: string]: unknown;
+                [key: string]: string | number | boolean | null;
             };
             /**
              * Format: date-time
@@ -1585,7 +1585,7 @@ export interface components {
              *     }
              */
             variables?: {
-                [key: string]: unknown;
+                [key: string]: string | number | boolean | null;
             };
             /**
              * Format: date-time
@@ -1633,7 +1633,7 @@ export interface components {
              *     }
              */
             collectedData?: {
-                [key: string]: unknown;
+                [key: string]: string | number | boolean | null;
             } | null;
             /** @description Whether the call reached its goal. */
             successful?: boolean | null;
@@ -1685,7 +1685,7 @@ export interface components {
              * @example 300
              */
             retryDelaySeconds?: number;
-        };
+        } & (unknown | unknown);
         CampaignContactInput: {
             /** @example +33612345678 */
             phone: string;
@@ -1698,7 +1698,7 @@ export interface components {
              *     }
              */
             variables?: {
-                [key: string]: unknown;
+                [key: string]: string | number | boolean | null;
             };
         };
         /** @description One page of a cursor-paginated list, newest first. */
@@ -1797,7 +1797,7 @@ export interface components {
              *     }
              */
             metadata?: {
-                [key: string]: unknown;
+                [key: string]: string | number | boolean | null;
             } | null;
         };
         /** @description One page of a cursor-paginated list, newest first. */
@@ -1829,7 +1829,7 @@ export interface components {
              *     }
              */
             metadata?: {
-                [key: string]: unknown;
+                [key: string]: string | number | boolean | null;
             } | null;
         };
         CreatedDocument: {
@@ -2107,7 +2107,7 @@ export interface components {
              *     }
              */
             variables?: {
-                [key: string]: unknown;
+                [key: string]: string | number | boolean | null;
             };
         };
         /** @description `livemode` true: a live call, with the `room` to join. `livemode` false: a simulated call (test session token), `simulated` true and no room. */
@@ -2160,7 +2160,7 @@ export interface components {
              * @example inf_wcs_9fJ2kLmN0pQrStUvWxYz0123456789AbCdEfGhIjK
              */
             sessionToken?: string;
-        };
+        } & (unknown | unknown);
         /**
          * @description A LiveKit webhook event (protobuf JSON). `participant_joined` moves a web call to `ongoing`; `participant_left` of `sip_<call id>` ends a phone call; `room_finished` ends either. Other events are acknowledged and ignored.
          * @example {
@@ -2267,7 +2267,6 @@ export interface components {
         };
         /**
          * @description When live phone calls may start, in `timeZone`: from `start` to `end` on each of `days`. A window whose `end` is before its `start` crosses midnight and belongs to the day it starts on; `end` "24:00" means midnight. `null`: any time. Outside it: 403 `outside_call_window`.
-         * @default null
          * @example {
          *       "start": "09:00",
          *       "end": "20:00",

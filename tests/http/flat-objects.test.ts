@@ -152,3 +152,58 @@ describe.each(routes.map((r) => [r.name, r] as const))("%s", (_name, r) => {
     }
   });
 });
+
+describe("the OpenAPI document states the rules of every flat object a request body takes", () => {
+  test("at most 50 keys of 1–64 characters; values string (≤ 1,000), number, boolean or null", async () => {
+    type Schema = Record<string, unknown>;
+    const doc = (await (await ctx.request("/api/openapi.json")).json()) as Schema;
+    const components = (doc.components as { schemas: Record<string, Schema> }).schemas;
+    const resolve = (s: Schema): Schema =>
+      typeof s.$ref === "string" ? resolve(components[s.$ref.split("/").at(-1)!]!) : s;
+    /** The flat objects (`variables`, `metadata`, `collectedData`) under a schema, by where they are. */
+    const found: [string, Schema][] = [];
+    const walk = (s: Schema, at: string, seen: Set<Schema>) => {
+      const r = resolve(s);
+      if (seen.has(r)) return;
+      seen.add(r);
+      for (const [name, p] of Object.entries((r.properties ?? {}) as Record<string, Schema>)) {
+        if (["variables", "metadata", "collectedData"].includes(name))
+          found.push([`${at}.${name}`, resolve(p)]);
+        else walk(p, `${at}.${name}`, seen);
+      }
+      if (r.items) walk(r.items as Schema, `${at}[]`, seen);
+    };
+    for (const [path, item] of Object.entries(doc.paths as Record<string, Record<string, Schema>>)) {
+      for (const [method, op] of Object.entries(item)) {
+        const body = (op.requestBody as Schema | undefined)?.content as
+          | Record<string, { schema: Schema }>
+          | undefined;
+        if (body?.["application/json"]) walk(body["application/json"].schema, `${method} ${path}`, new Set());
+      }
+    }
+    expect(found.map(([at]) => at)).toEqual(
+      expect.arrayContaining([
+        "post /api/v1/web-call-sessions.variables",
+        "post /api/v1/calls.variables",
+        "post /api/v1/contacts.metadata",
+        "post /api/v1/campaigns.contacts[].variables",
+        "post /api/v1/calls/{id}/results.collectedData",
+      ]),
+    );
+    for (const [at, s] of found) {
+      expect({ at, ...s }).toMatchObject({
+        at,
+        maxProperties: 50,
+        propertyNames: { minLength: 1, maxLength: 64 },
+        additionalProperties: {
+          anyOf: [
+            { type: "string", maxLength: 1000 },
+            { type: "number" },
+            { type: "boolean" },
+            { type: "null" },
+          ],
+        },
+      });
+    }
+  });
+});

@@ -59,6 +59,9 @@ test("no schema a request body uses carries a default; the description says it",
   const names = [...requestSchemas()];
   expect(names).toContain("CreateCampaignRequest");
   expect(names.flatMap((n) => defaultsUnder(components[n], n))).toEqual([]);
+  // Nor does a named schema itself (one that a create defaults would carry it into an update too).
+  expect(names).toContain("CallWindow");
+  expect(names.filter((n) => "default" in (components[n] as Schema))).toEqual([]);
   const inline = Object.values(doc.paths as Record<string, Record<string, Schema>>).flatMap((item) =>
     Object.values(item).flatMap((op) => defaultsUnder(op.requestBody, "requestBody")),
   );
@@ -101,4 +104,18 @@ test("openapi-typescript with its default options leaves every defaulted request
     const expected = Object.keys(schema.properties).map((k) => (schema.required?.includes(k) ? k : `${k}?`));
     expect({ name, fields: fieldsOf(name).sort() }).toEqual({ name, fields: expected.sort() });
   }
+});
+
+test("the request forms the server refuses are outside the schema too: one of two forms, ids not repeated", () => {
+  const schema = (name: string) =>
+    components[name] as Schema & { oneOf?: unknown; properties: Record<string, Schema> };
+  expect(schema("WebCallStartRequest").oneOf).toEqual([
+    { required: ["publishableKey"] },
+    { required: ["sessionToken"] },
+  ]);
+  expect(schema("CreateCampaignRequest").oneOf).toEqual([
+    { required: ["contacts"] },
+    { required: ["contactIds"] },
+  ]);
+  expect(schema("CreateCampaignRequest").properties.contactIds).toMatchObject({ uniqueItems: true });
 });

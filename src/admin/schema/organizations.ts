@@ -77,7 +77,11 @@ const TimeOfDay = (what: "start" | "end") =>
           ? "must be a time of day HH:MM, 00:00 to 23:59"
           : "must be a time of day HH:MM, 00:00 to 23:59, or 24:00",
     })
-    .openapi({ example: what === "start" ? "09:00" : "20:00" });
+    .openapi({
+      example: what === "start" ? "09:00" : "20:00",
+      pattern:
+        what === "start" ? "^([01][0-9]|2[0-3]):[0-5][0-9]$" : "^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)$",
+    });
 
 export const CallWindowSchema = z
   .object({

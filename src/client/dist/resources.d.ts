@@ -269,7 +269,7 @@ export declare class Contacts extends Resource {
         name: string | null;
         email: string | null;
         metadata: {
-            [key: string]: unknown;
+            [key: string]: string | number | boolean | null;
         };
         createdAt: string;
         updatedAt: string;
@@ -280,7 +280,7 @@ export declare class Contacts extends Resource {
         name: string | null;
         email: string | null;
         metadata: {
-            [key: string]: unknown;
+            [key: string]: string | number | boolean | null;
         };
         createdAt: string;
         updatedAt: string;
@@ -293,7 +293,7 @@ export declare class Contacts extends Resource {
         name: string | null;
         email: string | null;
         metadata: {
-            [key: string]: unknown;
+            [key: string]: string | number | boolean | null;
         };
         createdAt: string;
         updatedAt: string;
@@ -304,7 +304,7 @@ export declare class Contacts extends Resource {
         name: string | null;
         email: string | null;
         metadata: {
-            [key: string]: unknown;
+            [key: string]: string | number | boolean | null;
         };
         createdAt: string;
         updatedAt: string;

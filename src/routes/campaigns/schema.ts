@@ -110,6 +110,7 @@ export const CreateCampaignInput = z
         description:
           "Contacts of the organization to call, in order. Exactly one of `contacts` and `contactIds`.",
         example: ["ct_01JD8Y3M6W9Q2T4V5X7Z8A9B0C"],
+        uniqueItems: true,
       }),
     concurrency: z
       .number({ error: "must be an integer from 1 to 20" })
@@ -153,4 +154,4 @@ export const CreateCampaignInput = z
       });
     }
   })
-  .openapi("CreateCampaignRequest");
+  .openapi("CreateCampaignRequest", { oneOf: [{ required: ["contacts"] }, { required: ["contactIds"] }] });

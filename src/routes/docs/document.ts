@@ -123,7 +123,13 @@ function defaultsIntoDescriptions(doc: OpenApiDocument) {
     if (!node || typeof node !== "object" || seen.has(node as Schema)) return;
     const schema = node as Schema;
     seen.add(schema);
-    if (typeof schema.$ref === "string") visit(components[schema.$ref.replace("#/components/schemas/", "")]);
+    if (typeof schema.$ref === "string") {
+      // A named schema given a default where one request uses it carries it for every use (an update
+      // too, where leaving the field out keeps the value): none either.
+      const target = components[schema.$ref.replace("#/components/schemas/", "")];
+      if (target && "default" in target) delete target.default;
+      visit(target);
+    }
     for (const field of Object.values((schema.properties ?? {}) as Record<string, Schema>)) {
       if (!("default" in field)) continue;
       const said = typeof field.description === "string" ? field.description : "";
@@ -170,7 +176,10 @@ knowledge-base documents and call results; 413 \`payload_too_large\`). Every ans
 ## Lists
 Cursor lists take \`limit\` (1–100, default 20) and \`starting_after\` (the \`id\` of the last item received) and answer
 \`{"data": [...], "has_more": bool}\`, newest first. To read everything, repeat with the last id until \`has_more\`
-is false. A \`starting_after\` that does not belong to the list is 400 \`invalid_cursor\`.
+is false. A \`starting_after\` that does not belong to the list is 400 \`invalid_cursor\`. A query parameter that a cursor
+list does not take (a misspelt filter, say) is 400 \`invalid_query\` naming it: never silently ignored.
+
+A known path asked with another method is 405 \`method_not_allowed\`, its \`Allow\` header listing the methods it has.
 
 ## Live phone calls: configuration
 Live keys place phone calls through LiveKit's SIP service. The server needs \`LIVEKIT_URL\`, \`LIVEKIT_API_KEY\` and

@@ -20,6 +20,9 @@ export const StartWebCallBody = z
   .openapi("WebCallStartRequest", {
     description:
       "Either `{publishableKey, captchaToken}` (from a website in the key's list) or `{sessionToken}`.",
+    // The two forms, for validators and generated types. `captchaToken` stays optional in the first: one
+    // left out is answered 400 `invalid_captcha`, as the bot check's own refusal.
+    oneOf: [{ required: ["publishableKey"] }, { required: ["sessionToken"] }],
   });
 
 const LiveWebCallSchema = z
