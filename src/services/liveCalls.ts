@@ -302,10 +302,18 @@ export async function closeRoom(deps: Pick<Deps, "liveKit" | "log">, callId: str
   }
 }
 
+/**
+ * How far from the server's clock a LiveKit event's own time is believed (clock skew, a retry that
+ * came late): further off, it is not a time of this call (a signed sender's nonsense, year 1970 or
+ * 10000) and the event is taken at its arrival.
+ */
+const EVENT_TIME_TOLERANCE_MS = 24 * 3_600_000;
+
 /** The instant a LiveKit webhook event happened: its own `createdAt` (seconds), else now. */
 function eventTime(deps: Pick<Deps, "clock">, event: WebhookEvent): Date {
-  const seconds = Number(event.createdAt ?? 0);
-  return seconds > 0 ? new Date(seconds * 1000) : deps.clock.now();
+  const now = deps.clock.now();
+  const ms = Number(event.createdAt ?? 0) * 1000;
+  return ms > 0 && Math.abs(ms - now.getTime()) <= EVENT_TIME_TOLERANCE_MS ? new Date(ms) : now;
 }
 
 /**

@@ -34,6 +34,29 @@ test("a throw after writes rolls them back and passes the error on", async () =>
   expect(await count()).toBe(0);
 });
 
+test("an invalid Date behind another statement fails its statement and the transaction, and nothing waits", async () => {
+  // The driver would throw while building the message, leaving the statement unanswered for ever; the
+  // connection's Date serializer sends text PostgreSQL refuses instead.
+  const outcome = await Promise.race([
+    pipelinedTransaction(db.sql, async (tx) => {
+      const [, bad] = await settledAll([
+        tx`insert into tx_probe values (30)`,
+        tx`select ${new Date(Number.NaN)}::timestamptz as at`,
+      ] as const);
+      return bad;
+    }).then(
+      () => "committed",
+      (e: { code?: string }) => `refused ${e.code}`,
+    ),
+    Bun.sleep(10_000).then(() => "no answer"),
+  ]);
+  expect(outcome).toBe("refused 22007");
+  expect(await count()).toBe(0);
+  // The pool goes on, every connection of it.
+  const answers = await Promise.all(Array.from({ length: 8 }, () => db.sql`select 1 as one`));
+  expect(answers.map((r) => r[0]!.one)).toEqual(Array(8).fill(1));
+});
+
 test("a statement the server refuses rolls back the ones before it", async () => {
   const err = await pipelinedTransaction(db.sql, async (tx) => {
     await tx`insert into tx_probe values (20)`;

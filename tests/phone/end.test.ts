@@ -122,6 +122,27 @@ describe("a phone call's end, reported by LiveKit", () => {
     expect(await kept(id)).toEqual({ reserved_minutes: 60, kept_minutes: 1 });
   });
 
+  test("an event time far from the server's clock (a signed sender's nonsense) is not believed: the arrival's is", async () => {
+    for (const createdAt of [99_999_999_999_999, 253_402_300_800, 1]) {
+      const { id, startedAt } = await answered();
+      const before = Date.now();
+      await deliver({ ...liveKitEvents.roomFinished(id), createdAt: String(createdAt) });
+      const done = await row(id);
+      expect(done.status).toBe("completed");
+      expect(done.ended_at!.getTime()).toBeGreaterThanOrEqual(Math.max(before - 1_000, startedAt.getTime()));
+      expect(done.ended_at!.getTime()).toBeLessThanOrEqual(Date.now());
+      expect(await kept(id)).toEqual({ reserved_minutes: 60, kept_minutes: 1 });
+    }
+    // A web call's start at such a time, then its end: the same.
+    const { id } = await answered();
+    await deliver({ ...liveKitEvents.participantJoined(id, `agent-${id}`), createdAt: "1" });
+    await deliver({ ...liveKitEvents.roomFinished(id), createdAt: "4102444800" });
+    expect((await row(id)).status).toBe("completed");
+    // The service goes on answering.
+    const res = await placeCall(w.ctx, seed.liveKey, { agentId: seed.agent.id, to: freshNumber() });
+    expect(res.status).toBe(201);
+  });
+
   test("answered and hung up before the answer is written: completed at once, one minute kept, room closed", async () => {
     const to = freshNumber();
     const seen: { status: string; webhook: number }[] = [];

@@ -151,12 +151,25 @@ export interface OpenOptions {
  */
 export const REQUEST_POOL_SIZE = Math.max(4, 2 * (globalThis.navigator?.hardwareConcurrency || 2));
 
+/**
+ * A Date parameter as the driver sends it, except that an invalid one goes as text PostgreSQL refuses
+ * (an ordinary error of that statement) rather than throwing while the driver builds the message: a
+ * throw there, behind another statement of a pipelined transaction, leaves the statement unanswered
+ * for ever and hands its error to the statement before it (postgres.js 3.4), holding the connection.
+ */
+function serializeDate(x: unknown): string {
+  const d = x instanceof Date ? x : new Date(x as string);
+  return Number.isNaN(d.getTime()) ? "invalid date" : d.toISOString();
+}
+
 /** Options shared by both modes: one driver, one configuration. */
 export const driverOptions = {
   onnotice: () => {},
-  // Identifiers and text only: our numeric columns are int4, timestamps come back as Date.
-  types: {},
-} as const;
+  // Our numeric columns are int4; timestamps come back as Date.
+  types: {
+    date: { to: 1184, from: [1082, 1114, 1184], serialize: serializeDate, parse: (x: string) => new Date(x) },
+  },
+};
 
 /**
  * Session settings of every connection to PostgreSQL. No JIT compilation: the service's statements
@@ -195,7 +208,7 @@ export async function openDatabase(opts: OpenOptions): Promise<Database> {
     // running on its thread (a long migration or vacuum), which must not fail it after 30 s.
     connect_timeout: 0,
   };
-  const sql = postgres(options as postgres.Options<Record<string, never>>);
+  const sql = postgres(options as unknown as postgres.Options<Record<string, never>>);
   try {
     await sql`select 1`;
   } catch (err) {
