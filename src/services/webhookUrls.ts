@@ -20,6 +20,8 @@ export function webhookUrlProblem(value: string, allowPrivate: boolean): string 
     return allowPrivate ? "must be an http or https URL" : "must be an https URL";
   }
   if (url.username || url.password) return "must not carry credentials; verify the signature instead";
+  // Port 0 reaches no server: every delivery would fail.
+  if (url.port === "0") return "must name a port from 1 to 65535";
   if (!allowPrivate && isPrivateHost(url.hostname)) {
     return "must not point to a loopback, private, link-local or reserved address";
   }

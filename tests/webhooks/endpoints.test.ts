@@ -174,6 +174,7 @@ describe("validation: 400 invalid_request with param", () => {
     "https://[::ffff:10.0.0.1]/h",
     "https://[64:ff9b::192.168.0.1]/h",
     "https://user:pass@hooks.example.com/h",
+    "https://hooks.example.com:0/h",
     `https://hooks.example.com/${"a".repeat(2100)}`,
   ];
 
