@@ -2,7 +2,7 @@ import { z } from "@hono/zod-openapi";
 import { LIMIT_MAX } from "../db/engine/pages.ts";
 import { ApiError } from "../errors.ts";
 import type { App } from "../http/appEnv.ts";
-import { isAnyId } from "../ids.ts";
+import { type IdPrefix, isAnyId, isId } from "../ids.ts";
 import { E164 } from "../schemas.ts";
 
 /**
@@ -96,6 +96,18 @@ export function textFilter(description: string, max = 255) {
     .max(max, { message: `must be at most ${max} characters` })
     .optional()
     .openapi({ description });
+}
+
+/**
+ * An optional filter on the id of another object (`agt_…`, `cmp_…`): a value that cannot be one is
+ * 400 `invalid_query` naming it, like a malformed cursor; an id of none of the organization's objects
+ * is an empty list.
+ */
+export function idFilter(prefix: IdPrefix, description: string) {
+  return queryValue(`an id such as ${prefix}_01JD8Y3M6W9Q2T4V5X7Z8A9B0C`)
+    .refine((v) => isId(v, prefix), { message: `must be an id such as ${prefix}_01JD8Y3M6W9Q2T4V5X7Z8A9B0C` })
+    .optional()
+    .openapi({ type: "string", description, example: `${prefix}_01JD8Y3M6W9Q2T4V5X7Z8A9B0C` });
 }
 
 /** An optional filter on an E.164 phone number (exact match). */

@@ -248,6 +248,10 @@ describe("mode isolation", () => {
       [seed.testKey, "agentId="],
       [seed.testKey, "campaignId="],
       [seed.testKey, "status="],
+      // A filter id that cannot be one: answered like a malformed cursor, not with an empty list.
+      [seed.testKey, "agentId=garbage"],
+      [seed.testKey, "agentId=-1"],
+      [seed.testKey, "campaignId=agt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C"],
     ] as const) {
       const res = await ctx.request(`/api/v1/calls?${q}`, { key });
       await expectApiError(res, 400, "invalid_query", { param: q.split("=")[0], label: q });

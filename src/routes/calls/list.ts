@@ -5,10 +5,10 @@ import type { App } from "../../http/appEnv.ts";
 import { secretKeyAuth } from "../../http/secretKey.ts";
 import {
   assertLivemodeMatches,
+  idFilter,
   listEnvelope,
   listQuery,
   livemodeParam,
-  textFilter,
 } from "../../lists/cursor.ts";
 import { CALL_STATUSES, listCalls } from "../../services/calls.ts";
 import { CallSchema } from "./schema.ts";
@@ -19,8 +19,8 @@ const CallListQuery = listQuery({
     .enum(CALL_STATUSES, { message: `status must be one of ${CALL_STATUSES.join(", ")}` })
     .optional()
     .openapi({ param: { name: "status", in: "query" }, description: "Only calls in this status." }),
-  agentId: textFilter("Only calls of this agent."),
-  campaignId: textFilter("Only calls of this campaign."),
+  agentId: idFilter("agt", "Only calls of this agent."),
+  campaignId: idFilter("cmp", "Only calls of this campaign."),
 });
 
 export function registerListCalls(app: App, deps: Deps) {
