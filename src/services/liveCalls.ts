@@ -303,17 +303,21 @@ export async function closeRoom(deps: Pick<Deps, "liveKit" | "log">, callId: str
 }
 
 /**
- * How far from the server's clock a LiveKit event's own time is believed (clock skew, a retry that
- * came late): further off, it is not a time of this call (a signed sender's nonsense, year 1970 or
- * 10000) and the event is taken at its arrival.
+ * How far from the server's clock a time LiveKit reports is believed (clock skew, a retry that came
+ * late): further off, it is not a time of this call (a signed sender's nonsense, year 1970 or 10000)
+ * and the server's own time of hearing it is taken.
  */
-const EVENT_TIME_TOLERANCE_MS = 24 * 3_600_000;
+const REPORTED_TIME_TOLERANCE_MS = 24 * 3_600_000;
+
+/** A time LiveKit reports (milliseconds), or now when it is none or too far from now to be believed. */
+function reportedTime(deps: Pick<Deps, "clock">, ms: number): Date {
+  const now = deps.clock.now();
+  return ms > 0 && Math.abs(ms - now.getTime()) <= REPORTED_TIME_TOLERANCE_MS ? new Date(ms) : now;
+}
 
 /** The instant a LiveKit webhook event happened: its own `createdAt` (seconds), else now. */
 function eventTime(deps: Pick<Deps, "clock">, event: WebhookEvent): Date {
-  const now = deps.clock.now();
-  const ms = Number(event.createdAt ?? 0) * 1000;
-  return ms > 0 && Math.abs(ms - now.getTime()) <= EVENT_TIME_TOLERANCE_MS ? new Date(ms) : now;
+  return reportedTime(deps, Number(event.createdAt ?? 0) * 1000);
 }
 
 /**
@@ -418,7 +422,7 @@ async function endAtMaxSeconds(deps: Deps, callId: string, endAt: Date, netId: s
     }
     if (call.status === "ongoing") return endLiveCall(tx, deps, callId, endAt);
     if (caller?.joinedAt) {
-      await markLiveCallStarted(tx, deps, callId, caller.joinedAt, "joined");
+      await markLiveCallStarted(tx, deps, callId, reportedTime(deps, caller.joinedAt.getTime()), "joined");
       return endLiveCall(tx, deps, callId, endAt);
     }
     return endLiveCall(tx, deps, callId, endAt, { reason: "unreported" });

@@ -266,6 +266,8 @@ export async function redeliverEvent(
   eventId: string,
 ): Promise<{ eventId: string; deliveries: Delivery[] }> {
   if (!isId(eventId, "evt")) throw noSuchEvent();
+  // Read before the deliveries are written: a failure after them would answer 500 for work done.
+  const rowIdKey = await deps.secrets.get(ROW_ID_KEY);
   const { rows, timers } = await pipelinedTransaction(deps.sql, async (tx) => {
     // Locked against its removal by retention until the deliveries refer to it; one being removed
     // meanwhile is gone when the lock is granted.
@@ -282,8 +284,6 @@ export async function redeliverEvent(
   deps.timers.scheduled(timers);
   return {
     eventId,
-    deliveries: rows
-      .filter((r) => r.endpoint_livemode === scope.livemode)
-      .map(deliveryView(await deps.secrets.get(ROW_ID_KEY))),
+    deliveries: rows.filter((r) => r.endpoint_livemode === scope.livemode).map(deliveryView(rowIdKey)),
   };
 }

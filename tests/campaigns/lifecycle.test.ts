@@ -140,24 +140,28 @@ describe("test campaign lifecycle", () => {
     // The timers wait while the first call is looked at (at this scale it could end, and the second
     // start, before a slow process gets there).
     await ctx.runner!.stop();
-    const res = await createCampaign(ctx, seed.testKey, {
-      name: "Known contacts",
-      agentId: seed.agent.id,
-      contactIds: [a.id, b.id],
-      concurrency: 1,
-      maxAttempts: 5,
-    });
-    expect(res.status).toBe(201);
-    const created = await res.json();
-    expect(created).toMatchObject({
-      concurrency: 1,
-      maxAttempts: 5,
-      progress: { total: 2, pending: 1, inProgress: 1 },
-    });
-    const first = await ctx.deps.sql<{ contact_id: string; to_number: string }[]>`
-      select contact_id, to_number from calls where campaign_id = ${created.id}`;
-    expect([...first]).toEqual([{ contact_id: a.id, to_number: "+33611111111" }]);
-    await ctx.runner!.start();
+    let created: { id: string };
+    try {
+      const res = await createCampaign(ctx, seed.testKey, {
+        name: "Known contacts",
+        agentId: seed.agent.id,
+        contactIds: [a.id, b.id],
+        concurrency: 1,
+        maxAttempts: 5,
+      });
+      expect(res.status).toBe(201);
+      created = await res.json();
+      expect(created).toMatchObject({
+        concurrency: 1,
+        maxAttempts: 5,
+        progress: { total: 2, pending: 1, inProgress: 1 },
+      });
+      const first = await ctx.deps.sql<{ contact_id: string; to_number: string }[]>`
+        select contact_id, to_number from calls where campaign_id = ${created.id}`;
+      expect([...first]).toEqual([{ contact_id: a.id, to_number: "+33611111111" }]);
+    } finally {
+      await ctx.runner!.start();
+    }
 
     await waitUntil(
       "the campaign to complete",

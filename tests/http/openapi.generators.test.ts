@@ -111,7 +111,10 @@ test("the request forms the server refuses are outside the schema too: one of tw
     components[name] as Schema & { oneOf?: unknown; properties: Record<string, Schema> };
   expect(schema("WebCallStartRequest").oneOf).toEqual([
     { required: ["publishableKey"] },
-    { required: ["sessionToken"] },
+    {
+      required: ["sessionToken"],
+      not: { anyOf: [{ required: ["publishableKey"] }, { required: ["captchaToken"] }] },
+    },
   ]);
   expect(schema("CreateCampaignRequest").oneOf).toEqual([
     { required: ["contacts"] },

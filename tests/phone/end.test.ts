@@ -133,12 +133,7 @@ describe("a phone call's end, reported by LiveKit", () => {
       expect(done.ended_at!.getTime()).toBeLessThanOrEqual(Date.now());
       expect(await kept(id)).toEqual({ reserved_minutes: 60, kept_minutes: 1 });
     }
-    // A web call's start at such a time, then its end: the same.
-    const { id } = await answered();
-    await deliver({ ...liveKitEvents.participantJoined(id, `agent-${id}`), createdAt: "1" });
-    await deliver({ ...liveKitEvents.roomFinished(id), createdAt: "4102444800" });
-    expect((await row(id)).status).toBe("completed");
-    // The service goes on answering.
+    // The service goes on answering (web calls: tests/webcalls/webhook.test.ts).
     const res = await placeCall(w.ctx, seed.liveKey, { agentId: seed.agent.id, to: freshNumber() });
     expect(res.status).toBe(201);
   });

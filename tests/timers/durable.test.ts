@@ -3,7 +3,7 @@ import type { ReservedSql } from "postgres";
 import { claimDue, insertTimer, takeOwned, tryLockRunner, unlockRunner } from "../../src/db/timers.ts";
 import type { TimerRunner } from "../../src/timers/runner.ts";
 import { databaseScheduler } from "../../src/timers/scheduler.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/db.ts";
+import { createTestDatabase, TEST_DATABASE, type TestDatabase } from "../helpers/db.ts";
 import { waitUntil } from "../helpers/wait.ts";
 import { createFiresTable, fireCounts, registerFire, testRunner } from "./support.ts";
 
@@ -201,21 +201,25 @@ describe("durable timers", () => {
     await waitUntil("the plain timer to fire", async () => (await fireCounts(db.sql)).get("plain") === 1);
   });
 
-  test("timers written by another statement than schedule, whose commit comes late, are found by the look after soon()", async () => {
-    // No regular poll within the test: only `soon()` and its second look can find the row.
-    const r = registerFire(testRunner(db, { pollIntervalMs: 60_000 }));
-    await start(r);
-    await Bun.sleep(100);
-    await db.sql.begin(async (tx) => {
-      await tx`insert into timers (kind, due_at, payload) values ('test.fire', now(), '{"name": "trigger"}')`;
-      r.soon();
-      // The commit comes after the first look, as on a busy database.
-      await Bun.sleep(120);
-    });
-    await waitUntil("the timer to fire", async () => (await fireCounts(db.sql)).get("trigger") === 1, {
-      timeoutMs: 10_000,
-    });
-  });
+  // PostgreSQL only: the embedded database's one session makes the first look wait for the commit.
+  test.skipIf(TEST_DATABASE !== "postgres")(
+    "timers written by another statement than schedule, whose commit comes late, are found by the look after soon()",
+    async () => {
+      // No regular poll within the test: only `soon()` and its second look can find the row.
+      const r = registerFire(testRunner(db, { pollIntervalMs: 60_000 }));
+      await start(r);
+      await Bun.sleep(100);
+      await db.sql.begin(async (tx) => {
+        await tx`insert into timers (kind, due_at, payload) values ('test.fire', now(), '{"name": "trigger"}')`;
+        r.soon();
+        // The commit comes after the first look, as on a busy database.
+        await Bun.sleep(120);
+      });
+      await waitUntil("the timer to fire", async () => (await fireCounts(db.sql)).get("trigger") === 1, {
+        timeoutMs: 10_000,
+      });
+    },
+  );
 
   test("a cancelled timer never fires", async () => {
     const r = registerFire(testRunner(db));

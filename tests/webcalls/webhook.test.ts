@@ -118,6 +118,24 @@ describe("signed webhooks", () => {
     expect(await planUsed()).toBe(before + 1);
   });
 
+  test("times far from the server's clock are not believed: a join dated 1970 and an end dated 2100 are taken at arrival", async () => {
+    const before = await planUsed();
+    const id = await liveCall();
+    const joinedFrom = Date.now();
+    const joined = await deliver({ ...liveKitEvents.participantJoined(id, `visitor-${id}`), createdAt: "1" });
+    expect(joined.status).toBe(200);
+    const started = await callRow(id);
+    expect(started.status).toBe("ongoing");
+    expect(started.started_at.getTime()).toBeGreaterThanOrEqual(joinedFrom - 1_000);
+    const ended = await deliver({ ...liveKitEvents.roomFinished(id), createdAt: "4102444800" });
+    expect(ended.status).toBe(200);
+    const done = await callRow(id);
+    expect(done.status).toBe("completed");
+    expect(done.ended_at.getTime()).toBeLessThanOrEqual(Date.now());
+    expect(done.duration_seconds).toBeLessThan(60);
+    expect(await planUsed()).toBe(before + 1);
+  });
+
   test("events about unknown rooms or simulated calls change nothing", async () => {
     expect((await deliver(liveKitEvents.roomFinished("call_01JD8Y3M6W9Q2T4V5X7Z8A9B0C"))).status).toBe(200);
     const token = await mintToken(w.ctx, seed.testKey, seed.agent.id);

@@ -148,7 +148,9 @@ export const OrganizationInput = z
     sipTrunkId: carrierSettings.sipTrunkId.default(null),
     callerNumber: carrierSettings.callerNumber.default(null),
     allowedCountries: carrierSettings.allowedCountries.default(null),
-    callWindow: carrierSettings.callWindow.default(null),
+    // Left out: null, any time (services/organizations.ts). Not a schema default: a named schema
+    // carries its default into every request that uses it, the organization's PATCH included.
+    callWindow: carrierSettings.callWindow.optional(),
     maxConcurrentCalls: carrierSettings.maxConcurrentCalls.default(10),
     maxCallsPerHour: carrierSettings.maxCallsPerHour.default(100),
   })

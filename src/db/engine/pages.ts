@@ -59,8 +59,8 @@ export interface PageRequest<Row> {
   /** Builds the API object from a row, reading only the columns it needs. */
   map?: (row: Row) => unknown;
   /**
-   * The `id` column's value behind a cursor, for tables whose ids are shown in another form (serial
-   * ids, ids.ts); null when the cursor cannot be one of them. Default: the cursor itself.
+   * The `id` column's value behind a cursor, for tables whose ids are shown in another form (row ids
+   * of numbered rows, ids.ts `rowId`); null when the cursor cannot be one of them. Default: the cursor.
    */
   cursorOf?: (id: string) => string | null;
 }

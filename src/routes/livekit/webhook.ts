@@ -32,7 +32,8 @@ export function registerLiveKitWebhook(app: App, deps: Deps) {
       "For the media server only. Accepts `application/webhook+json` (what LiveKit sends) and " +
       "`application/json`. A missing or bad signature is 401 `invalid_signature` and changes nothing; " +
       "so is every request while LIVEKIT_URL, LIVEKIT_API_KEY and LIVEKIT_API_SECRET are not all set. " +
-      "Times are the event's own `createdAt`. Web calls: `participant_joined` → `ongoing` (`call.started`). " +
+      "Times are the event's own `createdAt` (one more than a day away from the server's clock is not " +
+      "believed: the arrival's is taken). Web calls: `participant_joined` → `ongoing` (`call.started`). " +
       "Phone calls start when the callee answers, not by this webhook; `participant_left` of the callee " +
       "(`sip_<call id>`) ends one, and the server then deletes its room. `room_finished` ends either: " +
       "`completed` with its duration (`call.ended`; `endedAt` is never before `startedAt`); a web call whose " +

@@ -20,9 +20,15 @@ export const StartWebCallBody = z
   .openapi("WebCallStartRequest", {
     description:
       "Either `{publishableKey, captchaToken}` (from a website in the key's list) or `{sessionToken}`.",
-    // The two forms, for validators and generated types. `captchaToken` stays optional in the first: one
-    // left out is answered 400 `invalid_captcha`, as the bot check's own refusal.
-    oneOf: [{ required: ["publishableKey"] }, { required: ["sessionToken"] }],
+    // The two forms, for validators. `captchaToken` stays optional in the first: one left out is answered
+    // 400 `invalid_captcha`, as the bot check's own refusal; the second is the token alone.
+    oneOf: [
+      { required: ["publishableKey"] },
+      {
+        required: ["sessionToken"],
+        not: { anyOf: [{ required: ["publishableKey"] }, { required: ["captchaToken"] }] },
+      },
+    ],
   });
 
 const LiveWebCallSchema = z
