@@ -113,7 +113,12 @@ test("the request forms the server refuses are outside the schema too: one of tw
     { required: ["publishableKey"] },
     {
       required: ["sessionToken"],
-      not: { anyOf: [{ required: ["publishableKey"] }, { required: ["captchaToken"] }] },
+      not: {
+        anyOf: [
+          { properties: { publishableKey: { type: "string" } }, required: ["publishableKey"] },
+          { properties: { captchaToken: { type: "string" } }, required: ["captchaToken"] },
+        ],
+      },
     },
   ]);
   expect(schema("CreateCampaignRequest").oneOf).toEqual([

@@ -26,7 +26,13 @@ export const StartWebCallBody = z
       { required: ["publishableKey"] },
       {
         required: ["sessionToken"],
-        not: { anyOf: [{ required: ["publishableKey"] }, { required: ["captchaToken"] }] },
+        // Each named where it is required, as linters ask of a subschema.
+        not: {
+          anyOf: [
+            { properties: { publishableKey: { type: "string" } }, required: ["publishableKey"] },
+            { properties: { captchaToken: { type: "string" } }, required: ["captchaToken"] },
+          ],
+        },
       },
     ],
   });
