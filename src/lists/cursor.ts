@@ -104,10 +104,11 @@ export function textFilter(description: string, max = 255) {
  * is an empty list.
  */
 export function idFilter(prefix: IdPrefix, description: string) {
-  return queryValue(`an id such as ${prefix}_01JD8Y3M6W9Q2T4V5X7Z8A9B0C`)
-    .refine((v) => isId(v, prefix), { message: `must be an id such as ${prefix}_01JD8Y3M6W9Q2T4V5X7Z8A9B0C` })
+  const example = `${prefix}_01JD8Y3M6W9Q2T4V5X7Z8A9B0C`;
+  return queryValue(`an id such as ${example}`)
+    .refine((v) => isId(v, prefix), { message: `must be an id such as ${example}` })
     .optional()
-    .openapi({ type: "string", description, example: `${prefix}_01JD8Y3M6W9Q2T4V5X7Z8A9B0C` });
+    .openapi({ type: "string", description, example });
 }
 
 /** An optional filter on an E.164 phone number (exact match). */

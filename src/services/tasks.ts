@@ -97,8 +97,7 @@ export async function deleteTask(deps: Deps, auth: SecretKeyAuth, id: string) {
     if (task.timer_id) await deps.timers.cancel(tx, task.timer_id);
     const cancelled = await finishTask(tx, task.id, "cancelled");
     if (!cancelled) throw notFound();
-    const now = deps.clock.now();
-    await endLiveCall(tx, deps, task.call_id, now, {
+    await endLiveCall(tx, deps, task.call_id, deps.clock.now(), {
       reason: "not_connected",
       status: "cancelled",
       outcome: null,

@@ -276,10 +276,13 @@ export class TimerRunner implements TimerScheduler {
     } finally {
       // After a failed poll the backoff stands, whatever asked for a poll soon.
       let next = delay;
-      if (delay === this.#opts.pollIntervalMs && this.#pollAgainSoon) next = Math.min(delay, SOON_POLL_MS);
-      else if (delay === this.#opts.pollIntervalMs && this.#secondLook) {
-        next = Math.min(delay, SECOND_LOOK_MS);
-        this.#secondLook = false;
+      if (delay === this.#opts.pollIntervalMs) {
+        if (this.#pollAgainSoon) next = SOON_POLL_MS;
+        else if (this.#secondLook) {
+          next = SECOND_LOOK_MS;
+          this.#secondLook = false;
+        }
+        next = Math.min(delay, next);
       }
       this.#pollAgainSoon = false;
       this.#schedulePoll(next);

@@ -123,13 +123,7 @@ function defaultsIntoDescriptions(doc: OpenApiDocument) {
     if (!node || typeof node !== "object" || seen.has(node as Schema)) return;
     const schema = node as Schema;
     seen.add(schema);
-    if (typeof schema.$ref === "string") {
-      // A named schema given a default where one request uses it carries it for every use (an update
-      // too, where leaving the field out keeps the value): none either.
-      const target = components[schema.$ref.replace("#/components/schemas/", "")];
-      if (target && "default" in target) delete target.default;
-      visit(target);
-    }
+    if (typeof schema.$ref === "string") visit(components[schema.$ref.replace("#/components/schemas/", "")]);
     for (const field of Object.values((schema.properties ?? {}) as Record<string, Schema>)) {
       if (!("default" in field)) continue;
       const said = typeof field.description === "string" ? field.description : "";
