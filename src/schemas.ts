@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { canonicalNumber } from "./services/phoneNumbers.ts";
 
 /** Value shapes shared by several resources: one definition each. */
 
@@ -22,7 +23,12 @@ export const E164 = /^\+[1-9][0-9]{6,14}$/;
 export const PhoneSchema = z
   .string({ error: (iss) => (iss.input === undefined ? "is required" : "must be a string") })
   .regex(E164, { message: "must be a phone number in E.164 format, such as +33612345678" })
-  .openapi({ example: "+33612345678" });
+  .overwrite(canonicalNumber)
+  .openapi({
+    description:
+      "E.164. Stored in its one spelling: a national prefix written after the country code is dropped.",
+    example: "+33612345678",
+  });
 
 export const FLAT_MAX_KEYS = 50;
 export const FLAT_MAX_KEY_LENGTH = 64;

@@ -1573,7 +1573,10 @@ export interface components {
         CreateCallRequest: {
             /** @example agt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C */
             agentId: string;
-            /** @example +33612345678 */
+            /**
+             * @description The number to call, E.164. Kept in its one spelling: a national prefix written after the country code is dropped (+330612345678 is +33612345678), so the do-not-call list matches however it is written.
+             * @example +33612345678
+             */
             to: string;
             /** @example ct_01JD8Y3M6W9Q2T4V5X7Z8A9B0C */
             contactId?: string | null;
@@ -1589,7 +1592,7 @@ export interface components {
             };
             /**
              * Format: date-time
-             * @description Live keys: a future time, at most 366 days ahead (400 `invalid_request` before any other check otherwise), creates a scheduled call and a task. Test keys: ignored (the call is simulated now).
+             * @description Live keys: a future time, at most 366 days ahead, creates a scheduled call and a task (further ahead: 400 `invalid_request` before any other check); a time that has already come places the call now, like no `runAt`. Test keys: ignored (the call is simulated now).
              * @example 2026-11-22T09:30:00.000Z
              */
             runAt?: string;
@@ -1687,7 +1690,10 @@ export interface components {
             retryDelaySeconds?: number;
         } & (unknown | unknown);
         CampaignContactInput: {
-            /** @example +33612345678 */
+            /**
+             * @description E.164. Stored in its one spelling: a national prefix written after the country code is dropped.
+             * @example +33612345678
+             */
             phone: string;
             /** @example Jeanne Martin */
             name?: string | null;

@@ -4,6 +4,7 @@ import { ApiError } from "../errors.ts";
 import type { App } from "../http/appEnv.ts";
 import { type IdPrefix, isAnyId, isId } from "../ids.ts";
 import { E164 } from "../schemas.ts";
+import { canonicalNumber } from "../services/phoneNumbers.ts";
 
 /**
  * The one cursor list convention:
@@ -120,6 +121,8 @@ export function phoneFilter(description: string) {
       .refine((v) => E164.test(v), {
         message: "must be a phone number in E.164 format, such as +33612345678 (encode + as %2B)",
       })
+      // Compared in the one spelling the numbers are stored in.
+      .transform(canonicalNumber)
       .optional()
       .openapi({ type: "string", description: `${description} (E.164; encode \`+\` as \`%2B\`).` })
   );

@@ -36,3 +36,14 @@ export function isCountryCode(code: string): boolean {
 export function countryOf(e164: string): string | null {
   return parsePhoneNumberFromString(e164)?.country ?? null;
 }
+
+/**
+ * The one spelling of a number, so that a do-not-call entry, a call's `to` and a filter compare
+ * equal however the number was written: +33 0612345678 (the national prefix kept after the country
+ * code) is +33612345678. Only where the library reads a number its country's plan makes possible;
+ * anything else is kept as written (a fictitious test number stays what the integrator sent).
+ */
+export function canonicalNumber(e164: string): string {
+  const parsed = parsePhoneNumberFromString(e164);
+  return parsed?.isPossible() ? parsed.number : e164;
+}

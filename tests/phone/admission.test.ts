@@ -324,3 +324,66 @@ describe("the carrier", () => {
     expect(carrierOf(w.ctx.deps, row as never)).toEqual({ trunkId: TRUNK, from: CALLER });
   });
 });
+
+describe("one number, however it is written", () => {
+  test("a national prefix after the country code is dropped: the do-not-call list matches both spellings", async () => {
+    clock.set(MONDAY_10_PARIS);
+    const seed = await seedPhoneOrganization(w.ctx);
+    const canonical = freshNumber(); // +336…, a French mobile
+    const withPrefix = canonical.replace("+33", "+330");
+    const blocked = await w.ctx.request("/api/v1/blocked-numbers", {
+      method: "POST",
+      key: seed.liveKey,
+      json: { phone: withPrefix },
+    });
+    expect(blocked.status).toBe(201);
+    const entry = await blocked.json();
+    expect(entry.phone).toBe(canonical);
+    const again = await w.ctx.request("/api/v1/blocked-numbers", {
+      method: "POST",
+      key: seed.liveKey,
+      json: { phone: canonical },
+    });
+    expect(again.status).toBe(200);
+    expect((await again.json()).id).toBe(entry.id);
+    const listed = await (
+      await w.ctx.request(`/api/v1/blocked-numbers?phone=${encodeURIComponent(withPrefix)}`, {
+        key: seed.liveKey,
+      })
+    ).json();
+    expect(listed.data.map((e: { id: string }) => e.id)).toEqual([entry.id]);
+
+    const writes = await placementWrites(w.ctx);
+    for (const to of [canonical, withPrefix]) {
+      expect(await outcomeOf(await placeCall(w.ctx, seed.liveKey, { agentId: seed.agent.id, to }))).toBe(
+        "403 number_blocked",
+      );
+    }
+    expect(await placementWrites(w.ctx)).toEqual(writes);
+
+    // A number not on the list is called in its one spelling; a fictitious one stays as written.
+    const other = freshNumber();
+    const placed = await placeCall(w.ctx, seed.liveKey, {
+      agentId: seed.agent.id,
+      to: other.replace("+33", "+330"),
+    });
+    expect(await outcomeOf(placed)).toBe("201 ok");
+    expect((await placed.json()).to).toBe(other);
+    const fictitious = await placeCall(w.ctx, seed.testKey, { agentId: seed.agent.id, to: "+15555550123" });
+    expect((await fictitious.json()).to).toBe("+15555550123");
+  });
+
+  test("a runAt that has already come places the call now, like none", async () => {
+    clock.set(MONDAY_10_PARIS);
+    const seed = await seedPhoneOrganization(w.ctx);
+    const res = await placeCall(w.ctx, seed.liveKey, {
+      agentId: seed.agent.id,
+      to: freshNumber(),
+      runAt: new Date(Date.parse(MONDAY_10_PARIS) - 86_400_000).toISOString(),
+    });
+    expect(await outcomeOf(res)).toBe("201 ok");
+    const call = await res.json();
+    expect(call.status).toBe("initiated");
+    expect(call.taskId).toBeUndefined();
+  });
+});

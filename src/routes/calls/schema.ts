@@ -1,6 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import { E164, FlatObjectSchema, Timestamp, UpdatedAt } from "../../schemas.ts";
 import { CALL_STATUSES, MAX_SCHEDULE_AHEAD_DAYS } from "../../services/calls.ts";
+import { canonicalNumber } from "../../services/phoneNumbers.ts";
 
 /** `variables` of a call: a flat object. */
 export const FlatVariables = FlatObjectSchema.openapi({
@@ -14,7 +15,13 @@ export const CreateCallInput = z
     to: z
       .string()
       .regex(E164, { message: "to must be a phone number in E.164 format, such as +33612345678" })
-      .openapi({ example: "+33612345678" }),
+      .overwrite(canonicalNumber)
+      .openapi({
+        description:
+          "The number to call, E.164. Kept in its one spelling: a national prefix written after the country code " +
+          "is dropped (+330612345678 is +33612345678), so the do-not-call list matches however it is written.",
+        example: "+33612345678",
+      }),
     contactId: z.string().nullable().optional().openapi({ example: "ct_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
     variables: FlatVariables.optional(),
     runAt: z.iso
@@ -25,8 +32,9 @@ export const CreateCallInput = z
       .optional()
       .openapi({
         description:
-          `Live keys: a future time, at most ${MAX_SCHEDULE_AHEAD_DAYS} days ahead (400 \`invalid_request\` before any ` +
-          "other check otherwise), creates a scheduled call and a task. Test keys: ignored (the call is simulated now).",
+          `Live keys: a future time, at most ${MAX_SCHEDULE_AHEAD_DAYS} days ahead, creates a scheduled call and a task ` +
+          "(further ahead: 400 `invalid_request` before any other check); a time that has already come places the call " +
+          "now, like no `runAt`. Test keys: ignored (the call is simulated now).",
         example: "2026-11-22T09:30:00.000Z",
       }),
   })
