@@ -102,12 +102,13 @@ export async function returnKeyDayMinutes(
 
 /**
  * A start counted on `day` whose call then failed at the media server (502 `call_start_failed`): the
- * attempt stays counted, as a refusal under that code rather than a start.
+ * attempt stays counted, as a refusal under that code and from its origin, rather than a start.
  */
-export async function countStartFailure(sql: Db, keyId: string, day: string): Promise<void> {
+export async function countStartFailure(sql: Db, keyId: string, day: string, origin: string): Promise<void> {
   await sql`
-    update publishable_key_daily_stats set started = greatest(0, started - 1),
-      refused = ${oneMoreRefusal(sql, sql`refused`, "call_start_failed")}
+    update publishable_key_daily_stats s set started = greatest(0, started - 1),
+      refused = ${oneMoreRefusal(sql, sql`s.refused`, "call_start_failed")},
+      refused_origins = ${originCount(sql, origin)}
     where publishable_key_id = ${keyId} and day = ${day}::date`;
 }
 

@@ -87,15 +87,7 @@ export async function startWithPublishableKey(
   input: { publishableKey: unknown; captchaToken: unknown; origin: string | undefined; remoteIp: string },
   rateLimit: WebCallRateLimit,
 ): Promise<LiveWebCall> {
-  try {
-    await rateLimit.settle();
-  } catch (err) {
-    const presented = input.publishableKey;
-    if (err instanceof ApiError && typeof presented === "string" && keyKind(presented) === "publishable") {
-      await countRefusal(deps, { hash: sha256(presented) }, err, input.origin, null);
-    }
-    throw err;
-  }
+  await settleRateLimit(deps, rateLimit, input);
   const key = await findPublishableKey(deps, input.publishableKey, input.origin);
   const seen: { captchaScore: number | null } = { captchaScore: null };
   let admitted: { agent: AgentRow; call: PreparedCall; countedAt: Date };
@@ -110,11 +102,51 @@ export async function startWithPublishableKey(
     return await startRoom(deps, admitted.agent, admitted.call, {});
   } catch (err) {
     if (err instanceof ApiError) {
-      await countStartFailure(deps.sql, key.id, dayOf(admitted.countedAt)).catch((e) =>
-        deps.log.warn("a failed start could not be counted in the key's abuse view", {
-          error: (e as Error).message,
-        }),
+      await countStartFailure(deps.sql, key.id, dayOf(admitted.countedAt), refusedOrigin(input.origin)).catch(
+        (e) =>
+          deps.log.warn("a failed start could not be counted in the key's abuse view", {
+            error: (e as Error).message,
+          }),
       );
+    }
+    throw err;
+  }
+}
+
+/**
+ * A publishable-form request refused before its checks (a malformed body: 400 `invalid_request`) is an
+ * attempt too: after the rate limit, which refuses it first if it must, it counts under `refusal`'s code
+ * in the abuse view of the key it carries, when that key exists (the statement reads it). Throws.
+ */
+export async function refuseMalformedAttempt(
+  deps: Deps,
+  input: { publishableKey: unknown; origin: string | undefined },
+  rateLimit: WebCallRateLimit,
+  refusal: ApiError,
+): Promise<never> {
+  await settleRateLimit(deps, rateLimit, input);
+  const presented = input.publishableKey;
+  if (typeof presented === "string" && keyKind(presented) === "publishable") {
+    await countRefusal(deps, { hash: sha256(presented) }, refusal, input.origin, null);
+  }
+  throw refusal;
+}
+
+/**
+ * The rate limit decides before the key is read; its refusal counts in the abuse view of the key the
+ * body carries, when that key exists, revoked or not (the statement reads the key itself).
+ */
+async function settleRateLimit(
+  deps: Deps,
+  rateLimit: WebCallRateLimit,
+  input: { publishableKey: unknown; origin: string | undefined },
+): Promise<void> {
+  try {
+    await rateLimit.settle();
+  } catch (err) {
+    const presented = input.publishableKey;
+    if (err instanceof ApiError && typeof presented === "string" && keyKind(presented) === "publishable") {
+      await countRefusal(deps, { hash: sha256(presented) }, err, input.origin, null);
     }
     throw err;
   }
@@ -179,6 +211,11 @@ async function admitPublishableCall(
 /** The longest Origin kept in a key's abuse view; a longer header is cut there. */
 const ORIGIN_MAX = 255;
 
+/** How a refused attempt's `Origin` header is kept in the key's abuse view. */
+function refusedOrigin(origin: string | undefined): string {
+  return origin === undefined ? "(none)" : origin.slice(0, ORIGIN_MAX);
+}
+
 /**
  * Counts a refused attempt in the key's abuse view. A failure to count is logged, never answered: the
  * caller gets its refusal.
@@ -193,10 +230,7 @@ async function countRefusal(
   try {
     await countKeyAttempt(deps.sql, key, {
       at: deps.clock.now(),
-      outcome: {
-        refused: refusal.code,
-        origin: origin === undefined ? "(none)" : origin.slice(0, ORIGIN_MAX),
-      },
+      outcome: { refused: refusal.code, origin: refusedOrigin(origin) },
       captchaScore,
     });
   } catch (err) {

@@ -122,7 +122,8 @@ describe("what is counted", () => {
   });
 
   test("a start the media server then fails counts under call_start_failed, not as started, its minutes given back", async () => {
-    const before = (await stats(seed.publishable.id)).days.at(-1);
+    const beforeAll = await stats(seed.publishable.id);
+    const before = beforeAll.days.at(-1);
     w.liveKit.fail("CreateRoom");
     try {
       const res = await startCall(w.ctx, { publishableKey: key(), captchaToken: good() });
@@ -135,6 +136,39 @@ describe("what is counted", () => {
     expect(after.started).toBe(before.started);
     expect(after.refused.call_start_failed ?? 0).toBe((before.refused.call_start_failed ?? 0) + 1);
     expect(after.minutes).toBe(before.minutes);
+    // A refusal like the others: from its origin too.
+    const fromShop = (body: { topRefusedOrigins: { origin: string; count: number }[] }) =>
+      body.topRefusedOrigins.find((o) => o.origin === "https://shop.example.com")?.count ?? 0;
+    expect(fromShop(await stats(seed.publishable.id))).toBe(fromShop(beforeAll) + 1);
+  });
+
+  test("a malformed request carrying the key counts under invalid_request, or rate_limited once over the limit", async () => {
+    const org = await seedOrganization(w.ctx, { cap: 100 });
+    const address = freshAddress();
+    const codes: string[] = [];
+    for (const json of [
+      { publishableKey: org.publishable.key, captchaToken: 12 }, // the validator's refusal
+      { publishableKey: org.publishable.key, captchaToken: good(), sessionToken: "inf_wcs_x" }, // the route's
+      { publishableKey: org.publishable.key, captchaToken: good(), extra: true },
+      { captchaToken: good() }, // no key: nobody's
+      { publishableKey: `inf_pub_${"2".repeat(43)}`, captchaToken: 12 }, // an unknown key: nobody's
+      { publishableKey: org.publishable.key, captchaToken: 12 },
+      { publishableKey: org.publishable.key, captchaToken: 12 }, // the seventh from the address
+    ]) {
+      codes.push(await outcomeOf(await startCall(w.ctx, json, { address })));
+    }
+    expect(codes).toEqual([...Array(6).fill("400 invalid_request"), "429 rate_limited"]);
+    const body = await stats(org.publishable.id, "?days=1");
+    expect(body.days).toEqual([
+      {
+        date: today(),
+        attempts: 5,
+        started: 0,
+        refused: { invalid_request: 4, rate_limited: 1 },
+        minutes: 0,
+      },
+    ]);
+    expect(body.topRefusedOrigins).toEqual([{ origin: "https://shop.example.com", count: 5 }]);
   });
 
   test("a rate-limited attempt counts under rate_limited when its body carries the valid key", async () => {

@@ -1,10 +1,15 @@
 import { createRoute } from "@hono/zod-openapi";
+import type { Context } from "hono";
 import type { Deps } from "../../deps.ts";
-import { ApiError, errorResponses } from "../../errors.ts";
-import type { App } from "../../http/appEnv.ts";
+import { ApiError, describeIssues, errorResponses } from "../../errors.ts";
+import type { App, AppEnv } from "../../http/appEnv.ts";
 import { readBody } from "../../http/body.ts";
 import { clientAddressResolver } from "../../http/clientAddress.ts";
-import { startWithPublishableKey, startWithSessionToken } from "../../services/webCalls.ts";
+import {
+  refuseMalformedAttempt,
+  startWithPublishableKey,
+  startWithSessionToken,
+} from "../../services/webCalls.ts";
 import { StartWebCallBody, WebCallStartSchema } from "./schema.ts";
 
 /**
@@ -61,37 +66,62 @@ export function registerStartWebCall(app: App, deps: Deps) {
       ),
     },
   });
-  app.openapi(route, async (c) => {
-    const body = c.req.valid("json");
-    const hasSession = body.sessionToken !== undefined;
-    const hasKey = body.publishableKey !== undefined || body.captchaToken !== undefined;
-    if (hasSession === hasKey) {
-      throw new ApiError(
-        "invalid_request",
-        "Send either publishableKey and captchaToken, or sessionToken alone.",
-      );
-    }
-    // The request's rate-limit hit: counted by the statement that redeems the token, or first thing by
-    // the publishable form (http/webCallGate.ts).
-    const rateLimit = c.get("webCallRateLimit");
-    if (hasSession) {
-      return c.json(await startWithSessionToken(deps, body.sessionToken, rateLimit), 201);
-    }
-    if (body.publishableKey === undefined) {
-      throw new ApiError("invalid_request", "publishableKey is required with captchaToken.", {
-        param: "publishableKey",
-      });
-    }
-    const started = await startWithPublishableKey(
+  // A malformed body is refused like any other, and counted in the abuse view of the publishable key it
+  // carries, if any (an attempt with that key like the others).
+  const refuse = (c: Context<AppEnv>, publishableKey: unknown, refusal: ApiError) =>
+    refuseMalformedAttempt(
       deps,
-      {
-        publishableKey: body.publishableKey,
-        captchaToken: body.captchaToken,
-        origin: c.req.header("origin"),
-        remoteIp: clientAddress(c),
-      },
-      rateLimit,
+      { publishableKey, origin: c.req.header("origin") },
+      c.get("webCallRateLimit"),
+      refusal,
     );
-    return c.json(started, 201);
-  });
+  app.openapi(
+    route,
+    async (c) => {
+      const body = c.req.valid("json");
+      const hasSession = body.sessionToken !== undefined;
+      const hasKey = body.publishableKey !== undefined || body.captchaToken !== undefined;
+      if (hasSession === hasKey) {
+        return refuse(
+          c,
+          body.publishableKey,
+          new ApiError(
+            "invalid_request",
+            "Send either publishableKey and captchaToken, or sessionToken alone.",
+          ),
+        );
+      }
+      // The request's rate-limit hit: counted by the statement that redeems the token, or first thing by
+      // the publishable form (http/webCallGate.ts).
+      const rateLimit = c.get("webCallRateLimit");
+      if (hasSession) {
+        return c.json(await startWithSessionToken(deps, body.sessionToken, rateLimit), 201);
+      }
+      if (body.publishableKey === undefined) {
+        throw new ApiError("invalid_request", "publishableKey is required with captchaToken.", {
+          param: "publishableKey",
+        });
+      }
+      const started = await startWithPublishableKey(
+        deps,
+        {
+          publishableKey: body.publishableKey,
+          captchaToken: body.captchaToken,
+          origin: c.req.header("origin"),
+          remoteIp: clientAddress(c),
+        },
+        rateLimit,
+      );
+      return c.json(started, 201);
+    },
+    // The route's one validator is the body's; this hook stands in for the app's default one.
+    (result, c) => {
+      if (result.success) return;
+      const { message, param } = describeIssues(result.error.issues);
+      const raw = (result as { data?: unknown }).data;
+      const presented =
+        typeof raw === "object" && raw !== null ? (raw as Record<string, unknown>).publishableKey : undefined;
+      return refuse(c, presented, new ApiError("invalid_request", message, param ? { param } : {}));
+    },
+  );
 }
