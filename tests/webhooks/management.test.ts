@@ -266,6 +266,13 @@ describe("the delivery log and redelivery", () => {
     });
     expect(log.has_more).toBe(false);
     expect(log.data.map((d: Json) => d.eventId)).toEqual([second.id, first.id]);
+    // Made with its event, so never dated before it.
+    for (const [d, event] of [
+      [log.data[0], second],
+      [log.data[1], first],
+    ]) {
+      expect(Date.parse(d.createdAt)).toBeGreaterThanOrEqual(Date.parse(event.createdAt));
+    }
     const failed = log.data.find((d: Json) => d.responseStatus === 500);
     const succeeded = log.data.find((d: Json) => d.responseStatus === 200);
     expect(failed).toMatchObject({ status: "pending", attempt: 1, error: "answered 500", endpointId: e.id });

@@ -35,6 +35,7 @@ import m0032 from "../../../sql/0032_unused_retention_indexes.sql" with { type: 
 import m0033 from "../../../sql/0033_plan_minute_returns.sql" with { type: "text" };
 import m0034 from "../../../sql/0034_captcha_tokens_not_remembered.sql" with { type: "text" };
 import m0035 from "../../../sql/0035_previous_secrets.sql" with { type: "text" };
+import m0036 from "../../../sql/0036_deliveries_dated_with_their_event.sql" with { type: "text" };
 
 export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0001_init", sql: m0001 },
@@ -72,4 +73,5 @@ export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0033_plan_minute_returns", sql: m0033 },
   { name: "0034_captcha_tokens_not_remembered", sql: m0034 },
   { name: "0035_previous_secrets", sql: m0035 },
+  { name: "0036_deliveries_dated_with_their_event", sql: m0036 },
 ];
