@@ -304,7 +304,7 @@ export async function moveCall(
     update calls set
       status = ${to},
       placed_at = coalesce(${set.placed_at ?? null}::timestamptz, placed_at),
-      started_at = coalesce(${set.started_at ?? null}::timestamptz, started_at),
+      started_at = ${set.started_at ? sql`greatest(${set.started_at}::timestamptz, created_at)` : sql`started_at`},
       ended_at = coalesce(${set.ended_at ?? null}::timestamptz, ended_at),
       duration_seconds = coalesce(${set.duration_seconds ?? null}::integer, duration_seconds),
       summary = coalesce(${set.summary ?? null}::text, summary),
@@ -321,16 +321,23 @@ export async function moveCall(
 
 /**
  * A live call still `ongoing` → `completed` at `at` (as reported), changed at `now` (the service's
- * clock), in one statement: `endedAt` the later of `at` and `startedAt` (never before it),
- * `durationSeconds` the whole seconds between them. Null when the call was not ongoing.
+ * clock), in one statement: `endedAt` the later of `at` and `startedAt` (never before it), and never
+ * more than the call's `maxSeconds` after it (the server ends a call then: a later report is LiveKit's
+ * room closing behind it); `durationSeconds` the whole seconds between them. Null when the call was not
+ * ongoing.
  */
 export async function completeLiveCall(sql: Db, id: string, at: Date, now: Date): Promise<CallRow | null> {
   const [row] = await sql<CallRow[]>`
-    update calls set status = 'completed', ended_at = greatest(${at}::timestamptz, started_at),
-      duration_seconds = round(extract(epoch from greatest(${at}::timestamptz, started_at) - started_at))::integer,
+    update calls c set status = 'completed', ended_at = e.at,
+      duration_seconds = round(extract(epoch from e.at - c.started_at))::integer,
       updated_at = ${nextUpdatedAt(sql, now)}
-    where id = ${id} and status = 'ongoing' and livemode and started_at is not null
-    returning ${columnList(sql, CALL_COLUMNS)}`;
+    from (
+      select least(greatest(${at}::timestamptz, k.started_at), k.started_at + make_interval(secs => r.max_seconds)) as at
+      from calls k left join minute_reservations r on r.call_id = k.id
+      where k.id = ${id}
+    ) e
+    where c.id = ${id} and c.status = 'ongoing' and c.livemode and c.started_at is not null
+    returning ${columnList(sql, CALL_COLUMNS, "c")}`;
   return row ?? null;
 }
 
@@ -360,7 +367,8 @@ export async function answerPhoneCall(
   now: Date,
 ): Promise<(CallRow & { hung_up_while_ringing_at: Date | null }) | null> {
   const [row] = await sql<(CallRow & { hung_up_while_ringing_at: Date | null })[]>`
-    update calls set status = 'ongoing', started_at = ${at}, updated_at = ${nextUpdatedAt(sql, now)}
+    update calls set status = 'ongoing', started_at = greatest(${at}::timestamptz, created_at),
+      updated_at = ${nextUpdatedAt(sql, now)}
     where id = ${id} and status = 'ringing' and livemode and direction = 'outbound'
     returning ${columnList(sql, CALL_COLUMNS)}, hung_up_while_ringing_at`;
   return row ?? null;

@@ -4,6 +4,7 @@ import {
   AgentDispatchClient,
   RoomServiceClient,
   SipClient,
+  TokenVerifier,
   WebhookReceiver,
 } from "livekit-server-sdk";
 import type { Env } from "../env.ts";
@@ -160,6 +161,7 @@ export class LiveKit {
   readonly #dispatch: AgentDispatchClient;
   readonly #sip: SipClient;
   readonly #webhooks: WebhookReceiver;
+  readonly #verifier: TokenVerifier;
 
   constructor(config: LiveKitConfig, opts: { requestTimeoutSeconds?: number } = {}) {
     this.config = config;
@@ -175,6 +177,7 @@ export class LiveKit {
     this.#dispatch = new AgentDispatchClient(config.url, config.apiKey, config.apiSecret, options);
     this.#sip = reuseRoomlessTokens(new SipClient(config.url, config.apiKey, config.apiSecret, options));
     this.#webhooks = new WebhookReceiver(config.apiKey, config.apiSecret);
+    this.#verifier = new TokenVerifier(config.apiKey, config.apiSecret);
   }
 
   /** The room name of a call: the call id, so webhooks about the room lead straight to the call. */
@@ -332,15 +335,27 @@ export class LiveKit {
 
   /**
    * Verifies a webhook from LiveKit: the Authorization header is a JWT signed with the API secret whose
-   * `sha256` claim is the body's digest. Returns the event, or null when anything does not check out.
+   * `sha256` claim is the body's digest. Returns the event, or null when anything does not check out
+   * (`signs` then tells a bad signature from a signed body that is no event the SDK can read).
    */
   async receiveWebhook(body: string, authorization: string | undefined): Promise<WebhookEvent | null> {
     if (!authorization) return null;
-    const jwt = authorization.replace(/^Bearer\s+/i, "");
     try {
-      return await this.#webhooks.receive(body, jwt);
+      return await this.#webhooks.receive(body, bearer(authorization));
     } catch {
       return null;
+    }
+  }
+
+  /** Whether `authorization` is the API secret's signature of `body` (what `receiveWebhook` checks first). */
+  async signs(body: string, authorization: string | undefined): Promise<boolean> {
+    if (!authorization) return false;
+    try {
+      const claims = await this.#verifier.verify(bearer(authorization));
+      const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(body)));
+      return claims.sha256 === btoa(String.fromCharCode(...digest));
+    } catch {
+      return false;
     }
   }
 
@@ -361,4 +376,9 @@ export class LiveKit {
 export function createLiveKit(env: Pick<Env, "LIVEKIT_URL" | "LIVEKIT_API_KEY" | "LIVEKIT_API_SECRET">) {
   const config = liveKitConfig(env);
   return config ? new LiveKit(config) : null;
+}
+
+/** The token of an Authorization header, with or without its `Bearer` scheme (LiveKit sends none). */
+function bearer(authorization: string): string {
+  return authorization.replace(/^Bearer\s+/i, "");
 }

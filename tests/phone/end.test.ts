@@ -367,6 +367,8 @@ describe("a web call whose end LiveKit never reports (no webhook configured)", (
 
   test("the visitor still in the room: started when it joined, completed at maxSeconds", async () => {
     const { answer } = await webCall(1000);
+    // Made 140 s ago, joined 10 s later.
+    await sql()`update calls set created_at = created_at - interval '140 seconds' where id = ${answer.callId}`;
     const visitor = w.liveKit.addParticipant(answer.callId, { identity: `visitor-${answer.callId}` });
     visitor.joinedAt = Math.floor(Date.now() / 1000) - 130;
     await maxSecondsNow(answer.callId);

@@ -47,6 +47,11 @@ async function callRow(id: string) {
   return row!;
 }
 
+async function createdAtOf(id: string): Promise<Date> {
+  const [row] = await w.ctx.deps.sql<{ created_at: Date }[]>`select created_at from calls where id = ${id}`;
+  return row!.created_at;
+}
+
 async function events(id: string) {
   const rows = await w.ctx.deps.sql<{ type: string; livemode: boolean }[]>`
     select type, livemode from events where data->>'id' = ${id} order by id`;
@@ -106,7 +111,9 @@ describe("signed webhooks", () => {
     expect((await deliver(finished)).status).toBe(200);
     const done = await callRow(id);
     expect(done.status).toBe("completed");
-    expect(done.started_at.getTime()).toBe(Number(finished.createdAt) * 1000);
+    // LiveKit's time in whole seconds, but never before the call existed.
+    const createdAt = await createdAtOf(id);
+    expect(done.started_at.getTime()).toBe(Math.max(Number(finished.createdAt) * 1000, createdAt.getTime()));
     expect(done.ended_at).toEqual(done.started_at);
     expect(done.duration_seconds).toBe(0);
     expect(await planUsed()).toBe(before + 1);
@@ -134,6 +141,37 @@ describe("signed webhooks", () => {
     expect(done.ended_at.getTime()).toBeLessThanOrEqual(Date.now());
     expect(done.duration_seconds).toBeLessThan(60);
     expect(await planUsed()).toBe(before + 1);
+  });
+
+  test("a join LiveKit dates before the call existed starts it at its creation; an end reported past maxSeconds ends it there", async () => {
+    const before = await planUsed();
+    const id = await liveCall();
+    const createdAt = await createdAtOf(id);
+    // Fifty minutes before the call (within the day LiveKit's times are believed), then twenty minutes
+    // after it, for a call of at most 600 s.
+    const joinedAt = Math.floor((createdAt.getTime() - 3_000_000) / 1000);
+    expect(
+      (
+        await deliver({
+          ...liveKitEvents.participantJoined(id, `visitor-${id}`),
+          createdAt: String(joinedAt),
+        })
+      ).status,
+    ).toBe(200);
+    const started = await callRow(id);
+    expect(started.started_at).toEqual(createdAt);
+    const endedAt = Math.floor((Date.now() + 1_200_000) / 1000);
+    expect((await deliver({ ...liveKitEvents.roomFinished(id), createdAt: String(endedAt) })).status).toBe(
+      200,
+    );
+    const done = await callRow(id);
+    expect(done.status).toBe("completed");
+    expect(done.duration_seconds).toBe(600);
+    expect(done.ended_at.getTime()).toBe(createdAt.getTime() + 600_000);
+    expect(await planUsed()).toBe(before + 10);
+    const read = await (await w.ctx.request(`/api/v1/calls/${id}`, { key: seed.liveKey })).json();
+    expect(Date.parse(read.startedAt)).toBeGreaterThanOrEqual(Date.parse(read.createdAt));
+    expect(read.durationSeconds).toBe(600);
   });
 
   test("events about unknown rooms or simulated calls change nothing", async () => {
@@ -175,6 +213,18 @@ describe("forged webhooks", () => {
     expect((await callRow(id)).status).toBe("initiated");
     const finished = await send(liveKitEvents.roomFinished(id));
     expect(finished.status).toBe(401);
+    expect((await callRow(id)).status).toBe("initiated");
+    expect(await events(id)).toEqual([]);
+  });
+
+  test("a body correctly signed that is no event LiveKit's SDK can read is 400 invalid_request, changing nothing", async () => {
+    const id = await liveCall();
+    for (const createdAt of ["abc", "99999999999999999999"]) {
+      const unreadable = { ...liveKitEvents.participantJoined(id, `visitor-${id}`), createdAt };
+      await expectApiError(await deliver(unreadable), 400, "invalid_request");
+      // The same body signed with another secret is a bad signature, as before.
+      await expectApiError(await deliver(unreadable, { secret: "x".repeat(40) }), 401, "invalid_signature");
+    }
     expect((await callRow(id)).status).toBe("initiated");
     expect(await events(id)).toEqual([]);
   });

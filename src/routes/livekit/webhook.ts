@@ -31,12 +31,14 @@ export function registerLiveKitWebhook(app: App, deps: Deps) {
     description:
       "For the media server only. Accepts `application/webhook+json` (what LiveKit sends) and " +
       "`application/json`. A missing or bad signature is 401 `invalid_signature` and changes nothing; " +
-      "so is every request while LIVEKIT_URL, LIVEKIT_API_KEY and LIVEKIT_API_SECRET are not all set. " +
+      "so is every request while LIVEKIT_URL, LIVEKIT_API_KEY and LIVEKIT_API_SECRET are not all set. A " +
+      "correctly signed body that is no event LiveKit's SDK can read is 400 `invalid_request`. " +
       "Times are the event's own `createdAt` (one more than a day away from the server's clock is not " +
-      "believed: the arrival's is taken). Web calls: `participant_joined` → `ongoing` (`call.started`). " +
+      "believed: the arrival's is taken), never before the call was created. Web calls: `participant_joined` → `ongoing` (`call.started`). " +
       "Phone calls start when the callee answers, not by this webhook; `participant_left` of the callee " +
       "(`sip_<call id>`) ends one, and the server then deletes its room. `room_finished` ends either: " +
-      "`completed` with its duration (`call.ended`; `endedAt` is never before `startedAt`); a web call whose " +
+      "`completed` with its duration (`call.ended`; `endedAt` is never before `startedAt`, nor more than " +
+      "`maxSeconds` after it: the server ends a call then); a web call whose " +
       "join was never reported starts and completes at that instant (`call.started`, `call.ended`, 0 s, " +
       "one minute kept); unused reserved minutes are returned. Without these webhooks a call runs " +
       "until its `maxSeconds` and keeps every reserved minute. Replays change nothing. Answers 200 " +
@@ -68,9 +70,17 @@ export function registerLiveKitWebhook(app: App, deps: Deps) {
   });
   app.openapi(route, async (c) => {
     const raw = await c.req.text();
-    const event = deps.liveKit ? await deps.liveKit.receiveWebhook(raw, c.req.header("authorization")) : null;
-    if (!event)
+    const authorization = c.req.header("authorization");
+    const event = deps.liveKit ? await deps.liveKit.receiveWebhook(raw, authorization) : null;
+    if (!event) {
+      if (deps.liveKit && (await deps.liveKit.signs(raw, authorization))) {
+        throw new ApiError(
+          "invalid_request",
+          "The webhook is signed, but its body is no LiveKit event that can be read.",
+        );
+      }
       throw new ApiError("invalid_signature", "The webhook signature is missing or does not verify.");
+    }
     await applyLiveKitEvent(deps, event);
     return c.json({ received: true as const }, 200);
   });
