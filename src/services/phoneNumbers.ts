@@ -47,3 +47,11 @@ export function canonicalNumber(e164: string): string {
   const parsed = parsePhoneNumberFromString(e164);
   return parsed?.isPossible() ? parsed.number : e164;
 }
+
+/** Whether an E.164 number starts with a country calling code that exists (+999 is none). */
+export function hasCallingCode(e164: string): boolean {
+  return parsePhoneNumberFromString(e164) !== undefined;
+}
+
+/** The message of a number whose calling code exists nowhere. */
+export const NO_CALLING_CODE = "must start with a country calling code that exists, such as +33 or +1";

@@ -67,6 +67,7 @@ describe("POST /v1/blocked-numbers", () => {
   test.each([
     ["no phone", {}, "phone"],
     ["a phone not in E.164", { phone: "0611110004" }, "phone"],
+    ["a phone of no country calling code", { phone: "+999611110004" }, "phone"],
     ["a phone that is a number", { phone: 33611110004 }, "phone"],
     ["an empty reason", { phone: "+33611110004", reason: " " }, "reason"],
     ["a reason too long", { phone: "+33611110004", reason: "x".repeat(501) }, "reason"],

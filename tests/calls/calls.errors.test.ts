@@ -34,6 +34,13 @@ const post = (key: string, json: unknown, init: RequestInit = {}) =>
 describe("POST /v1/calls bad input writes nothing", () => {
   const cases: [string, () => unknown, number, ErrorCode, string | undefined][] = [
     ["`to` not E.164", () => ({ agentId: seed.agent.id, to: "0612345678" }), 400, "invalid_request", "to"],
+    [
+      "`to` of no country calling code",
+      () => ({ agentId: seed.agent.id, to: "+999123456789" }),
+      400,
+      "invalid_request",
+      "to",
+    ],
     ["`to` missing", () => ({ agentId: seed.agent.id }), 400, "invalid_request", "to"],
     ["`to` a number", () => ({ agentId: seed.agent.id, to: 33612345678 }), 400, "invalid_request", "to"],
     ["`agentId` missing", () => ({ to: "+33612345678" }), 400, "invalid_request", "agentId"],

@@ -81,6 +81,7 @@ describe("carrier settings", () => {
 
   test.each([
     ["callerNumber", { callerNumber: "0612345678" }, "callerNumber"],
+    ["callerNumber of no country calling code", { callerNumber: "+999123456789" }, "callerNumber"],
     ["callerNumber not a string", { callerNumber: 33612345678 }, "callerNumber"],
     ["an unknown country", { allowedCountries: ["FR", "ZZ"] }, "allowedCountries.1"],
     ["a country of three letters", { allowedCountries: ["FRA"] }, "allowedCountries.0"],

@@ -2,7 +2,12 @@ import { z } from "@hono/zod-openapi";
 import { listEnvelope } from "../../lists/cursor.ts";
 import { E164, Timestamp } from "../../schemas.ts";
 import { ALL_DAYS, canonicalTimeZone, secondsOfDay } from "../../services/callWindow.ts";
-import { canonicalNumber, isCountryCode } from "../../services/phoneNumbers.ts";
+import {
+  canonicalNumber,
+  hasCallingCode,
+  isCountryCode,
+  NO_CALLING_CODE,
+} from "../../services/phoneNumbers.ts";
 import { Name, orgId } from "./fields.ts";
 
 /** An organization as operators create, change and read it: its plan and its carrier settings. */
@@ -33,6 +38,7 @@ const SipTrunkId = z
 const CallerNumber = z
   .string()
   .regex(E164, { message: "must be a phone number in E.164 format, such as +33612345678" })
+  .refine(hasCallingCode, { message: NO_CALLING_CODE, abort: true })
   .overwrite(canonicalNumber)
   .nullable()
   .openapi({

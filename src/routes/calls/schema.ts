@@ -1,7 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import { E164, FlatObjectSchema, Timestamp, UpdatedAt } from "../../schemas.ts";
 import { CALL_STATUSES, MAX_SCHEDULE_AHEAD_DAYS } from "../../services/calls.ts";
-import { canonicalNumber } from "../../services/phoneNumbers.ts";
+import { canonicalNumber, hasCallingCode, NO_CALLING_CODE } from "../../services/phoneNumbers.ts";
 
 /** `variables` of a call: a flat object. */
 export const FlatVariables = FlatObjectSchema.openapi({
@@ -15,6 +15,7 @@ export const CreateCallInput = z
     to: z
       .string()
       .regex(E164, { message: "to must be a phone number in E.164 format, such as +33612345678" })
+      .refine(hasCallingCode, { message: `to ${NO_CALLING_CODE}`, abort: true })
       .overwrite(canonicalNumber)
       .openapi({
         description:
