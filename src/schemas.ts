@@ -27,7 +27,8 @@ export const PhoneSchema = z
   .overwrite(canonicalNumber)
   .openapi({
     description:
-      "E.164. Stored in its one spelling: a national prefix written after the country code is dropped.",
+      "E.164, with a country calling code that exists. Stored in its one spelling: a national prefix written " +
+      "after the country code is dropped.",
     example: "+33612345678",
   });
 

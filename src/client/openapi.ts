@@ -1574,7 +1574,7 @@ export interface components {
             /** @example agt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C */
             agentId: string;
             /**
-             * @description The number to call, E.164. Kept in its one spelling: a national prefix written after the country code is dropped (+330612345678 is +33612345678), so the do-not-call list matches however it is written.
+             * @description The number to call, E.164, with a country calling code that exists. Kept in its one spelling: a national prefix written after the country code is dropped (+330612345678 is +33612345678), so the do-not-call list matches however it is written.
              * @example +33612345678
              */
             to: string;
@@ -1691,7 +1691,7 @@ export interface components {
         } & (unknown | unknown);
         CampaignContactInput: {
             /**
-             * @description E.164. Stored in its one spelling: a national prefix written after the country code is dropped.
+             * @description E.164, with a country calling code that exists. Stored in its one spelling: a national prefix written after the country code is dropped.
              * @example +33612345678
              */
             phone: string;

@@ -19,7 +19,7 @@ export const CreateCallInput = z
       .overwrite(canonicalNumber)
       .openapi({
         description:
-          "The number to call, E.164. Kept in its one spelling: a national prefix written after the country code " +
+          "The number to call, E.164, with a country calling code that exists. Kept in its one spelling: a national prefix written after the country code " +
           "is dropped (+330612345678 is +33612345678), so the do-not-call list matches however it is written.",
         example: "+33612345678",
       }),
