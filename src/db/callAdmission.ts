@@ -1,4 +1,5 @@
 import type { Fragment } from "postgres";
+import { canonicalNumber } from "../services/phoneNumbers.ts";
 import type { AgentRow } from "./agents.ts";
 import type { Db } from "./engine/connection.ts";
 import { planUsedSql } from "./minutes.ts";
@@ -73,7 +74,9 @@ export async function readCallFactsOf(
   const input = calls.map((c, i) => ({
     i,
     organization_id: c.organizationId,
-    to_number: c.to,
+    // In its one spelling: a number stored before numbers were (a scheduled call's, a campaign contact's)
+    // still meets its do-not-call entry.
+    to_number: c.to === null ? null : canonicalNumber(c.to),
     agent_id: c.agentId,
     contact_id: c.contactId,
   }));

@@ -274,7 +274,8 @@ export async function markLiveCallStarted(
     by === "answered" && maxSeconds !== null && !hungUpAt
       ? deps.timers.schedule(tx, {
           kind: TIMER_KINDS.liveCallMaxDuration,
-          at: new Date(at.getTime() + maxSeconds * 1000),
+          // From the start as written (never before the call was created), as its end is bounded.
+          at: new Date((moved.started_at ?? at).getTime() + maxSeconds * 1000),
           payload: { callId },
         })
       : Promise.resolve(null),

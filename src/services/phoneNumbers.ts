@@ -41,11 +41,18 @@ export function countryOf(e164: string): string | null {
  * The one spelling of a number, so that a do-not-call entry, a call's `to` and a filter compare
  * equal however the number was written: +33 0612345678 (the national prefix kept after the country
  * code) is +33612345678. Only where the library reads a number its country's plan makes possible;
- * anything else is kept as written (a fictitious test number stays what the integrator sent).
+ * anything else is kept as written (a fictitious test number stays what the integrator sent). The
+ * library drops one prefix at a time (+49 00 30…): repeated until nothing changes, so that the one
+ * spelling of a spelling is itself.
  */
 export function canonicalNumber(e164: string): string {
-  const parsed = parsePhoneNumberFromString(e164);
-  return parsed?.isPossible() ? parsed.number : e164;
+  let number = e164;
+  for (let i = 0; i < 8; i++) {
+    const parsed = parsePhoneNumberFromString(number);
+    if (!parsed?.isPossible() || parsed.number === number) return number;
+    number = parsed.number;
+  }
+  return number;
 }
 
 /** Whether an E.164 number starts with a country calling code that exists (+999 is none). */

@@ -147,6 +147,54 @@ describe("upgrading a database that has knowledge-base chunks (0031_cjk_search)"
   });
 });
 
+describe("upgrading a database that has phone numbers (0037_phone_numbers_in_one_spelling)", () => {
+  test("stored numbers take their one spelling; do-not-call entries that become one are merged", async () => {
+    const url = await freshDatabase();
+    const db = postgres(url, { max: 2, onnotice: () => {} });
+    try {
+      const upTo = migrations.findIndex((m) => m.name === "0037_phone_numbers_in_one_spelling");
+      expect(upTo).toBeGreaterThan(0);
+      await migrate(db, undefined, migrations.slice(0, upTo));
+      const t = (s: number) => new Date(Date.UTC(2026, 10, 1, 0, 0, s));
+      await db`insert into organizations (id, name, created_at) values ('org_1', 'Acme', ${t(0)})`;
+      await db`update organizations set caller_number = '+330180000000' where id = 'org_1'`;
+      await db`
+        insert into blocked_numbers (id, organization_id, livemode, phone, created_at) values
+          ('bn_1', 'org_1', true, '+330612345678', ${t(1)}),
+          ('bn_2', 'org_1', true, '+33612345679', ${t(2)}),
+          ('bn_3', 'org_1', true, '+330612345679', ${t(3)}),
+          ('bn_4', 'org_1', false, '+330612345678', ${t(4)}),
+          ('bn_5', 'org_1', true, '+4900301234567', ${t(5)}),
+          ('bn_6', 'org_1', true, '+15555550123', ${t(6)})`;
+      await db`
+        insert into contacts (id, organization_id, phone, created_at, updated_at)
+        values ('ct_1', 'org_1', '+330612345670', ${t(7)}, ${t(7)}), ('ct_2', 'org_1', '+33612345671', ${t(8)}, ${t(8)})`;
+
+      await migrate(db);
+      const entries = await db<{ id: string; livemode: boolean; phone: string }[]>`
+        select id, livemode, phone from blocked_numbers order by id`;
+      expect([...entries]).toEqual([
+        { id: "bn_1", livemode: true, phone: "+33612345678" },
+        // bn_3 was bn_2's number written another way: bn_2, already in that spelling, stays.
+        { id: "bn_2", livemode: true, phone: "+33612345679" },
+        { id: "bn_4", livemode: false, phone: "+33612345678" },
+        // Two national prefixes: the one spelling of the one spelling is itself.
+        { id: "bn_5", livemode: true, phone: "+49301234567" },
+        { id: "bn_6", livemode: true, phone: "+15555550123" },
+      ]);
+      const contacts = await db<{ id: string; phone: string }[]>`select id, phone from contacts order by id`;
+      expect([...contacts]).toEqual([
+        { id: "ct_1", phone: "+33612345670" },
+        { id: "ct_2", phone: "+33612345671" },
+      ]);
+      const [org] = await db<{ caller_number: string }[]>`select caller_number from organizations`;
+      expect(org!.caller_number).toBe("+33180000000");
+    } finally {
+      await db.end();
+    }
+  });
+});
+
 describe("migrate: statistics", () => {
   test("the tables a migration creates and fills have statistics once it is applied", async () => {
     const db = await createTestDatabase();

@@ -1,8 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { ManualClock } from "../../src/clock.ts";
+import { readCallFactsOf } from "../../src/db/callAdmission.ts";
 import { updateAgent } from "../../src/services/agents.ts";
 import { createSecretKey } from "../../src/services/keys.ts";
+import { monthOf } from "../../src/services/minutes.ts";
 import { updateOrganization } from "../../src/services/organizations.ts";
+import { canonicalNumber } from "../../src/services/phoneNumbers.ts";
 import { outcomeOf } from "../helpers/errors.ts";
 import {
   CALLER,
@@ -371,6 +374,28 @@ describe("one number, however it is written", () => {
     expect((await placed.json()).to).toBe(other);
     const fictitious = await placeCall(w.ctx, seed.testKey, { agentId: seed.agent.id, to: "+15555550123" });
     expect((await fictitious.json()).to).toBe("+15555550123");
+  });
+
+  test("a number stored before numbers had one spelling (a task's, a campaign contact's) meets its entry when placed", async () => {
+    const seed = await seedPhoneOrganization(w.ctx);
+    const canonical = freshNumber();
+    await w.ctx.request("/api/v1/blocked-numbers", {
+      method: "POST",
+      key: seed.liveKey,
+      json: { phone: canonical },
+    });
+    const [read] = await readCallFactsOf(
+      w.ctx.deps.sql,
+      [{ organizationId: seed.org.id, to: canonical.replace("+33", "+330"), agentId: null, contactId: null }],
+      monthOf(clock.now()),
+    );
+    expect(read!.facts!.blocked).toBe(true);
+  });
+
+  test("the one spelling of a number is its own: +49 00 30… is +49 30…, and stays so", () => {
+    expect(canonicalNumber("+4900301234567")).toBe("+49301234567");
+    expect(canonicalNumber("+86001801014803")).toBe(canonicalNumber(canonicalNumber("+86001801014803")));
+    expect(canonicalNumber("+15555550123")).toBe("+15555550123");
   });
 
   test("a runAt that has already come places the call now, like none", async () => {

@@ -28,6 +28,7 @@ export async function migrate(sql: Sql, log?: Logger, migrations = all): Promise
       await conn`begin`;
       try {
         await conn.unsafe(m.sql);
+        if (m.run) await m.run(conn);
         await conn`insert into schema_migrations (name) values (${m.name})`;
         await conn`commit`;
       } catch (err) {

@@ -36,8 +36,21 @@ import m0033 from "../../../sql/0033_plan_minute_returns.sql" with { type: "text
 import m0034 from "../../../sql/0034_captcha_tokens_not_remembered.sql" with { type: "text" };
 import m0035 from "../../../sql/0035_previous_secrets.sql" with { type: "text" };
 import m0036 from "../../../sql/0036_deliveries_dated_with_their_event.sql" with { type: "text" };
+import m0037 from "../../../sql/0037_phone_numbers_in_one_spelling.sql" with { type: "text" };
+import { respellStoredNumbers } from "../numberSpelling.ts";
+import type { Db } from "./connection.ts";
 
-export const migrations: readonly { name: string; sql: string }[] = [
+/**
+ * A migration: its SQL, then, for the few that need what SQL cannot do (the phone library's numbering
+ * plans), a step in TypeScript in the same transaction.
+ */
+export interface Migration {
+  name: string;
+  sql: string;
+  run?: (sql: Db) => Promise<void>;
+}
+
+export const migrations: readonly Migration[] = [
   { name: "0001_init", sql: m0001 },
   { name: "0002_contacts", sql: m0002 },
   { name: "0003_timers_calls", sql: m0003 },
@@ -74,4 +87,5 @@ export const migrations: readonly { name: string; sql: string }[] = [
   { name: "0034_captcha_tokens_not_remembered", sql: m0034 },
   { name: "0035_previous_secrets", sql: m0035 },
   { name: "0036_deliveries_dated_with_their_event", sql: m0036 },
+  { name: "0037_phone_numbers_in_one_spelling", sql: m0037, run: respellStoredNumbers },
 ];
