@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { canonicalNumber, hasCallingCode, NO_CALLING_CODE } from "./services/phoneNumbers.ts";
+import { canonicalNumber, hasCallingCode, NO_CALLING_CODE } from "./phoneNumbers.ts";
 
 /** Value shapes shared by several resources: one definition each. */
 

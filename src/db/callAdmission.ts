@@ -1,5 +1,5 @@
 import type { Fragment } from "postgres";
-import { canonicalNumber } from "../services/phoneNumbers.ts";
+import { canonicalNumber } from "../phoneNumbers.ts";
 import type { AgentRow } from "./agents.ts";
 import type { Db } from "./engine/connection.ts";
 import { planUsedSql } from "./minutes.ts";

@@ -1,4 +1,4 @@
-import { canonicalNumber } from "../services/phoneNumbers.ts";
+import { canonicalNumber } from "../phoneNumbers.ts";
 import type { Db } from "./engine/connection.ts";
 
 /**

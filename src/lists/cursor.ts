@@ -3,8 +3,8 @@ import { LIMIT_MAX } from "../db/engine/pages.ts";
 import { ApiError } from "../errors.ts";
 import type { App } from "../http/appEnv.ts";
 import { type IdPrefix, isAnyId, isId } from "../ids.ts";
+import { canonicalNumber } from "../phoneNumbers.ts";
 import { E164 } from "../schemas.ts";
-import { canonicalNumber } from "../services/phoneNumbers.ts";
 
 /**
  * The one cursor list convention:

@@ -13,9 +13,9 @@ import { addUsage, lockUsage } from "../db/minutes.ts";
 import { findOrganization, type OrganizationRow } from "../db/organizations.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError, type ErrorCode } from "../errors.ts";
+import { countryOf } from "../phoneNumbers.ts";
 import { describeWindow, isOpen, nextOpening } from "./callWindow.ts";
 import { monthOf, planMinutesExhausted } from "./minutes.ts";
-import { countryOf } from "./phoneNumbers.ts";
 
 /** Checks that decide whether a live call may start, shared by every way of starting one. */
 

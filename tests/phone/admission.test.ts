@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { ManualClock } from "../../src/clock.ts";
 import { readCallFactsOf } from "../../src/db/callAdmission.ts";
+import { canonicalNumber } from "../../src/phoneNumbers.ts";
 import { updateAgent } from "../../src/services/agents.ts";
 import { createSecretKey } from "../../src/services/keys.ts";
 import { monthOf } from "../../src/services/minutes.ts";
 import { updateOrganization } from "../../src/services/organizations.ts";
-import { canonicalNumber } from "../../src/services/phoneNumbers.ts";
 import { outcomeOf } from "../helpers/errors.ts";
 import {
   CALLER,

@@ -1,13 +1,8 @@
 import { z } from "@hono/zod-openapi";
 import { listEnvelope } from "../../lists/cursor.ts";
+import { canonicalNumber, hasCallingCode, isCountryCode, NO_CALLING_CODE } from "../../phoneNumbers.ts";
 import { E164, Timestamp } from "../../schemas.ts";
 import { ALL_DAYS, canonicalTimeZone, secondsOfDay } from "../../services/callWindow.ts";
-import {
-  canonicalNumber,
-  hasCallingCode,
-  isCountryCode,
-  NO_CALLING_CODE,
-} from "../../services/phoneNumbers.ts";
 import { Name, orgId } from "./fields.ts";
 
 /** An organization as operators create, change and read it: its plan and its carrier settings. */

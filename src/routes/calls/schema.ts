@@ -1,7 +1,7 @@
 import { z } from "@hono/zod-openapi";
+import { canonicalNumber, hasCallingCode, NO_CALLING_CODE } from "../../phoneNumbers.ts";
 import { E164, FlatObjectSchema, Timestamp, UpdatedAt } from "../../schemas.ts";
 import { CALL_STATUSES, MAX_SCHEDULE_AHEAD_DAYS } from "../../services/calls.ts";
-import { canonicalNumber, hasCallingCode, NO_CALLING_CODE } from "../../services/phoneNumbers.ts";
 
 /** `variables` of a call: a flat object. */
 export const FlatVariables = FlatObjectSchema.openapi({
