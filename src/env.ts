@@ -43,11 +43,28 @@ const bool = z
   .optional()
   .transform((v) => v === "true" || v === "1");
 
+/** Whether `value` is a URL of the `postgres:` (or `postgresql:`) scheme. Its text is never repeated. */
+function isPostgresUrl(value: string): boolean {
+  try {
+    const { protocol } = new URL(value);
+    return protocol === "postgres:" || protocol === "postgresql:";
+  } catch {
+    return false;
+  }
+}
+
 /** The environment (every setting of the service), parsed once at start. */
 export const EnvSchema = z.object({
   PORT: wholeNumber("PORT", 0, 65535, 8080),
   HOST: z.string().min(1).default("127.0.0.1"),
-  DATABASE_URL: z.string().min(1).optional(),
+  DATABASE_URL: z
+    .string()
+    .min(1)
+    .refine(
+      isPostgresUrl,
+      "DATABASE_URL must be a PostgreSQL URL, such as postgres://voice@127.0.0.1:5432/voice",
+    )
+    .optional(),
   DATA_DIR: z.string().min(1).default("./data"),
   ADMIN_TOKEN: z
     .string()

@@ -133,7 +133,7 @@ async function main(argv: string[]) {
   server = runtime.serve(app.fetch, { port: env.PORT, hostname: env.HOST });
   // Written whatever LOG_LEVEL says: with PORT=0 this line is the only way to learn the port.
   createLogger("info").info("listening", {
-    url: `http://${env.HOST}:${server.port}`,
+    url: `http://${env.HOST.includes(":") ? `[${env.HOST}]` : env.HOST}:${server.port}`,
     database: db.kind,
     version: VERSION,
     runtime: runtime.name,

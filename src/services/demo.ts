@@ -40,14 +40,16 @@ export interface DemoSeed extends DemoRef {
 }
 
 /**
- * Seeds the demo when the database has no organization, and returns it; returns null otherwise.
- * One transaction under an advisory lock: two processes starting on one empty database create one
- * demo, the second sees the first one's organization and does nothing.
+ * Seeds the demo when the database has no organization (or, asked for with DEMO=true, when it has no
+ * demo yet, whatever else it holds), and returns it; returns null otherwise. One transaction under an
+ * advisory lock: two processes starting on one database create one demo, the second sees the first
+ * one's and does nothing.
  */
-export async function seedDemo(deps: Deps): Promise<DemoSeed | null> {
+export async function seedDemo(deps: Deps, opts: { askedFor?: boolean } = {}): Promise<DemoSeed | null> {
   return pipelinedTransaction(deps.sql, async (tx) => {
     await lockForTransaction(tx, DEMO_LOCK);
-    if (!(await noOrganizationExists(tx))) return null;
+    const seeded = opts.askedFor ? (await findDemo(tx)) !== null : !(await noOrganizationExists(tx));
+    if (seeded) return null;
     const t = { ...deps, sql: tx };
     const organization = await createOrganization(t, { name: "Demo organization" });
     const agent = await createAgent(t, organization.id, { name: "Demo agent", active: true });
@@ -135,7 +137,8 @@ export function demoBelongs(database: "postgres" | "embedded", env: Pick<Deps["e
 }
 
 /**
- * The start-up step: seed if the demo belongs here and the database is empty, keep the credentials,
+ * The start-up step: seed if the demo belongs here and the database is empty (with DEMO=true: has no
+ * demo yet), keep the credentials,
  * and return the banner to print once the server listens (null when nothing was seeded).
  */
 export async function prepareDemo(
@@ -144,7 +147,7 @@ export async function prepareDemo(
 ): Promise<((baseUrl: string) => string) | null> {
   if (!demoBelongs(where.database, deps.env)) return null;
   const dataDir = where.dataDir;
-  const demo = await seedDemo(deps);
+  const demo = await seedDemo(deps, { askedFor: deps.env.DEMO });
   if (!demo) return null;
   let path: string | null = null;
   try {

@@ -141,6 +141,19 @@ test("a DATABASE_URL database gets no demo unless DEMO=true", async () => {
   expect(existsSync(join(dataDir, DEMO_CREDENTIALS_FILE))).toBe(true);
 });
 
+test("with DEMO=true a database that has organizations but no demo gets one, once", async () => {
+  await emptyDatabase();
+  await createOrganization(ctx.deps, { name: "Real customer" });
+  const dataDir = tempDir();
+  const withDemo = { ...ctx.deps, env: { ...ctx.deps.env, DEMO: true } };
+  expect(await prepareDemo(withDemo, { dataDir, database: "postgres" })).not.toBeNull();
+  expect(await findDemo(ctx.deps.sql)).not.toBeNull();
+  expect(await count(ctx, "organizations")).toBe(2);
+  expect(existsSync(join(dataDir, DEMO_CREDENTIALS_FILE))).toBe(true);
+  expect(await prepareDemo(withDemo, { dataDir, database: "postgres" })).toBeNull();
+  expect(await count(ctx, "organizations")).toBe(2);
+});
+
 test("processes seeding one empty database at once create one demo", async () => {
   await emptyDatabase();
   // PostgreSQL: four independent pools, as four processes would have. Embedded: its one connection.

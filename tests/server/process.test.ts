@@ -156,6 +156,16 @@ describe(`the service on ${SERVER_RUNTIME}, ${TEST_DATABASE} database`, () => {
     }
   });
 
+  test("an IPv6 HOST is written in brackets in the listening line, a URL that reaches the server", async () => {
+    const v6 = await startServer({ env: { HOST: "::1" } });
+    try {
+      expect(v6.url).toMatch(/^http:\/\/\[::1\]:\d+$/);
+      expect((await v6.fetch("/api/openapi.json")).status).toBe(200);
+    } finally {
+      await v6.stop();
+    }
+  });
+
   test.if(TEST_DATABASE === "embedded")(
     "a second process on the same DATA_DIR is refused with a clear error; the first keeps serving",
     async () => {

@@ -100,6 +100,23 @@ describe("numbers are plain decimal text", () => {
   });
 });
 
+describe("DATABASE_URL", () => {
+  test("a PostgreSQL URL is taken; anything else is refused by name, without repeating the value", () => {
+    for (const url of [
+      "postgres://voice@127.0.0.1:5432/voice",
+      "postgresql://u:p@db/x",
+      "postgres:///voice?host=/run",
+    ]) {
+      expect(parseEnv({ DATABASE_URL: url }).DATABASE_URL).toBe(url);
+    }
+    for (const value of ["notaurl", "mysql://root:hunter22@db/x", "127.0.0.1:5432/voice:hunter22"]) {
+      const message = refused("DATABASE_URL", value);
+      expect(message).toContain("must be a PostgreSQL URL");
+      expect(message).not.toContain("hunter22");
+    }
+  });
+});
+
 describe("whitespace", () => {
   test("a number made only of whitespace is refused, never read as 0", () => {
     for (const name of ["PORT", "EVENT_RETENTION_DAYS", "RECAPTCHA_MIN_SCORE", "SIMULATION_TIME_SCALE"]) {
