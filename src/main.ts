@@ -11,7 +11,7 @@ import { parseCidrs } from "./http/clientAddress.ts";
 import { createLogger, silentLogger } from "./log.ts";
 import { currentRuntime } from "./runtime/current.ts";
 import type { RunningServer } from "./runtime/runtime.ts";
-import { prepareDemo, reachableUrl } from "./services/demo.ts";
+import { httpUrl, prepareDemo, reachableUrl } from "./services/demo.ts";
 import { drainDials } from "./services/dialing.ts";
 import { scheduleHousekeeping } from "./services/housekeeping.ts";
 import { WebhookSender } from "./services/webhookSender.ts";
@@ -133,7 +133,7 @@ async function main(argv: string[]) {
   server = runtime.serve(app.fetch, { port: env.PORT, hostname: env.HOST });
   // Written whatever LOG_LEVEL says: with PORT=0 this line is the only way to learn the port.
   createLogger("info").info("listening", {
-    url: `http://${env.HOST.includes(":") ? `[${env.HOST}]` : env.HOST}:${server.port}`,
+    url: httpUrl(env.HOST, server.port),
     database: db.kind,
     version: VERSION,
     runtime: runtime.name,

@@ -59,6 +59,3 @@ export function canonicalNumber(e164: string): string {
 export function hasCallingCode(e164: string): boolean {
   return parsePhoneNumberFromString(e164) !== undefined;
 }
-
-/** The message of a number whose calling code exists nowhere. */
-export const NO_CALLING_CODE = "must start with a country calling code that exists, such as +33 or +1";

@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { canonicalNumber, hasCallingCode, NO_CALLING_CODE } from "./phoneNumbers.ts";
+import { canonicalNumber, hasCallingCode } from "./phoneNumbers.ts";
 
 /** Value shapes shared by several resources: one definition each. */
 
@@ -23,7 +23,10 @@ export const E164 = /^\+[1-9][0-9]{6,14}$/;
 export const PhoneSchema = z
   .string({ error: (iss) => (iss.input === undefined ? "is required" : "must be a string") })
   .regex(E164, { message: "must be a phone number in E.164 format, such as +33612345678" })
-  .refine(hasCallingCode, { message: NO_CALLING_CODE, abort: true })
+  .refine(hasCallingCode, {
+    message: "must start with a country calling code that exists, such as +33 or +1",
+    abort: true,
+  })
   .overwrite(canonicalNumber)
   .openapi({
     description:

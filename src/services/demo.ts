@@ -97,8 +97,12 @@ export function writeDemoCredentials(dataDir: string, demo: DemoSeed): string {
 
 /** The address a person on this machine can reach the server at (a wildcard host is not one). */
 export function reachableUrl(host: string, port: number): string {
-  const h = host === "0.0.0.0" || host === "" ? "127.0.0.1" : host === "::" ? "::1" : host;
-  return `http://${h.includes(":") ? `[${h}]` : h}:${port}`;
+  return httpUrl(host === "0.0.0.0" || host === "" ? "127.0.0.1" : host === "::" ? "::1" : host, port);
+}
+
+/** The http URL of a host and port, an IPv6 address in brackets. */
+export function httpUrl(host: string, port: number): string {
+  return `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
 }
 
 /**

@@ -125,10 +125,7 @@ export async function refuseMalformedAttempt(
   refusal: ApiError,
 ): Promise<never> {
   await settleRateLimit(deps, rateLimit, input);
-  const presented = input.publishableKey;
-  if (typeof presented === "string" && keyKind(presented) === "publishable") {
-    await countRefusal(deps, { hash: sha256(presented) }, refusal, input.origin, null);
-  }
+  await countPresentedKeyRefusal(deps, input, refusal);
   throw refusal;
 }
 
@@ -144,11 +141,20 @@ async function settleRateLimit(
   try {
     await rateLimit.settle();
   } catch (err) {
-    const presented = input.publishableKey;
-    if (err instanceof ApiError && typeof presented === "string" && keyKind(presented) === "publishable") {
-      await countRefusal(deps, { hash: sha256(presented) }, err, input.origin, null);
-    }
+    if (err instanceof ApiError) await countPresentedKeyRefusal(deps, input, err);
     throw err;
+  }
+}
+
+/** A refusal counted for the publishable key a body carries, if it is one that exists (the statement reads it). */
+async function countPresentedKeyRefusal(
+  deps: Deps,
+  input: { publishableKey: unknown; origin: string | undefined },
+  refusal: ApiError,
+): Promise<void> {
+  const presented = input.publishableKey;
+  if (typeof presented === "string" && keyKind(presented) === "publishable") {
+    await countRefusal(deps, { hash: sha256(presented) }, refusal, input.origin, null);
   }
 }
 

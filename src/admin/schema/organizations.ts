@@ -1,7 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import { listEnvelope } from "../../lists/cursor.ts";
-import { canonicalNumber, hasCallingCode, isCountryCode, NO_CALLING_CODE } from "../../phoneNumbers.ts";
-import { E164, Timestamp } from "../../schemas.ts";
+import { isCountryCode } from "../../phoneNumbers.ts";
+import { PhoneSchema, Timestamp } from "../../schemas.ts";
 import { ALL_DAYS, canonicalTimeZone, secondsOfDay } from "../../services/callWindow.ts";
 import { Name, orgId } from "./fields.ts";
 
@@ -30,17 +30,11 @@ const SipTrunkId = z
     example: "ST_a1b2c3d4e5f6",
   });
 
-const CallerNumber = z
-  .string()
-  .regex(E164, { message: "must be a phone number in E.164 format, such as +33612345678" })
-  .refine(hasCallingCode, { message: NO_CALLING_CODE, abort: true })
-  .overwrite(canonicalNumber)
-  .nullable()
-  .openapi({
-    description:
-      "The number callees see (E.164). `null`: the environment's `LIVEKIT_SIP_FROM_NUMBER`, else the trunk's own.",
-    example: "+33180000000",
-  });
+const CallerNumber = PhoneSchema.nullable().openapi({
+  description:
+    "The number callees see (E.164). `null`: the environment's `LIVEKIT_SIP_FROM_NUMBER`, else the trunk's own.",
+  example: "+33180000000",
+});
 
 const CountryCode = z
   .string()

@@ -1,6 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { canonicalNumber, hasCallingCode, NO_CALLING_CODE } from "../../phoneNumbers.ts";
-import { E164, FlatObjectSchema, Timestamp, UpdatedAt } from "../../schemas.ts";
+import { FlatObjectSchema, PhoneSchema, Timestamp, UpdatedAt } from "../../schemas.ts";
 import { CALL_STATUSES, MAX_SCHEDULE_AHEAD_DAYS } from "../../services/calls.ts";
 
 /** `variables` of a call: a flat object. */
@@ -12,17 +11,13 @@ export const FlatVariables = FlatObjectSchema.openapi({
 export const CreateCallInput = z
   .object({
     agentId: z.string().openapi({ example: "agt_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
-    to: z
-      .string()
-      .regex(E164, { message: "to must be a phone number in E.164 format, such as +33612345678" })
-      .refine(hasCallingCode, { message: `to ${NO_CALLING_CODE}`, abort: true })
-      .overwrite(canonicalNumber)
-      .openapi({
-        description:
-          "The number to call, E.164, with a country calling code that exists. Kept in its one spelling: a national prefix written after the country code " +
-          "is dropped (+330612345678 is +33612345678), so the do-not-call list matches however it is written.",
-        example: "+33612345678",
-      }),
+    to: PhoneSchema.openapi({
+      description:
+        "The number to call, E.164, with a country calling code that exists. Kept in its one spelling: a national " +
+        "prefix written after the country code is dropped (+330612345678 is +33612345678), so the do-not-call list " +
+        "matches however it is written.",
+      example: "+33612345678",
+    }),
     contactId: z.string().nullable().optional().openapi({ example: "ct_01JD8Y3M6W9Q2T4V5X7Z8A9B0C" }),
     variables: FlatVariables.optional(),
     runAt: z.iso
