@@ -423,19 +423,20 @@ export async function makeTimersDue(sql: Db, ids: readonly string[]): Promise<vo
 /**
  * Makes due now the `limit` earliest pending webhook timers of deliveries waiting for room in
  * `organizationId`'s queue (payload `waitingFor`, index timers_webhook_waiting), free for any runner.
- * Rows another transaction holds are skipped. Returns how many.
+ * Rows another transaction holds are skipped. Returns the ids of the deliveries brought forward.
  */
 export async function bringWaitingDeliveriesForward(
   sql: Db,
   organizationId: string,
   limit: number,
-): Promise<number> {
-  const rows = await sql`
+): Promise<number[]> {
+  const rows = await sql<{ delivery_id: string }[]>`
     update timers set due_at = now(), locked_by = null, locked_until = null
     where id in (
       select id from timers
       where kind = ${kindLiteral(sql, TIMER_KINDS.webhookDelivery)} and status = 'pending' and payload ? 'waitingFor'
         and payload ->> 'waitingFor' = ${organizationId} and due_at > now()
-      order by due_at limit ${limit} for update skip locked)`;
-  return rows.count;
+      order by due_at limit ${limit} for update skip locked)
+    returning payload ->> 'deliveryId' as delivery_id`;
+  return rows.map((r) => Number(r.delivery_id));
 }
