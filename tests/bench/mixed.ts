@@ -5,7 +5,7 @@
  *
  *   npm run bench:mixed -- [--db postgres,embedded] [--autovacuum off,on] [--rows 100000]
  *                          [--inflight 10000] [--seconds 10] [--connections 32] [--depth N]
- *                          [--pair-connections 64]
+ *                          [--pair-connections 64] [--idle 0]
  *
  * Measured, each for `--seconds` at `--connections`:
  * - first page     GET /api/v1/calls?limit=20
@@ -20,11 +20,16 @@
  * - agents         GET /api/v1/agents, against a bare Bun.serve answering the same JSON in a process of
  *                  its own, in the same run (the ratio of the two)
  *
+ * `--idle S` (default 0, off) first measures the background alone: S seconds with no request, the CPU
+ * of the server process and of every PostgreSQL backend (per cent of one core, from /proc) and the
+ * webhooks received per second, while the calls in flight play their steps and their events go out.
+ * The measures after it then start S seconds later in the calls' lives.
+ *
  * `--autovacuum on,off` runs PostgreSQL with the server setting each way (ALTER SYSTEM, then reload;
  * ALTER SYSTEM RESET at the end gives the server its configured value back). The table grows before the server starts and
  * is not analyzed by the benchmark: keeping statistics fresh is the service's own job. Figures only.
  */
-import { rmSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import postgres from "postgres";
 import { composeDeps } from "../../src/compose.ts";
@@ -59,6 +64,7 @@ const SECONDS = Number(arg("seconds", "10"));
 const CONNECTIONS = Number(arg("connections", "32"));
 const DEPTH = Number(arg("depth", String(Math.min(5000, Math.floor(ROWS / 2)))));
 const PAIR_CONNECTIONS = Number(arg("pair-connections", "64"));
+const IDLE = Number(arg("idle", "0"));
 const ADMIN_TOKEN = "bench-admin-token-0123456789abcdef0123456789";
 
 interface Seeded {
@@ -174,6 +180,38 @@ async function cursorAtDepth(url: string, headers: Record<string, string>, depth
   return cursor!;
 }
 
+/** CPU time of a process so far, in clock ticks (user + system), or 0 once it is gone. */
+function cpuTicks(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+    return Number(fields[11]) + Number(fields[12]);
+  } catch {
+    return 0;
+  }
+}
+
+/** The PostgreSQL server's processes (the embedded database runs inside the server's). */
+function postgresPids(): number[] {
+  const out = Bun.spawnSync(["pgrep", "-u", "postgres", "postgres"]).stdout.toString().trim();
+  return out ? out.split("\n").map(Number) : [];
+}
+
+/**
+ * The background's cost over `seconds` with no request: CPU per cent of one core (ticks are 1/100 s on
+ * Linux) of the server and of PostgreSQL's backends together, and webhooks received per second.
+ */
+async function backgroundCpu(serverPid: number, seconds: number, received: () => number) {
+  const pgTicks = () => postgresPids().reduce((sum, pid) => sum + cpuTicks(pid), 0);
+  const [server0, pg0, hooks0, t0] = [cpuTicks(serverPid), pgTicks(), received(), performance.now()];
+  await Bun.sleep(seconds * 1000);
+  const elapsed = (performance.now() - t0) / 1000;
+  return {
+    server: Math.round((cpuTicks(serverPid) - server0) / elapsed),
+    postgres: Math.round((pgTicks() - pg0) / elapsed),
+    webhooks: Math.round((received() - hooks0) / elapsed),
+  };
+}
+
 const fmt = (r: LoadResult) =>
   `${Math.round(r.requestsPerSecond)}/s p50 ${r.p50} ms p99 ${r.p99} ms${r.non2xx ? ` (${r.non2xx} non-2xx)` : ""}`;
 
@@ -214,6 +252,12 @@ async function run(label: string, env: Record<string, string>, s: Seeded) {
     const began: string[] = [];
     const mark = (name: string) => began.push(`${name} ${new Date().toISOString().slice(11, 19)}`);
 
+    let background = "";
+    if (IDLE > 0) {
+      mark("idle");
+      const cpu = await backgroundCpu(server.pid, IDLE, receiver.received);
+      background = `  background   server ${cpu.server}% of a core, PostgreSQL backends ${cpu.postgres}%, webhooks ${cpu.webhooks}/s (${IDLE} s, no request)`;
+    }
     mark("first");
     const first = await load({
       url: `${server.url}/api/v1/calls?limit=20`,
@@ -261,6 +305,7 @@ async function run(label: string, env: Record<string, string>, s: Seeded) {
       `\n${label}: ${ROWS.toLocaleString("en")} calls grown, ${INFLIGHT.toLocaleString("en")} in flight ` +
         `(made in ${inflightSeconds.toFixed(1)} s), webhooks received so far ${receiver.received()}`,
     );
+    if (background) console.log(background);
     console.log(`  first page   ${fmt(first)}`);
     console.log(
       `  deep page    ${fmt(deepPage)}  (${DEPTH.toLocaleString("en")} deep; deep/first p99 ×${(deepPage.p99 / Math.max(first.p99, 1)).toFixed(2)})`,
