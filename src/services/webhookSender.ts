@@ -1,4 +1,4 @@
-import { pipelinedTransaction } from "../db/engine/connection.ts";
+import { pipelinedTransaction, settledAll } from "../db/engine/connection.ts";
 import { bringWaitingDeliveriesForward, type InsertedTimerRow, makeTimersDue } from "../db/timers.ts";
 import {
   lockDeliveryState,
@@ -442,11 +442,15 @@ export async function recordOutcome(deps: Deps, a: Attempt, outcome: Outcome): P
   const status = outcome.ok ? "delivered" : finished ? "failed" : "pending";
   await pipelinedTransaction(deps.sql, async (tx) => {
     // Locks in the order a firing timer takes them (its timer row, then the delivery row), so the two
-    // never wait on each other. If this attempt is stale, its timer has fired already: a no-op.
-    await scheduler.cancel(tx, a.netId);
-    // Locked and read before writing: an update fenced on `attempts` would judge a row changed by a
-    // transaction still running by its older version; the lock waits for that transaction instead.
-    const current = await lockDeliveryState(tx, a.deliveryId);
+    // never wait on each other: both statements go out together (with the `begin`, one round trip)
+    // and the session runs them in that order. If this attempt is stale, its timer has fired already:
+    // a no-op. The delivery is locked and read before writing: an update fenced on `attempts` would
+    // judge a row changed by a transaction still running by its older version; the lock waits for
+    // that transaction instead.
+    const [, current] = await settledAll([
+      scheduler.cancel(tx, a.netId),
+      lockDeliveryState(tx, a.deliveryId),
+    ]);
     if (current?.attempts !== a.attempt || current.status !== "pending") return;
     await recordDeliveryOutcome(tx, a.deliveryId, {
       status,
