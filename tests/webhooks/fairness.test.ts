@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
-import { createLogger } from "../../src/log.ts";
+import { createLogger, type Logger } from "../../src/log.ts";
 import { type NewEvent, recordEvents } from "../../src/services/events.ts";
 import { WebhookSender } from "../../src/services/webhookSender.ts";
 import { registerTimerHandlers } from "../../src/timerHandlers.ts";
@@ -221,106 +221,105 @@ describe("ten organizations whose receivers hang, and a healthy one", () => {
   });
 });
 
+/**
+ * A database of its own with one organization subscribed to `path`, and a sender whose queue holds 8
+ * deliveries, so that a backlog has to wait in the table; `log`, if given, receives the handlers' log lines.
+ */
+async function withSmallQueue(
+  path: string,
+  fn: (own: TestContext, seed: Seed) => Promise<void>,
+  log?: Logger,
+): Promise<void> {
+  const own = await createTestContext({ env: { WEBHOOK_ALLOW_PRIVATE_URLS: "true" } });
+  const runner = testRunner(own.db);
+  try {
+    const seed = await seedOrganization(own);
+    const res = await own.request("/api/v1/webhook-endpoints", {
+      method: "POST",
+      key: seed.liveKey,
+      json: { url: receiver.url(path), events: ["contact.created"] },
+    });
+    expect(res.status).toBe(201);
+    const deps = { ...own.deps, timers: runner, log: log ?? own.deps.log };
+    const sender = new WebhookSender(deps, { queuePerOrganization: 8 });
+    registerTimerHandlers(runner, deps, sender);
+    await runner.start();
+    await fn(own, seed);
+  } finally {
+    await runner.stop();
+    await own.close();
+  }
+}
+
+async function allDelivered(own: TestContext, total: number): Promise<void> {
+  await waitUntil(
+    "every delivery recorded",
+    async () => {
+      const [row] = await own.deps.sql<{ n: number }[]>`
+        select count(*)::int as n from webhook_deliveries where status = 'delivered'`;
+      return row!.n === total ? true : undefined;
+    },
+    { timeoutMs: 30_000 },
+  );
+}
+
 describe("a backlog larger than an organization's queue", () => {
   test("reaches a fast receiver as the queue empties, not when the waiting deliveries' timers come due", async () => {
-    const own = await createTestContext({ env: { WEBHOOK_ALLOW_PRIVATE_URLS: "true" } });
-    const runner = testRunner(own.db);
-    try {
-      const seed = await seedOrganization(own);
-      const res = await own.request("/api/v1/webhook-endpoints", {
-        method: "POST",
-        key: seed.liveKey,
-        json: { url: receiver.url("/small-queue"), events: ["contact.created"] },
-      });
-      expect(res.status).toBe(201);
-      // A queue of 8: most of the 200 deliveries have to wait for room, 10 minutes at most.
-      const sender = new WebhookSender({ ...own.deps, timers: runner }, { queuePerOrganization: 8 });
-      registerTimerHandlers(runner, { ...own.deps, timers: runner }, sender);
-      await runner.start();
+    // A queue of 8: most of the 200 deliveries have to wait for room, 10 minutes at most.
+    await withSmallQueue("/small-queue", async (own, seed) => {
       await recordEvents(
         own.deps.sql,
         own.deps,
         Array.from({ length: 200 }, (_, i) => contactCreated(seed.org.id, i)),
       );
-      await waitUntil(
-        "every delivery recorded",
-        async () => {
-          const [row] = await own.deps.sql<{ n: number }[]>`
-            select count(*)::int as n from webhook_deliveries where status = 'delivered'`;
-          return row!.n === 200 ? true : undefined;
-        },
-        { timeoutMs: 30_000 },
-      );
+      await allDelivered(own, 200);
       const ids = new Set(receiver.at("/small-queue").map((r) => r.headers["webhook-id"]));
       expect(ids.size).toBe(200);
-    } finally {
-      await runner.stop();
-      await own.close();
-    }
+    });
   });
 });
 
 describe("deliveries brought forward from the table", () => {
   test("keep their places against the deliveries of newer events, and wait once", async () => {
-    const own = await createTestContext({ env: { WEBHOOK_ALLOW_PRIVATE_URLS: "true" } });
-    const runner = testRunner(own.db);
     const logs: string[] = [];
     const log = createLogger("debug", (line) => logs.push(line));
-    try {
-      const seed = await seedOrganization(own);
-      const res = await own.request("/api/v1/webhook-endpoints", {
-        method: "POST",
-        key: seed.liveKey,
-        json: { url: receiver.url("/brought-forward"), events: ["contact.created"] },
-      });
-      expect(res.status).toBe(201);
-      const deps = { ...own.deps, timers: runner, log };
-      const sender = new WebhookSender(deps, { queuePerOrganization: 8 });
-      registerTimerHandlers(runner, deps, sender);
-      await runner.start();
-      // A backlog, then new events all the while it is being delivered: their deliveries are due as
-      // soon as they are written, before the timers of those the sender brings forward fire.
-      await recordEvents(
-        own.deps.sql,
-        own.deps,
-        Array.from({ length: 120 }, (_, i) => contactCreated(seed.org.id, i)),
-      );
-      for (let burst = 0; burst < 20; burst++) {
+    await withSmallQueue(
+      "/brought-forward",
+      async (own, seed) => {
+        // A backlog, then new events all the while it is being delivered: their deliveries are due as
+        // soon as they are written, before the timers of those the sender brings forward fire.
         await recordEvents(
           own.deps.sql,
           own.deps,
-          Array.from({ length: 6 }, (_, i) => contactCreated(seed.org.id, 1_000 + burst * 6 + i)),
+          Array.from({ length: 120 }, (_, i) => contactCreated(seed.org.id, i)),
         );
-        await Bun.sleep(25);
-      }
-      const total = 120 + 20 * 6;
-      await waitUntil(
-        "every delivery recorded",
-        async () => {
-          const [row] = await own.deps.sql<{ n: number }[]>`
-            select count(*)::int as n from webhook_deliveries where status = 'delivered'`;
-          return row!.n === total ? true : undefined;
-        },
-        { timeoutMs: 30_000 },
-      );
-      expect(new Set(receiver.at("/brought-forward").map((r) => r.headers["webhook-id"])).size).toBe(total);
-      // How often each delivery was sent back to wait in the table.
-      const waits = new Map<number, number>();
-      for (const line of logs) {
-        const entry = JSON.parse(line) as { msg?: string; deliveryId?: number };
-        if (!entry.msg?.startsWith("webhook delivery waits")) continue;
-        waits.set(entry.deliveryId!, (waits.get(entry.deliveryId!) ?? 0) + 1);
-      }
-      expect(waits.size).toBeGreaterThan(total / 2);
-      const twice = [...waits.values()].filter((n) => n > 1).length;
-      // A brought delivery whose timer fires before its place is promised (another connection's claim
-      // answered first) may wait once more; none goes round again and again.
-      expect(Math.max(...waits.values())).toBeLessThanOrEqual(2);
-      expect(twice).toBeLessThanOrEqual(total / 20);
-    } finally {
-      await runner.stop();
-      await own.close();
-    }
+        for (let burst = 0; burst < 20; burst++) {
+          await recordEvents(
+            own.deps.sql,
+            own.deps,
+            Array.from({ length: 6 }, (_, i) => contactCreated(seed.org.id, 1_000 + burst * 6 + i)),
+          );
+          await Bun.sleep(25);
+        }
+        const total = 120 + 20 * 6;
+        await allDelivered(own, total);
+        expect(new Set(receiver.at("/brought-forward").map((r) => r.headers["webhook-id"])).size).toBe(total);
+        // How often each delivery was sent back to wait in the table.
+        const waits = new Map<number, number>();
+        for (const line of logs) {
+          const entry = JSON.parse(line) as { msg?: string; deliveryId?: number };
+          if (!entry.msg?.startsWith("webhook delivery waits")) continue;
+          waits.set(entry.deliveryId!, (waits.get(entry.deliveryId!) ?? 0) + 1);
+        }
+        expect(waits.size).toBeGreaterThan(total / 2);
+        const twice = [...waits.values()].filter((n) => n > 1).length;
+        // A brought delivery whose timer fires before its place is promised (another connection's claim
+        // answered first) may wait once more; none goes round again and again.
+        expect(Math.max(...waits.values())).toBeLessThanOrEqual(2);
+        expect(twice).toBeLessThanOrEqual(total / 20);
+      },
+      log,
+    );
   });
 });
 
