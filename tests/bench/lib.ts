@@ -2,7 +2,7 @@
  * Shared pieces of the benchmarks: a server in a child process, a fresh PostgreSQL database, and
  * autocannon as a second process on 127.0.0.1. Benchmarks print figures; they never fail on speed.
  */
-import { mkdtempSync, openSync } from "node:fs";
+import { mkdtempSync, openSync, readFileSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
@@ -116,7 +116,10 @@ export async function startServer(
   // BENCH_SERVER_LOG=<file>: the server's log lines, debug included (what each statistics check
   // analyzed, what each vacuum pass did and how long), are appended there, to set against the phases.
   const serverLog = process.env.BENCH_SERVER_LOG;
-  const proc = Bun.spawn([...RUNTIME_COMMANDS[runtime], ...profile, "src/main.ts", "serve"], {
+  // BENCH_PRELOAD=<file>: a module the server (on Bun) loads first, to watch it from inside.
+  const preload =
+    process.env.BENCH_PRELOAD && runtime === "bun" ? ["--preload", process.env.BENCH_PRELOAD] : [];
+  const proc = Bun.spawn([...RUNTIME_COMMANDS[runtime], ...profile, ...preload, "src/main.ts", "serve"], {
     cwd: ROOT,
     env: {
       ...childEnv,
@@ -206,4 +209,20 @@ export async function load(opts: {
 export function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return Number.NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+/** CPU time of a process so far, in clock ticks (user + system, 1/100 s on Linux), or 0 once it is gone. */
+export function cpuTicks(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+    return Number(fields[11]) + Number(fields[12]);
+  } catch {
+    return 0;
+  }
+}
+
+/** The PostgreSQL server's processes (the embedded database runs inside the server's). */
+export function postgresPids(): number[] {
+  const out = Bun.spawnSync(["pgrep", "-u", "postgres", "postgres"]).stdout.toString().trim();
+  return out ? out.split("\n").map(Number) : [];
 }

@@ -15,6 +15,9 @@
  *          answered, for `seconds`: live calls accepted (201) per second.
  * paced    `rate` calls per second offered over the same connections (autocannon -R) for `seconds`:
  *          the 201's p50 / p99 at that load (a closed loop cannot show it).
+ * cpu      where the paced phase's time goes: CPU per cent of one core of the server, PostgreSQL's
+ *          backends (none on the embedded database: it runs inside the server), this process (the fake
+ *          LiveKit) and the load generator, and what the machine had left idle.
  * dial     for every call accepted: the time from its creation (just before its 201) to the fake's
  *          receipt of its CreateSIPParticipant, p50 / p99, and that it was dialled exactly once.
  *
@@ -23,7 +26,7 @@
  * (maxConcurrentCalls 1,000, maxCallsPerHour 100,000) are not what bounds the figures. Figures only;
  * never fails on speed.
  */
-import { rmSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type postgres from "postgres";
 import { composeDeps } from "../../src/compose.ts";
@@ -37,10 +40,12 @@ import { createSecretKey } from "../../src/services/keys.ts";
 import { createOrganization } from "../../src/services/organizations.ts";
 import { type FakeLiveKit, startFakeLiveKit } from "../helpers/fakeLivekit.ts";
 import {
+  cpuTicks,
   freshPostgres,
   type LoadResult,
   machine,
   percentile,
+  postgresPids,
   ROOT,
   startServer,
   tempDataDir,
@@ -142,7 +147,32 @@ async function loadCalls(url: string, seeded: Seeded[], opts: { seconds: number;
   );
   const out = await new Response(proc.stdout).text();
   await proc.exited;
-  return JSON.parse(out) as LoadResult;
+  return JSON.parse(out) as LoadResult & { cpuMs: number; acceptedPerSecond: number };
+}
+
+/** The machine's idle time so far, in clock ticks summed over its cores (/proc/stat). */
+function idleTicks(): number {
+  const cpu = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/);
+  return Number(cpu[4]) + Number(cpu[5]);
+}
+
+/** CPU per cent of one core of each part of the benchmark while `work` runs. */
+async function cpuSplit<T extends { cpuMs: number }>(serverPid: number, work: () => Promise<T>) {
+  const pg = () => postgresPids().reduce((sum, pid) => sum + cpuTicks(pid), 0);
+  const self = () => process.cpuUsage();
+  const [s0, p0, i0, me0, t0] = [cpuTicks(serverPid), pg(), idleTicks(), self(), performance.now()];
+  const result = await work();
+  const seconds = (performance.now() - t0) / 1000;
+  const me = self();
+  const pct = (ticks: number) => Math.round(ticks / seconds);
+  const split = {
+    server: pct(cpuTicks(serverPid) - s0),
+    postgres: pct(pg() - p0),
+    fakeLiveKit: Math.round((me.user + me.system - me0.user - me0.system) / 10_000 / seconds),
+    load: Math.round(result.cpuMs / 10 / seconds),
+    idle: pct(idleTicks() - i0),
+  };
+  return { result, split };
 }
 
 async function run(label: string, env: Record<string, string>, seeded: Seeded[], liveKit: FakeLiveKit) {
@@ -152,7 +182,9 @@ async function run(label: string, env: Record<string, string>, seeded: Seeded[],
     await loadCalls(server.url, seeded, { seconds: 2 });
     const closed = await loadCalls(server.url, seeded, { seconds: SECONDS });
     const pacedFrom = Date.now();
-    const paced = await loadCalls(server.url, seeded, { seconds: SECONDS, rate: RATE });
+    const { result: paced, split } = await cpuSplit(server.pid, () =>
+      loadCalls(server.url, seeded, { seconds: SECONDS, rate: RATE }),
+    );
     for (const s of seeded) await untilDialled(server.url, s.key);
 
     const calls = (await Promise.all(seeded.map((s) => allCalls(server.url, s.key)))).flat();
@@ -179,12 +211,16 @@ async function run(label: string, env: Record<string, string>, seeded: Seeded[],
     const statuses: Record<string, number> = {};
     for (const c of calls) statuses[c.status] = (statuses[c.status] ?? 0) + 1;
     console.log(
-      `| ${label} | ${closed.requestsPerSecond} (${closed.non2xx} non-2xx) | ${closed.p50} / ${closed.p99} | ` +
-        `${paced.requestsPerSecond} (${paced.non2xx} non-2xx) | ${paced.p50} / ${paced.p99} | ` +
+      `| ${label} | ${closed.acceptedPerSecond} (${closed.non2xx} non-2xx) | ${closed.p50} / ${closed.p99} | ` +
+        `${paced.acceptedPerSecond} (${paced.non2xx} non-2xx) | ${paced.p50} / ${paced.p99} | ` +
         `${percentile(pacedLatency, 50)} / ${percentile(pacedLatency, 99)} | ` +
         `${percentile(latency, 50)} / ${percentile(latency, 99)} | ${calls.length}: ${once} once, ${never} never, ${twice} more |`,
     );
     console.log(`  statuses: ${JSON.stringify(statuses)}`);
+    console.log(
+      `  paced CPU, % of one core: server ${split.server}, PostgreSQL ${split.postgres}, ` +
+        `fake LiveKit ${split.fakeLiveKit}, load ${split.load}, idle ${split.idle}`,
+    );
   } finally {
     liveKit.hangUpAfter(null);
     await server.stop();

@@ -29,7 +29,7 @@
  * ALTER SYSTEM RESET at the end gives the server its configured value back). The table grows before the server starts and
  * is not analyzed by the benchmark: keeping statistics fresh is the service's own job. Figures only.
  */
-import { readFileSync, rmSync } from "node:fs";
+import { rmSync } from "node:fs";
 import { join } from "node:path";
 import postgres from "postgres";
 import { composeDeps } from "../../src/compose.ts";
@@ -42,11 +42,13 @@ import { createAgent } from "../../src/services/agents.ts";
 import { createSecretKey } from "../../src/services/keys.ts";
 import { createOrganization } from "../../src/services/organizations.ts";
 import {
+  cpuTicks,
   freshPostgres,
   type LoadResult,
   load,
   machine,
   PG_ADMIN_URL,
+  postgresPids,
   ROOT,
   startServer,
   tempDataDir,
@@ -178,22 +180,6 @@ async function cursorAtDepth(url: string, headers: Record<string, string>, depth
     seen += limit;
   }
   return cursor!;
-}
-
-/** CPU time of a process so far, in clock ticks (user + system), or 0 once it is gone. */
-function cpuTicks(pid: number): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-    return Number(fields[11]) + Number(fields[12]);
-  } catch {
-    return 0;
-  }
-}
-
-/** The PostgreSQL server's processes (the embedded database runs inside the server's). */
-function postgresPids(): number[] {
-  const out = Bun.spawnSync(["pgrep", "-u", "postgres", "postgres"]).stdout.toString().trim();
-  return out ? out.split("\n").map(Number) : [];
 }
 
 /**

@@ -25,10 +25,14 @@ const result = await autocannon({
 process.stdout.write(
   JSON.stringify({
     requestsPerSecond: Math.round(result.requests.average),
+    // Answered 2xx, per second of the run (requestsPerSecond counts refusals too).
+    acceptedPerSecond: Math.round(result["2xx"] / o.seconds),
     p50: result.latency.p50,
     p99: result.latency.p99,
     non2xx: result.non2xx,
     errors: result.errors,
     total: result.requests.total,
+    // This process's own CPU (the load generator's share of the machine), in milliseconds.
+    cpuMs: Math.round((process.cpuUsage().user + process.cpuUsage().system) / 1000),
   }),
 );
