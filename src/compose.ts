@@ -4,7 +4,8 @@ import { GenerationCache } from "./caches.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import { listenForChanges } from "./db/changes.ts";
 import { Coalescer, logRefusedBatch, STATEMENT_COALESCING } from "./db/engine/coalesce.ts";
-import { refusedByDatabase } from "./db/engine/connection.ts";
+import { REQUEST_POOL_SIZE, refusedByDatabase } from "./db/engine/connection.ts";
+import { SharedTransactions } from "./db/engine/sharedTransactions.ts";
 import { KeyUsageRecorder } from "./db/keyUsage.ts";
 import { ServerSecrets } from "./db/serverSecrets.ts";
 import { sessionTokenInserts } from "./db/sessionTokens.ts";
@@ -21,6 +22,16 @@ import { firstStepTimer } from "./services/simulatedCalls.ts";
 import { databaseScheduler, type TimerScheduler } from "./timers/scheduler.ts";
 
 /**
+ * How a live call's answers and ends share transactions (db/engine/sharedTransactions.ts): as many
+ * under way as the request pool has connections, at most 16 jobs each. Measured at 500 calls/s
+ * offered (BENCHMARKS.md, "Live phone calls"): two of 64 made one organization's ends queue on its
+ * plan-minutes row, which every end updates and a long transaction holds until it commits, and on
+ * the embedded database a transaction of 64 held the one connection long enough to delay every
+ * other; four of 16 kept up with both.
+ */
+const LIVE_CALL_CHANGES = { maxBatch: 16, maxInFlight: REQUEST_POOL_SIZE } as const;
+
+/**
  * The composition root: every piece of process state is made here, once, and handed down in `Deps`
  * (caches, secrets, the id sequence, the media-server client, the statements requests share). main.ts
  * calls it for the server and the CLI; tests call it for each app they build.
@@ -32,8 +43,16 @@ export function composeDeps(input: {
   clock?: Clock;
   /** The process's timer runner when it runs one; without it timers are only written to the table. */
   timers?: TimerScheduler;
+  /**
+   * A connection of the live placements' own (PostgreSQL; main.ts), else they take the pool's. A
+   * placement batch holds its organizations' locks until it commits, one batch at a time; on the
+   * pool it queued behind the calls' answers and ends, and that wait was most of the 201's time
+   * under load (BENCHMARKS.md, "Live phone calls").
+   */
+  placementSql?: Sql;
 }): Deps {
   const { sql, env, log } = input;
+  const placementSql = input.placementSql ?? sql;
   const clock = input.clock ?? systemClock;
   const timers = input.timers ?? databaseScheduler;
   // The first step's timer of a simulated call, written through the scheduler the dependencies hold
@@ -63,8 +82,8 @@ export function composeDeps(input: {
       // one would mostly hold a pooled connection while it waits. The requests that arrive while a
       // batch waits for its connection join it (the wait was most of a placement's time).
       livePlacements: new Coalescer(
-        async (request) => (await placeLiveCalls(deps, [request]))[0]!,
-        (requests, more) => placeLiveCalls(deps, requests, more),
+        async (request) => (await placeLiveCalls(deps, [request], undefined, placementSql))[0]!,
+        (requests, more) => placeLiveCalls(deps, requests, more, placementSql),
         {
           maxBatch: STATEMENT_COALESCING.maxBatch,
           maxInFlight: 1,
@@ -73,6 +92,7 @@ export function composeDeps(input: {
           onRefused: logRefusedBatch(log, "live call placements"),
         },
       ),
+      liveCallChanges: new SharedTransactions(sql, log, LIVE_CALL_CHANGES),
     },
   };
   return deps;

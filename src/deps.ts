@@ -7,6 +7,7 @@ import type { AgentRow } from "./db/agents.ts";
 import type { CallView } from "./db/calls.ts";
 import type { Coalescer } from "./db/engine/coalesce.ts";
 import type { Db } from "./db/engine/connection.ts";
+import type { SharedTransactions } from "./db/engine/sharedTransactions.ts";
 import type { KeyUsageRecorder } from "./db/keyUsage.ts";
 import type { ServerSecrets } from "./db/serverSecrets.ts";
 import type { SessionTokenInserts } from "./db/sessionTokens.ts";
@@ -60,6 +61,11 @@ export interface Deps {
      * `placeLiveCalls`): the call, or the refusal of that request.
      */
     livePlacements: Coalescer<LivePlacement, CallView | ApiError>;
+    /**
+     * A live call's changes after its placement that arrive many at a time (the callee's answer, the
+     * end LiveKit reports), each in a transaction shared with the others under way, keyed by call.
+     */
+    liveCallChanges: SharedTransactions;
   };
 }
 

@@ -82,6 +82,7 @@ async function main(argv: string[]) {
   let server: RunningServer | null = null;
   let db: Database | null = null;
   let timerDb: Database | null = null;
+  let placementDb: Database | null = null;
   let timers: TimerRunner | null = null;
   let webhooks: WebhookSender | null = null;
   let deps: Deps | null = null;
@@ -102,6 +103,7 @@ async function main(argv: string[]) {
     if (!sent) log.warn("webhook requests still under way at shutdown");
     if (!dialled) log.warn("phone calls still being dialled at shutdown; their safety nets resolve them");
     await timerDb?.close();
+    await placementDb?.close();
     await db?.close();
     clearTimeout(force);
     log.info("stopped");
@@ -115,13 +117,21 @@ async function main(argv: string[]) {
   // Timers get connections of their own, so a burst of API requests cannot hold them back
   // (PostgreSQL only: the embedded database is a single session).
   timerDb = db.kind === "postgres" ? await open(log, TIMER_CONCURRENCY + 1) : null;
+  // The live placements' one batch at a time gets a connection of its own (compose.ts).
+  placementDb = db.kind === "postgres" ? await open(log, 1) : null;
   timers = new TimerRunner({
     sql: (timerDb ?? db).sql,
     log,
     liveness: db.kind === "embedded" ? "shared" : "own",
     concurrency: TIMER_CONCURRENCY,
   });
-  deps = composeDeps({ sql: db.sql, env, log, timers });
+  deps = composeDeps({
+    sql: db.sql,
+    env,
+    log,
+    timers,
+    ...(placementDb ? { placementSql: placementDb.sql } : {}),
+  });
   // Other processes on the same PostgreSQL may revoke keys: hear it, so cached keys are evicted.
   if (db.kind === "postgres") await evictOnChanges(db.sql, deps);
   const demoBanner = await prepareDemo(deps, { dataDir: env.DATA_DIR, database: db.kind });

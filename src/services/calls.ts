@@ -1,3 +1,4 @@
+import type { Sql } from "postgres";
 import { agentAllowed, assertAgentAllowed, type ReadScope, type SecretKeyAuth } from "../auth/access.ts";
 import { type AgentRow, findAgent } from "../db/agents.ts";
 import { type CallFacts, readCallFactsOf } from "../db/callAdmission.ts";
@@ -228,8 +229,10 @@ export function placeLiveCalls(
   requests: LivePlacement[],
   /** The requests that arrived while this batch waited for its connection (engine/coalesce.ts). */
   more: () => LivePlacement[] = () => [],
+  /** Where the batch runs: the placements' own connection when the process has one (compose.ts). */
+  sql: Sql = deps.sql,
 ): Promise<(CallView | ApiError)[]> {
-  return pipelinedTransaction(deps.sql, async (tx) => {
+  return pipelinedTransaction(sql, async (tx) => {
     // The connection is ours now: what arrived meanwhile goes in this batch, not the next.
     requests.push(...more());
     const now = deps.clock.now();

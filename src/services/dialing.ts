@@ -1,5 +1,5 @@
 import { type DialRow, findCallState, ringPhoneCalls } from "../db/calls.ts";
-import { pipelinedTransaction, settledAll } from "../db/engine/connection.ts";
+import { settledAll } from "../db/engine/connection.ts";
 import type { Deps } from "../deps.ts";
 import { LiveKit, LiveKitError, liveKitAgentName } from "../livekit/client.ts";
 import { dialFailureEnd, sipCallAnswered } from "../livekit/sip.ts";
@@ -190,7 +190,7 @@ async function settleDial(
     // The agent is in the room already: closing it sends the agent away.
     if (known.kind === "not_connected") await closeRoom(deps, callId);
   }
-  const [, call] = await pipelinedTransaction(deps.sql, (tx) =>
+  const [, call] = await deps.batches.liveCallChanges.run([callId], (tx) =>
     settledAll([
       deps.timers.cancel(tx, netId),
       known.kind === "answered"

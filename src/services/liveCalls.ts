@@ -335,17 +335,21 @@ export async function applyLiveKitEvent(deps: Deps, event: WebhookEvent): Promis
   const at = eventTime(deps, event);
   switch (event.event) {
     case "participant_joined":
-      await pipelinedTransaction(deps.sql, (tx) => markLiveCallStarted(tx, deps, callId, at, "joined"));
+      await deps.batches.liveCallChanges.run([callId], (tx) =>
+        markLiveCallStarted(tx, deps, callId, at, "joined"),
+      );
       return;
     case "participant_left":
     case "participant_connection_aborted": {
       if (event.participant?.identity !== sipIdentity(callId)) return;
-      const ended = await pipelinedTransaction(deps.sql, (tx) => endLiveCall(tx, deps, callId, at));
+      const ended = await deps.batches.liveCallChanges.run([callId], (tx) =>
+        endLiveCall(tx, deps, callId, at),
+      );
       if (ended) await closeRoom(deps, callId);
       return;
     }
     case "room_finished":
-      await pipelinedTransaction(deps.sql, (tx) => endLiveCall(tx, deps, callId, at));
+      await deps.batches.liveCallChanges.run([callId], (tx) => endLiveCall(tx, deps, callId, at));
       return;
   }
 }

@@ -277,6 +277,30 @@ describe("two apps with their own pools on one PostgreSQL", () => {
   });
   afterAll(() => shared.close());
 
+  test("placements on a connection of their own are answered while every pooled connection is held", async () => {
+    const { env } = shared;
+    const pool = shared.pool();
+    const own = composeDeps({ sql: pool, env, log: silentLogger, placementSql: shared.pool() });
+    const onPool = composeDeps({ sql: pool, env, log: silentLogger });
+    const seed = await seedOrganization({ deps: own });
+    // The answers and ends of calls under way, or any other requests, hold all four.
+    const held = await Promise.all(Array.from({ length: 4 }, () => pool.reserve()));
+    try {
+      const answered = await Promise.race([
+        own.batches.livePlacements.run(livePlacement(seed)),
+        Bun.sleep(5_000).then(() => "no answer"),
+      ]);
+      expect(answered).toMatchObject({ status: "initiated" });
+      // The same placement on the pool waits for a connection.
+      const waiting = onPool.batches.livePlacements.run(livePlacement(seed));
+      expect(await Promise.race([waiting, Bun.sleep(300).then(() => "waiting")])).toBe("waiting");
+      held.pop()!.release();
+      expect(await waiting).toMatchObject({ status: "initiated" });
+    } finally {
+      for (const conn of held) conn.release();
+    }
+  });
+
   test("two batches naming two organizations in opposite orders, one queued behind the other: no deadlock", async () => {
     const { db, env } = shared;
     const [x, y] = [0, 1].map(() => composeDeps({ sql: shared.pool(), env, log: silentLogger })) as [
