@@ -48,6 +48,20 @@ function holding(shared: SharedTransactions) {
   return { first, open };
 }
 
+/** Three jobs started while one runs (one shared transaction unless keys say otherwise), settled. */
+async function threeBehindOne(shared: SharedTransactions, jobs: (() => Promise<string>)[]) {
+  const { first, open } = holding(shared);
+  await Bun.sleep(20);
+  const started = jobs.map((job) => job());
+  open();
+  await first;
+  return (await Promise.allSettled(started)) as [
+    PromiseSettledResult<string>,
+    PromiseSettledResult<string>,
+    PromiseSettledResult<string>,
+  ];
+}
+
 test("jobs that arrive while one runs share one transaction, and each is committed when it resolves", async () => {
   const shared = new SharedTransactions(db.sql, log, { maxBatch: 64, maxInFlight: 1 });
   const { first, open } = holding(shared);
@@ -63,16 +77,11 @@ test("jobs that arrive while one runs share one transaction, and each is committ
 test("a job the database refuses fails alone with its own error; the others are committed, each by itself", async () => {
   await db.sql`insert into shared_probe values (7)`;
   const shared = new SharedTransactions(db.sql, log, { maxBatch: 64, maxInFlight: 1 });
-  const { first, open } = holding(shared);
-  await Bun.sleep(20);
-  const jobs = [shared.run(["a"], insert(1)), shared.run(["b"], insert(7)), shared.run(["c"], insert(3))];
-  open();
-  await first;
-  const [a, b, c] = (await Promise.allSettled(jobs)) as [
-    PromiseSettledResult<string>,
-    PromiseSettledResult<string>,
-    PromiseSettledResult<string>,
-  ];
+  const [a, b, c] = await threeBehindOne(shared, [
+    () => shared.run(["a"], insert(1)),
+    () => shared.run(["b"], insert(7)),
+    () => shared.run(["c"], insert(3)),
+  ]);
   expect(a.status).toBe("fulfilled");
   expect(c.status).toBe("fulfilled");
   expect(((b as PromiseRejectedResult).reason as { code?: string }).code).toBe("23505");
@@ -85,23 +94,15 @@ test("a job the database refuses fails alone with its own error; the others are 
 
 test("a job that throws after writing leaves nothing of it; the others are committed", async () => {
   const shared = new SharedTransactions(db.sql, log, { maxBatch: 64, maxInFlight: 1 });
-  const { first, open } = holding(shared);
-  await Bun.sleep(20);
-  const jobs = [
-    shared.run(["a"], insert(1)),
-    shared.run(["b"], async (tx) => {
-      await insert(5)(tx);
-      throw new Error("refused after its write");
-    }),
-    shared.run(["c"], insert(3)),
-  ];
-  open();
-  await first;
-  const [a, b, c] = (await Promise.allSettled(jobs)) as [
-    PromiseSettledResult<string>,
-    PromiseSettledResult<string>,
-    PromiseSettledResult<string>,
-  ];
+  const [a, b, c] = await threeBehindOne(shared, [
+    () => shared.run(["a"], insert(1)),
+    () =>
+      shared.run(["b"], async (tx) => {
+        await insert(5)(tx);
+        throw new Error("refused after its write");
+      }),
+    () => shared.run(["c"], insert(3)),
+  ]);
   expect([a.status, c.status]).toEqual(["fulfilled", "fulfilled"]);
   expect(((b as PromiseRejectedResult).reason as Error).message).toBe("refused after its write");
   expect(await rows()).toEqual([0, 1, 3]);
