@@ -147,7 +147,11 @@ async function loadCalls(url: string, seeded: Seeded[], opts: { seconds: number;
   );
   const out = await new Response(proc.stdout).text();
   await proc.exited;
-  return JSON.parse(out) as LoadResult & { cpuMs: number; acceptedPerSecond: number };
+  return JSON.parse(out) as LoadResult & {
+    cpuMs: number;
+    acceptedPerSecond: number;
+    statusCodes: Record<string, number>;
+  };
 }
 
 /** The machine's idle time so far, in clock ticks summed over its cores (/proc/stat). */
@@ -217,6 +221,9 @@ async function run(label: string, env: Record<string, string>, seeded: Seeded[],
         `${percentile(latency, 50)} / ${percentile(latency, 99)} | ${calls.length}: ${once} once, ${never} never, ${twice} more |`,
     );
     console.log(`  statuses: ${JSON.stringify(statuses)}`);
+    const refused = (r: { statusCodes: Record<string, number> }) =>
+      JSON.stringify(Object.fromEntries(Object.entries(r.statusCodes).filter(([code]) => !code.startsWith("2"))));
+    if (closed.non2xx + paced.non2xx > 0) console.log(`  refused: closed ${refused(closed)}, paced ${refused(paced)}`);
     console.log(
       `  paced CPU, % of one core: server ${split.server}, PostgreSQL ${split.postgres}, ` +
         `fake LiveKit ${split.fakeLiveKit}, load ${split.load}, idle ${split.idle}`,
