@@ -222,8 +222,11 @@ async function run(label: string, env: Record<string, string>, seeded: Seeded[],
     );
     console.log(`  statuses: ${JSON.stringify(statuses)}`);
     const refused = (r: { statusCodes: Record<string, number> }) =>
-      JSON.stringify(Object.fromEntries(Object.entries(r.statusCodes).filter(([code]) => !code.startsWith("2"))));
-    if (closed.non2xx + paced.non2xx > 0) console.log(`  refused: closed ${refused(closed)}, paced ${refused(paced)}`);
+      JSON.stringify(
+        Object.fromEntries(Object.entries(r.statusCodes).filter(([code]) => !code.startsWith("2"))),
+      );
+    if (closed.non2xx + paced.non2xx > 0)
+      console.log(`  refused: closed ${refused(closed)}, paced ${refused(paced)}`);
     console.log(
       `  paced CPU, % of one core: server ${split.server}, PostgreSQL ${split.postgres}, ` +
         `fake LiveKit ${split.fakeLiveKit}, load ${split.load}, idle ${split.idle}`,

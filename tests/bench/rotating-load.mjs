@@ -31,7 +31,9 @@ process.stdout.write(
     p99: result.latency.p99,
     non2xx: result.non2xx,
     // Answers by status code, e.g. {"201": 4990, "429": 10}.
-    statusCodes: Object.fromEntries(Object.entries(result.statusCodeStats ?? {}).map(([code, s]) => [code, s.count])),
+    statusCodes: Object.fromEntries(
+      Object.entries(result.statusCodeStats ?? {}).map(([code, s]) => [code, s.count]),
+    ),
     errors: result.errors,
     total: result.requests.total,
     // This process's own CPU (the load generator's share of the machine), in milliseconds.
