@@ -94,6 +94,45 @@ describe("signed requests", () => {
   });
 });
 
+describe("the fake's own checks", () => {
+  test("a token it verified before is refused once expired, and a token signed with another secret always", async () => {
+    const twirp = (jwt: string) =>
+      fetch(`${fake.url}/twirp/livekit.RoomService/CreateRoom`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${jwt}`, "content-type": "application/json" },
+        body: JSON.stringify({ name: newId("call") }),
+      });
+    // HS256 by hand, to set the times: expired 8 s ago, within the SDK verifier's 10 s of tolerance
+    // for one or two seconds more.
+    const b64url = (bytes: Uint8Array) =>
+      btoa(String.fromCharCode(...bytes))
+        .replace(/=+$/, "")
+        .replace(/\+/g, "-")
+        .replace(/\//g, "_");
+    const text = (o: unknown) => b64url(new TextEncoder().encode(JSON.stringify(o)));
+    const sign = async (secret: string, exp: number) => {
+      const data = `${text({ alg: "HS256", typ: "JWT" })}.${text({ iss: fake.apiKey, exp, nbf: exp - 600, video: { roomCreate: true } })}`;
+      const key = await crypto.subtle.importKey(
+        "raw",
+        new TextEncoder().encode(secret),
+        { name: "HMAC", hash: "SHA-256" },
+        false,
+        ["sign"],
+      );
+      const mac = await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(data));
+      return `${data}.${b64url(new Uint8Array(mac))}`;
+    };
+    const now = Math.floor(Date.now() / 1000);
+    const shortLived = await sign(fake.apiSecret, now - 8);
+    expect((await twirp(shortLived)).status).toBe(200);
+    expect((await twirp(shortLived)).status).toBe(200);
+    await Bun.sleep(3100);
+    expect((await twirp(shortLived)).status).toBe(401);
+    const forged = await sign("another-secret-that-is-long-enough-0123456789", now + 600);
+    expect((await twirp(forged)).status).toBe(401);
+  });
+});
+
 describe("listParticipants", () => {
   test("identities, kinds, states and attributes of everyone in the room", async () => {
     const callId = newId("call");
