@@ -212,7 +212,7 @@ export function percentile(sorted: number[], p: number): number {
 }
 
 /** CPU time of a process so far, in clock ticks (user + system, 1/100 s on Linux), or 0 once it is gone. */
-export function cpuTicks(pid: number): number {
+function cpuTicks(pid: number): number {
   try {
     const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
     return Number(fields[11]) + Number(fields[12]);
@@ -222,7 +222,33 @@ export function cpuTicks(pid: number): number {
 }
 
 /** The PostgreSQL server's processes (the embedded database runs inside the server's). */
-export function postgresPids(): number[] {
+function postgresPids(): number[] {
   const out = Bun.spawnSync(["pgrep", "-u", "postgres", "postgres"]).stdout.toString().trim();
   return out ? out.split("\n").map(Number) : [];
+}
+
+/** The machine's idle time so far, in clock ticks summed over its cores (/proc/stat). */
+function idleTicks(): number {
+  const cpu = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/);
+  return Number(cpu[4]) + Number(cpu[5]);
+}
+
+/**
+ * While `work` runs: CPU per cent of one core of the server process and of PostgreSQL's backends
+ * together (none on the embedded database: it runs inside the server), the machine's idle time in the
+ * same unit (of 100 × cores), and the seconds it took.
+ */
+export async function cpuWhile<T>(serverPid: number, work: () => Promise<T>) {
+  const pg = () => postgresPids().reduce((sum, pid) => sum + cpuTicks(pid), 0);
+  const [s0, p0, i0, t0] = [cpuTicks(serverPid), pg(), idleTicks(), performance.now()];
+  const result = await work();
+  const seconds = (performance.now() - t0) / 1000;
+  const pct = (ticks: number) => Math.round(ticks / seconds);
+  return {
+    result,
+    seconds,
+    server: pct(cpuTicks(serverPid) - s0),
+    postgres: pct(pg() - p0),
+    idle: pct(idleTicks() - i0),
+  };
 }

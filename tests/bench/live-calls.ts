@@ -26,7 +26,7 @@
  * (maxConcurrentCalls 1,000, maxCallsPerHour 100,000) are not what bounds the figures. Figures only;
  * never fails on speed.
  */
-import { readFileSync, rmSync } from "node:fs";
+import { rmSync } from "node:fs";
 import { join } from "node:path";
 import type postgres from "postgres";
 import { composeDeps } from "../../src/compose.ts";
@@ -40,12 +40,11 @@ import { createSecretKey } from "../../src/services/keys.ts";
 import { createOrganization } from "../../src/services/organizations.ts";
 import { type FakeLiveKit, startFakeLiveKit } from "../helpers/fakeLivekit.ts";
 import {
-  cpuTicks,
+  cpuWhile,
   freshPostgres,
   type LoadResult,
   machine,
   percentile,
-  postgresPids,
   ROOT,
   startServer,
   tempDataDir,
@@ -154,27 +153,17 @@ async function loadCalls(url: string, seeded: Seeded[], opts: { seconds: number;
   };
 }
 
-/** The machine's idle time so far, in clock ticks summed over its cores (/proc/stat). */
-function idleTicks(): number {
-  const cpu = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/);
-  return Number(cpu[4]) + Number(cpu[5]);
-}
-
-/** CPU per cent of one core of each part of the benchmark while `work` runs. */
+/** Where the CPU goes while `work` runs, per cent of one core (lib.ts's `cpuWhile`, with this process and the load generator). */
 async function cpuSplit<T extends { cpuMs: number }>(serverPid: number, work: () => Promise<T>) {
-  const pg = () => postgresPids().reduce((sum, pid) => sum + cpuTicks(pid), 0);
-  const self = () => process.cpuUsage();
-  const [s0, p0, i0, me0, t0] = [cpuTicks(serverPid), pg(), idleTicks(), self(), performance.now()];
-  const result = await work();
-  const seconds = (performance.now() - t0) / 1000;
-  const me = self();
-  const pct = (ticks: number) => Math.round(ticks / seconds);
+  const me0 = process.cpuUsage();
+  const { result, seconds, server, postgres, idle } = await cpuWhile(serverPid, work);
+  const me = process.cpuUsage(me0);
   const split = {
-    server: pct(cpuTicks(serverPid) - s0),
-    postgres: pct(pg() - p0),
-    fakeLiveKit: Math.round((me.user + me.system - me0.user - me0.system) / 10_000 / seconds),
+    server,
+    postgres,
+    fakeLiveKit: Math.round((me.user + me.system) / 10_000 / seconds),
     load: Math.round(result.cpuMs / 10 / seconds),
-    idle: pct(idleTicks() - i0),
+    idle,
   };
   return { result, split };
 }

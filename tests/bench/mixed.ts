@@ -42,13 +42,12 @@ import { createAgent } from "../../src/services/agents.ts";
 import { createSecretKey } from "../../src/services/keys.ts";
 import { createOrganization } from "../../src/services/organizations.ts";
 import {
-  cpuTicks,
+  cpuWhile,
   freshPostgres,
   type LoadResult,
   load,
   machine,
   PG_ADMIN_URL,
-  postgresPids,
   ROOT,
   startServer,
   tempDataDir,
@@ -187,14 +186,12 @@ async function cursorAtDepth(url: string, headers: Record<string, string>, depth
  * Linux) of the server and of PostgreSQL's backends together, and webhooks received per second.
  */
 async function backgroundCpu(serverPid: number, seconds: number, received: () => number) {
-  const pgTicks = () => postgresPids().reduce((sum, pid) => sum + cpuTicks(pid), 0);
-  const [server0, pg0, hooks0, t0] = [cpuTicks(serverPid), pgTicks(), received(), performance.now()];
-  await Bun.sleep(seconds * 1000);
-  const elapsed = (performance.now() - t0) / 1000;
+  const hooks0 = received();
+  const cpu = await cpuWhile(serverPid, () => Bun.sleep(seconds * 1000));
   return {
-    server: Math.round((cpuTicks(serverPid) - server0) / elapsed),
-    postgres: Math.round((pgTicks() - pg0) / elapsed),
-    webhooks: Math.round((received() - hooks0) / elapsed),
+    server: cpu.server,
+    postgres: cpu.postgres,
+    webhooks: Math.round((received() - hooks0) / cpu.seconds),
   };
 }
 
