@@ -9,8 +9,9 @@ import {
   recordHour,
 } from "../db/callAdmission.ts";
 import { type Db, settledAll } from "../db/engine/connection.ts";
-import { addUsage, lockUsage } from "../db/minutes.ts";
+import { lockUsage } from "../db/minutes.ts";
 import { findOrganization, type OrganizationRow } from "../db/organizations.ts";
+import type { PlacementCounts } from "../db/phonePlacements.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError, type ErrorCode } from "../errors.ts";
 import { countryOf } from "../phoneNumbers.ts";
@@ -236,20 +237,22 @@ export function admitPhoneCall(
 
 /**
  * What a batch of placements of one organization counts once for all, in the transaction that holds
- * the organization's locks: the hour as the last placement left it, and the plan minutes they reserved
- * (`last.planUsed` − `first.planUsed`). Nothing when none was placed.
+ * the organization's locks (db/phonePlacements.ts writes it with the calls): the hour as the last
+ * placement left it, and the plan minutes they reserved (`last.planUsed` − `first.planUsed`). Nothing
+ * when none was placed.
  */
-export async function recordPlacements(
-  tx: Db,
+export function placementCounts(
   organizationId: string,
   first: AdmissionRead,
   last: AdmissionRead,
-): Promise<void> {
-  if (last === first) return;
-  await settledAll([
-    recordHour(tx, organizationId, last.load.hour),
-    addUsage(tx, monthOf(first.now), organizationId, null, last.planUsed - first.planUsed),
-  ]);
+): PlacementCounts | null {
+  if (last === first) return null;
+  return {
+    organizationId,
+    hour: last.load.hour,
+    month: monthOf(first.now),
+    planMinutes: last.planUsed - first.planUsed,
+  };
 }
 
 function refusal(code: ErrorCode, message: string, retryAfterSeconds: number): ApiError {

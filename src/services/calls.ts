@@ -14,7 +14,7 @@ import {
   transcriptView,
 } from "../db/calls.ts";
 import { contactExists } from "../db/contacts.ts";
-import { type Db, pipelinedTransaction, settledAll } from "../db/engine/connection.ts";
+import { type Db, pipelinedTransaction } from "../db/engine/connection.ts";
 import { type Page, paginate } from "../db/engine/pages.ts";
 import { insertPlacedPhoneCalls, type PlacedPhoneCall } from "../db/phonePlacements.ts";
 import type { InsertedTimerRow } from "../db/timers.ts";
@@ -23,7 +23,7 @@ import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
 import type { FlatObject } from "../schemas.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
-import { type AdmissionRead, checkPhoneCall, readAdmission, recordPlacements } from "./admission.ts";
+import { type AdmissionRead, checkPhoneCall, placementCounts, readAdmission } from "./admission.ts";
 import { monthOf } from "./minutes.ts";
 import { admitPlacement } from "./placement.ts";
 import { tryCreateSimulatedCall } from "./simulatedCalls.ts";
@@ -217,9 +217,9 @@ async function checkLiveCall(
  * Live calls placed now, in one transaction: every request's reads (one statement) and the locks and
  * limits of each organization named go out in the first round trip; then each request in its turn is
  * checked and, when it passes, placed on its organization's limits as the requests before it left
- * them (no second read); then the placed calls, their reservations and dial timers in one statement
- * (`insertPlacedPhoneCalls`), with each organization's hour and plan minutes, counted once for the
- * batch, in the second round trip; the commit follows. A refused request writes nothing and gets
+ * them (no second read); then the placed calls, their reservations and dial timers, with each
+ * organization's hour and plan minutes counted once for the batch, in one statement
+ * (`insertPlacedPhoneCalls`) and the commit behind it, in the second round trip. A refused request writes nothing and gets
  * its error; the others are placed. One request alone is a batch of one. Batching is what lets an
  * organization place more than one call per lock: every placement holds its organization's lock from
  * its first round trip to its commit (BENCHMARKS.md, "Live phone calls").
@@ -232,7 +232,7 @@ export function placeLiveCalls(
   /** Where the batch runs: the placements' own connection when the process has one (compose.ts). */
   sql: Sql = deps.sql,
 ): Promise<(CallView | ApiError)[]> {
-  return pipelinedTransaction(sql, async (tx) => {
+  return pipelinedTransaction(sql, async (tx, end) => {
     // The connection is ours now: what arrived meanwhile goes in this batch, not the next.
     requests.push(...more());
     const now = deps.clock.now();
@@ -270,17 +270,19 @@ export function placeLiveCalls(
       }
     }
     const calls = outcomes.filter((o): o is PlacedPhoneCall => !(o instanceof ApiError));
-    // The calls with their reservations and dial timers in one statement; each organization's hour and
-    // plan minutes once for the batch, in the same round trip.
-    const [written] = await settledAll([
+    // The calls with their reservations and dial timers, and each organization's hour and plan minutes
+    // once for the batch, in one statement with the commit right behind it.
+    const counts = organizations.flatMap((id) => placementCounts(id, first.get(id)!, limits.get(id)!) ?? []);
+    const written =
       calls.length === 0
-        ? Promise.resolve(new Map<string, { call: CallRow; timers: InsertedTimerRow[] }>())
-        : insertPlacedPhoneCalls<InsertedTimerRow>(tx, calls, {
-            kind: TIMER_KINDS.callDial,
-            insert: (sql, rows) => deps.timers.insertFrom(sql, rows),
-          }),
-      settledAll(organizations.map((id) => recordPlacements(tx, id, first.get(id)!, limits.get(id)!))),
-    ] as const);
+        ? new Map<string, { call: CallRow; timers: InsertedTimerRow[] }>()
+        : await insertPlacedPhoneCalls<InsertedTimerRow>(
+            tx,
+            calls,
+            counts,
+            { kind: TIMER_KINDS.callDial, insert: (sql, rows) => deps.timers.insertFrom(sql, rows) },
+            end.last,
+          );
     deps.timers.scheduled([...written.values()].flatMap((w) => w.timers));
     return outcomes.map((o) => (o instanceof ApiError ? o : callView(written.get(o.id)!.call)));
   });

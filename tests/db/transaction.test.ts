@@ -100,6 +100,94 @@ test("the first statement sent with begin can fail too; the connection goes back
   expect(await count()).toBe(1);
 });
 
+test("end.last: the last statement with the commit behind it commits everything, and fn's value comes back", async () => {
+  await db.sql`delete from tx_probe`;
+  const value = await pipelinedTransaction(db.sql, async (tx, end) => {
+    await tx`insert into tx_probe values (50)`;
+    const rows = await end.last(tx<{ n: number }[]>`insert into tx_probe values (51) returning n`);
+    return rows[0]!.n;
+  });
+  expect(value).toBe(51);
+  expect(await count()).toBe(2);
+  await db.sql`delete from tx_probe`;
+});
+
+test("end.last: a last statement the server refuses rolls back the ones before it too", async () => {
+  await db.sql`insert into tx_probe values (60)`;
+  const err = await pipelinedTransaction(db.sql, async (tx, end) => {
+    await tx`insert into tx_probe values (61)`;
+    await end.last(tx`insert into tx_probe values (60)`); // duplicate key: the commit behind it rolls back
+  }).catch((e) => e);
+  expect((err as { code?: string }).code).toBe("23505");
+  expect(await count()).toBe(1);
+  // Every connection of the pool is back outside any transaction.
+  await pipelinedTransaction(db.sql, async (tx) => {
+    await tx`insert into tx_probe values (62)`;
+  });
+  expect(await count()).toBe(2);
+  await db.sql`delete from tx_probe`;
+});
+
+test("end.last: an invalid Date in the last statement is refused by the server and nothing is kept", async () => {
+  const outcome = await Promise.race([
+    pipelinedTransaction(db.sql, async (tx, end) => {
+      await tx`insert into tx_probe values (70)`;
+      await end.last(
+        tx`insert into tx_probe select 71 where ${new Date(Number.NaN)}::timestamptz is not null`,
+      );
+    }).then(
+      () => "committed",
+      (e: { code?: string }) => `refused ${e.code}`,
+    ),
+    Bun.sleep(10_000).then(() => "no answer"),
+  ]);
+  expect(outcome).toBe("refused 22007");
+  expect(await count()).toBe(0);
+});
+
+test.skipIf(TEST_DATABASE === "embedded")(
+  "end.last: the commit goes out before the last statement has answered (one round trip, not two)",
+  async () => {
+    // The driver's debug hook is called as each statement is written to the connection.
+    let commitSentAt = 0;
+    const pool = (await import("postgres")).default(db.url!, {
+      max: 1,
+      onnotice: () => {},
+      debug: (_id, text) => {
+        if (text === "commit") commitSentAt = performance.now();
+      },
+    });
+    try {
+      let sentAt = 0;
+      let answeredAt = 0;
+      await pipelinedTransaction(pool, async (tx, end) => {
+        await tx`select 1`;
+        sentAt = performance.now();
+        // 300 ms at the database: a commit sent only once it answered would go out that much later.
+        await end.last(tx`insert into tx_probe select 90 from pg_sleep(0.3)`);
+        answeredAt = performance.now();
+      });
+      expect(answeredAt - sentAt).toBeGreaterThanOrEqual(290);
+      expect(commitSentAt - sentAt).toBeLessThan(100);
+      expect(await count()).toBe(1);
+    } finally {
+      await pool.end({ timeout: 1 });
+      await db.sql`delete from tx_probe`;
+    }
+  },
+);
+
+test("end.last: nothing may go out after the last statement", async () => {
+  const err = await pipelinedTransaction(db.sql, async (tx, end) => {
+    await end.last(tx`insert into tx_probe values (80)`);
+    await tx`insert into tx_probe values (81)`;
+  }).catch((e) => e);
+  expect((err as Error).message).toBe("a statement after the transaction's last one");
+  // The commit had gone out: the last statement is kept, the one after it never ran.
+  expect((await db.sql<{ n: number }[]>`select n from tx_probe order by n`).map((r) => r.n)).toEqual([80]);
+  await db.sql`delete from tx_probe`;
+});
+
 test("concurrent transactions each see their own write and all commit", async () => {
   await db.sql`delete from tx_probe`;
   const seen = await Promise.all(
