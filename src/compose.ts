@@ -27,9 +27,11 @@ import { databaseScheduler, type TimerScheduler } from "./timers/scheduler.ts";
  * offered (BENCHMARKS.md, "Live phone calls"): two of 64 made one organization's ends queue on its
  * plan-minutes row, which every end updates and a long transaction holds until it commits, and on
  * the embedded database a transaction of 64 held the one connection long enough to delay every
- * other; four of 16 kept up with both.
+ * other; four of 16 kept up with both. A transaction waits 10 ms from its oldest job for others: with
+ * calls arriving evenly, each job otherwise ran alone, and the round trips of a transaction a job took
+ * the machine from the placements (BENCHMARKS.md, "a gathering window").
  */
-const LIVE_CALL_CHANGES = { maxBatch: 16, maxInFlight: REQUEST_POOL_SIZE } as const;
+const LIVE_CALL_CHANGES = { maxBatch: 16, maxInFlight: REQUEST_POOL_SIZE, gatherMs: 10 } as const;
 
 /**
  * The composition root: every piece of process state is made here, once, and handed down in `Deps`

@@ -131,3 +131,23 @@ test("twenty jobs at once: every one committed exactly once, in fewer transactio
   expect(await rows()).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
   expect(new Set(xids).size).toBeLessThan(20);
 });
+
+test("with gatherMs, jobs that arrive a few milliseconds apart on an idle database share one transaction", async () => {
+  const shared = new SharedTransactions(db.sql, log, { maxBatch: 16, maxInFlight: 4, gatherMs: 40 });
+  const started: Promise<string>[] = [];
+  for (const n of [1, 2, 3]) {
+    started.push(shared.run([`k${n}`], insert(n)));
+    await Bun.sleep(5);
+  }
+  const xids = await Promise.all(started);
+  expect(new Set(xids).size).toBe(1);
+  expect(await rows()).toEqual([1, 2, 3]);
+  // Without the window, the same jobs each run alone: nothing else was under way when they came.
+  const alone = new SharedTransactions(db.sql, log, { maxBatch: 16, maxInFlight: 4 });
+  const apart: string[] = [];
+  for (const n of [4, 5, 6]) {
+    apart.push(await alone.run([`k${n}`], insert(n)));
+    await Bun.sleep(5);
+  }
+  expect(new Set(apart).size).toBe(3);
+});

@@ -81,6 +81,70 @@ describe("Coalescer", () => {
     expect(s.load.most).toBe(1);
   });
 
+  test("gatherMs: items wait for the window from the first of them, then go together; a lone one goes alone after it", async () => {
+    const s = gatedStatements();
+    const c = new Coalescer(s.runOne, s.runBatch, {
+      maxBatch: 10,
+      maxInFlight: 2,
+      gatherMs: 40,
+      refusedByDatabase,
+    });
+    const first = c.run("a");
+    await Bun.sleep(10);
+    const second = c.run("b");
+    expect(s.calls).toHaveLength(0);
+    await Bun.sleep(60);
+    expect(s.calls.map((x) => [x.kind, x.items])).toEqual([["batch", ["a", "b"]]]);
+    s.calls[0]!.release();
+    expect(await Promise.all([first, second])).toEqual(["done a", "done b"]);
+    // Idle again: the next item waits for a window of its own, then goes alone.
+    const lone = c.run("c");
+    await tick();
+    expect(s.calls).toHaveLength(1);
+    await Bun.sleep(60);
+    expect(s.calls.map((x) => [x.kind, x.items])[1]).toEqual(["one", ["c"]]);
+    s.calls[1]!.release();
+    expect(await lone).toBe("done c");
+  });
+
+  test("gatherMs: maxBatch items waiting go at once, without the window", async () => {
+    const s = gatedStatements();
+    const c = new Coalescer(s.runOne, s.runBatch, {
+      maxBatch: 3,
+      maxInFlight: 1,
+      gatherMs: 10_000,
+      refusedByDatabase,
+    });
+    const answers = ["a", "b", "c"].map((i) => c.run(i));
+    expect(s.calls.map((x) => x.items)).toEqual([["a", "b", "c"]]);
+    s.calls[0]!.release();
+    expect(await Promise.all(answers)).toEqual(["done a", "done b", "done c"]);
+  });
+
+  test("gatherMs: once a window ends, what is ready fills every free slot; an item that waited that long for a slot goes at once", async () => {
+    const s = gatedStatements();
+    const c = new Coalescer(s.runOne, s.runBatch, {
+      maxBatch: 2,
+      maxInFlight: 2,
+      gatherMs: 30,
+      refusedByDatabase,
+    });
+    const early = ["a", "b", "c"].map((i) => c.run(i));
+    await Bun.sleep(50);
+    // Three ready, batches of two, two slots: both go when the window ends.
+    expect(s.calls.map((x) => x.items)).toEqual([["a", "b"], ["c"]]);
+    // d arrives while both slots are taken, and waits for one longer than its window.
+    const late = c.run("d");
+    await Bun.sleep(50);
+    expect(s.calls).toHaveLength(2);
+    s.calls[0]!.release();
+    await tick();
+    expect(s.calls.map((x) => x.items)[2]).toEqual(["d"]);
+    s.calls[1]!.release();
+    s.calls[2]!.release();
+    expect(await Promise.all([...early, late])).toEqual(["done a", "done b", "done c", "done d"]);
+  });
+
   test("items sharing a key never share a statement, and a later one never overtakes an earlier one", async () => {
     const s = gatedStatements();
     const c = new Coalescer(s.runOne, s.runBatch, {

@@ -42,6 +42,13 @@ export interface CoalesceOptions<I> {
    * the items that arrived while it waited, rather than leave them for the next batch. Not with `keys`.
    */
   joinWhileWaiting?: boolean;
+  /**
+   * Milliseconds a statement waits, from its first item, for others to join it before it goes (unless
+   * `maxBatch` are already waiting). None by default: for work nobody waits on by the millisecond
+   * (what LiveKit and the callee report), where one transaction for several items instead of one each
+   * leaves more of the machine to the requests that are waited on (BENCHMARKS.md, "a gathering window").
+   */
+  gatherMs?: number;
 }
 
 /**
@@ -68,8 +75,9 @@ interface Waiting<I, O> {
   item: I;
   /** Its keys, each once. */
   keys: readonly string[];
-  /** Arrival order. */
+  /** Arrival order, and time (`performance.now()`, for `gatherMs`). */
   seq: number;
+  arrivedAt: number;
   /** How many of its keys an earlier waiting item holds: it may go out when none does. */
   blockers: number;
   resolve(value: O): void;
@@ -94,6 +102,9 @@ export class Coalescer<I, O> {
   #arrivals = 0;
   #inFlight = 0;
   #examined = 0;
+  /** The gathering window under way (`gatherMs`), and whether it has just ended (its items go now). */
+  #gathering: ReturnType<typeof setTimeout> | null = null;
+  #gathered = false;
 
   /**
    * `runBatch` answers for every item, in order (those `more()` gave it after the others). `runOne` is
@@ -118,7 +129,15 @@ export class Coalescer<I, O> {
   run(item: I): Promise<O> {
     return new Promise<O>((resolve, reject) => {
       const keys = [...new Set(this.#options.keys?.(item) ?? [])];
-      const w: Waiting<I, O> = { item, keys, seq: this.#arrivals++, blockers: 0, resolve, reject };
+      const w: Waiting<I, O> = {
+        item,
+        keys,
+        seq: this.#arrivals++,
+        arrivedAt: performance.now(),
+        blockers: 0,
+        resolve,
+        reject,
+      };
       for (const k of keys) {
         this.#examined++;
         let queue = this.#byKey.get(k);
@@ -136,6 +155,7 @@ export class Coalescer<I, O> {
 
   #pump(): void {
     while (this.#inFlight < this.#options.maxInFlight && this.#ready.size > 0) {
+      if (this.#gatherFirst()) return;
       const batch = this.#take();
       this.#inFlight++;
       void this.#send(batch).finally(() => {
@@ -143,6 +163,29 @@ export class Coalescer<I, O> {
         this.#pump();
       });
     }
+  }
+
+  /**
+   * Whether the items ready wait for their gathering window (`gatherMs`) to end before they go. The
+   * window runs from the arrival of the oldest of them, so an item that has waited that long for a
+   * free slot goes as soon as one is free; once it ends, everything ready goes, as many statements as
+   * there are free slots.
+   */
+  #gatherFirst(): boolean {
+    const ms = this.#options.gatherMs ?? 0;
+    if (ms <= 0 || this.#gathered || this.#ready.size >= this.#options.maxBatch) return false;
+    const left = this.#ready.peek()!.arrivedAt + ms - performance.now();
+    if (left <= 0) return false;
+    this.#gathering ??= setTimeout(() => {
+      this.#gathering = null;
+      this.#gathered = true;
+      try {
+        this.#pump();
+      } finally {
+        this.#gathered = false;
+      }
+    }, left);
+    return true;
   }
 
   /**
@@ -249,6 +292,11 @@ class MinHeap<T> {
 
   get size(): number {
     return this.#items.length;
+  }
+
+  /** The least item, left in place. */
+  peek(): T | undefined {
+    return this.#items[0];
   }
 
   push(item: T): void {

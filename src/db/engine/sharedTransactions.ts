@@ -30,7 +30,7 @@ import { type Db, pipelinedTransaction, refusedByDatabase } from "./connection.t
 export class SharedTransactions {
   readonly #jobs: Coalescer<Job, unknown>;
 
-  constructor(sql: Sql, log: Logger, opts: { maxBatch: number; maxInFlight: number }) {
+  constructor(sql: Sql, log: Logger, opts: { maxBatch: number; maxInFlight: number; gatherMs?: number }) {
     this.#jobs = new Coalescer<Job, unknown>(
       (job) => pipelinedTransaction(sql, job.fn),
       (jobs) =>
@@ -43,6 +43,7 @@ export class SharedTransactions {
       {
         maxBatch: opts.maxBatch,
         maxInFlight: opts.maxInFlight,
+        ...(opts.gatherMs ? { gatherMs: opts.gatherMs } : {}),
         keys: (job) => job.keys,
         // A job's failure rolled the whole batch back before any commit was sent.
         refusedByDatabase: (err) => err instanceof JobFailed || refusedByDatabase(err),
