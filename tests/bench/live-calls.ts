@@ -13,13 +13,21 @@
  * warm-up  2 s closed loop, not counted (the JIT compiles the hot paths).
  * closed   `connections` connections, each sending its next POST /api/v1/calls when the last one was
  *          answered, for `seconds`: live calls accepted (201) per second.
- * paced    `rate` calls per second offered over the same connections (autocannon -R) for `seconds`:
- *          the 201's p50 / p99 at that load (a closed loop cannot show it).
- * cpu      where the paced phase's time goes: CPU per cent of one core of the server, PostgreSQL's
+ * bursts   `rate` calls per second offered over the same connections by autocannon's -R for `seconds`.
+ *          autocannon sends each connection's share of a second at the start of that second, as fast
+ *          as the server answers, then waits for the next (even-load.mjs says where): 32 concurrent
+ *          requests at each second's start. Kept for comparison with earlier figures.
+ * even     `rate` calls per second at even intervals (even-load.mjs, a second process, at most
+ *          `connections` keep-alive connections) for `seconds`, whatever the answers do: the 201's
+ *          p50 / p99 at that load, each counted from when its request was due, and the accepted calls
+ *          per second from the first request to the last answer (below `rate` when the server fell
+ *          behind). This is the load the figures are for.
+ * cpu      where each offered phase's time goes: CPU per cent of one core of the server, PostgreSQL's
  *          backends (none on the embedded database: it runs inside the server), this process (the fake
  *          LiveKit) and the load generator, and what the machine had left idle.
  * dial     for every call accepted: the time from its creation (just before its 201) to the fake's
- *          receipt of its CreateSIPParticipant, p50 / p99, and that it was dialled exactly once.
+ *          receipt of its CreateSIPParticipant, p50 / p99 (of the even phase's calls, and of all), and
+ *          that it was dialled exactly once.
  *
  * The fake answers every dial after 200 ms, and the callee hangs up 300 ms later (LiveKit's signed
  * participant_left webhook to the server), so calls end and the organization's limits
@@ -124,16 +132,21 @@ async function untilDialled(url: string, key: string, timeoutMs = 60_000): Promi
 }
 
 /** POST /api/v1/calls from a second process, each request with the next organization's key. */
-async function loadCalls(url: string, seeded: Seeded[], opts: { seconds: number; rate?: number }) {
+async function loadCalls(
+  url: string,
+  seeded: Seeded[],
+  opts: { seconds: number; rate?: number; even?: boolean },
+) {
   const proc = Bun.spawn(
     [
       "node",
-      join(ROOT, "tests", "bench", "rotating-load.mjs"),
+      join(ROOT, "tests", "bench", opts.even ? "even-load.mjs" : "rotating-load.mjs"),
       JSON.stringify({
         url,
         path: "/api/v1/calls",
         method: "POST",
         connections: CONNECTIONS,
+        maxConnections: CONNECTIONS,
         seconds: opts.seconds,
         ...(opts.rate ? { rate: opts.rate } : {}),
         requests: seeded.map((s) => ({
@@ -148,6 +161,8 @@ async function loadCalls(url: string, seeded: Seeded[], opts: { seconds: number;
   await proc.exited;
   return JSON.parse(out) as LoadResult & {
     cpuMs: number;
+    /** even-load.mjs only: how late it sent a request at its worst. */
+    latestSendMs?: number;
     acceptedPerSecond: number;
     statusCodes: Record<string, number>;
   };
@@ -179,6 +194,12 @@ async function run(label: string, env: Record<string, string>, seeded: Seeded[],
       loadCalls(server.url, seeded, { seconds: SECONDS, rate: RATE }),
     );
     for (const s of seeded) await untilDialled(server.url, s.key);
+    const evenFrom = Date.now();
+    const { result: even, split: evenSplit } = await cpuSplit(server.pid, () =>
+      loadCalls(server.url, seeded, { seconds: SECONDS, rate: RATE, even: true }),
+    );
+    const evenTo = Date.now();
+    for (const s of seeded) await untilDialled(server.url, s.key);
 
     const calls = (await Promise.all(seeded.map((s) => allCalls(server.url, s.key)))).flat();
     const dials = new Map<string, Date[]>();
@@ -188,6 +209,7 @@ async function run(label: string, env: Record<string, string>, seeded: Seeded[],
     let twice = 0;
     const latency: number[] = [];
     const pacedLatency: number[] = [];
+    const evenLatency: number[] = [];
     for (const c of calls) {
       const times = dials.get(`sip_${c.id}`) ?? [];
       if (times.length === 1) once++;
@@ -196,30 +218,36 @@ async function run(label: string, env: Record<string, string>, seeded: Seeded[],
       if (times[0]) {
         const ms = times[0].getTime() - Date.parse(c.createdAt);
         latency.push(ms);
-        if (Date.parse(c.createdAt) >= pacedFrom) pacedLatency.push(ms);
+        const at = Date.parse(c.createdAt);
+        if (at >= evenFrom && at <= evenTo) evenLatency.push(ms);
+        else if (at >= pacedFrom) pacedLatency.push(ms);
       }
     }
     latency.sort((a, b) => a - b);
     pacedLatency.sort((a, b) => a - b);
+    evenLatency.sort((a, b) => a - b);
     const statuses: Record<string, number> = {};
     for (const c of calls) statuses[c.status] = (statuses[c.status] ?? 0) + 1;
+    const ms = (r: LoadResult) => `${r.p50} / ${r.p99}`;
+    const dial = (sorted: number[]) => `${percentile(sorted, 50)} / ${percentile(sorted, 99)}`;
     console.log(
-      `| ${label} | ${closed.acceptedPerSecond} (${closed.non2xx} non-2xx) | ${closed.p50} / ${closed.p99} | ` +
-        `${paced.acceptedPerSecond} (${paced.non2xx} non-2xx) | ${paced.p50} / ${paced.p99} | ` +
-        `${percentile(pacedLatency, 50)} / ${percentile(pacedLatency, 99)} | ` +
-        `${percentile(latency, 50)} / ${percentile(latency, 99)} | ${calls.length}: ${once} once, ${never} never, ${twice} more |`,
+      `| ${label} | ${closed.acceptedPerSecond} | ${ms(closed)} | ${paced.acceptedPerSecond} | ${ms(paced)} | ` +
+        `${even.acceptedPerSecond} | ${ms(even)} | ${dial(evenLatency)} | ${dial(latency)} | ` +
+        `${calls.length}: ${once} once, ${never} never, ${twice} more |`,
     );
     console.log(`  statuses: ${JSON.stringify(statuses)}`);
     const refused = (r: { statusCodes: Record<string, number> }) =>
       JSON.stringify(
         Object.fromEntries(Object.entries(r.statusCodes).filter(([code]) => !code.startsWith("2"))),
       );
-    if (closed.non2xx + paced.non2xx > 0)
-      console.log(`  refused: closed ${refused(closed)}, paced ${refused(paced)}`);
-    console.log(
-      `  paced CPU, % of one core: server ${split.server}, PostgreSQL ${split.postgres}, ` +
-        `fake LiveKit ${split.fakeLiveKit}, load ${split.load}, idle ${split.idle}`,
-    );
+    if (closed.non2xx + paced.non2xx + even.non2xx + even.errors > 0)
+      console.log(
+        `  refused: closed ${refused(closed)}, bursts ${refused(paced)}, even ${refused(even)} (${even.errors} errors)`,
+      );
+    const cpu = (s: typeof split) =>
+      `server ${s.server}, PostgreSQL ${s.postgres}, fake LiveKit ${s.fakeLiveKit}, load ${s.load}, idle ${s.idle}`;
+    console.log(`  CPU, % of one core: bursts: ${cpu(split)}; even: ${cpu(evenSplit)}`);
+    console.log(`  even: the sender was ${even.latestSendMs} ms late at most`);
   } finally {
     liveKit.hangUpAfter(null);
     await server.stop();
@@ -227,14 +255,14 @@ async function run(label: string, env: Record<string, string>, seeded: Seeded[],
 }
 
 console.log(
-  `POST /api/v1/calls (live), ${CONNECTIONS} connections, ${SECONDS} s closed loop then ${RATE}/s offered; ` +
+  `POST /api/v1/calls (live), ${CONNECTIONS} connections, ${SECONDS} s each: closed loop, ${RATE}/s in autocannon's bursts, ${RATE}/s at even intervals; ` +
     `the fake LiveKit answers after 200 ms; ${machine()}`,
 );
 console.log(
-  "| database | closed: accepted/s | closed: p50 / p99 ms | paced: accepted/s | paced: 201 p50 / p99 ms | " +
-    "paced: 201 → dial p50 / p99 ms | all: 201 → dial p50 / p99 ms | dialled |",
+  "| database | closed: accepted/s | closed: 201 p50 / p99 ms | bursts: accepted/s | bursts: 201 p50 / p99 ms | " +
+    "even: accepted/s | even: 201 p50 / p99 ms | even: 201 → dial p50 / p99 ms | all: 201 → dial p50 / p99 ms | dialled |",
 );
-console.log("|---|---|---|---|---|---|---|---|");
+console.log("|---|---|---|---|---|---|---|---|---|---|");
 
 for (const kind of DBS) {
   for (const orgs of ORGS) {
