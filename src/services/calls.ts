@@ -219,8 +219,8 @@ async function checkLiveCall(
  * checked and, when it passes, placed on its organization's limits as the requests before it left
  * them (no second read); then the placed calls, their reservations and dial timers, with each
  * organization's hour and plan minutes counted once for the batch, in one statement
- * (`insertPlacedPhoneCalls`) and the commit behind it, in the second round trip. A refused request writes nothing and gets
- * its error; the others are placed. One request alone is a batch of one. Batching is what lets an
+ * (`insertPlacedPhoneCalls`) and the commit behind it, in the second round trip. A refused request
+ * writes nothing and gets its error; the others are placed. One request alone is a batch of one. Batching is what lets an
  * organization place more than one call per lock: every placement holds its organization's lock from
  * its first round trip to its commit (BENCHMARKS.md, "Live phone calls").
  */

@@ -189,8 +189,7 @@ async function run(label: string, env: Record<string, string>, seeded: Seeded[],
   try {
     await loadCalls(server.url, seeded, { seconds: 2 });
     const closed = await loadCalls(server.url, seeded, { seconds: SECONDS });
-    const pacedFrom = Date.now();
-    const { result: paced, split } = await cpuSplit(server.pid, () =>
+    const { result: bursts, split: burstsSplit } = await cpuSplit(server.pid, () =>
       loadCalls(server.url, seeded, { seconds: SECONDS, rate: RATE }),
     );
     for (const s of seeded) await untilDialled(server.url, s.key);
@@ -208,7 +207,6 @@ async function run(label: string, env: Record<string, string>, seeded: Seeded[],
     let never = 0;
     let twice = 0;
     const latency: number[] = [];
-    const pacedLatency: number[] = [];
     const evenLatency: number[] = [];
     for (const c of calls) {
       const times = dials.get(`sip_${c.id}`) ?? [];
@@ -220,18 +218,16 @@ async function run(label: string, env: Record<string, string>, seeded: Seeded[],
         latency.push(ms);
         const at = Date.parse(c.createdAt);
         if (at >= evenFrom && at <= evenTo) evenLatency.push(ms);
-        else if (at >= pacedFrom) pacedLatency.push(ms);
       }
     }
     latency.sort((a, b) => a - b);
-    pacedLatency.sort((a, b) => a - b);
     evenLatency.sort((a, b) => a - b);
     const statuses: Record<string, number> = {};
     for (const c of calls) statuses[c.status] = (statuses[c.status] ?? 0) + 1;
     const ms = (r: LoadResult) => `${r.p50} / ${r.p99}`;
     const dial = (sorted: number[]) => `${percentile(sorted, 50)} / ${percentile(sorted, 99)}`;
     console.log(
-      `| ${label} | ${closed.acceptedPerSecond} | ${ms(closed)} | ${paced.acceptedPerSecond} | ${ms(paced)} | ` +
+      `| ${label} | ${closed.acceptedPerSecond} | ${ms(closed)} | ${bursts.acceptedPerSecond} | ${ms(bursts)} | ` +
         `${even.acceptedPerSecond} | ${ms(even)} | ${dial(evenLatency)} | ${dial(latency)} | ` +
         `${calls.length}: ${once} once, ${never} never, ${twice} more |`,
     );
@@ -240,13 +236,13 @@ async function run(label: string, env: Record<string, string>, seeded: Seeded[],
       JSON.stringify(
         Object.fromEntries(Object.entries(r.statusCodes).filter(([code]) => !code.startsWith("2"))),
       );
-    if (closed.non2xx + paced.non2xx + even.non2xx + even.errors > 0)
+    if (closed.non2xx + bursts.non2xx + even.non2xx + even.errors > 0)
       console.log(
-        `  refused: closed ${refused(closed)}, bursts ${refused(paced)}, even ${refused(even)} (${even.errors} errors)`,
+        `  refused: closed ${refused(closed)}, bursts ${refused(bursts)}, even ${refused(even)} (${even.errors} errors)`,
       );
-    const cpu = (s: typeof split) =>
+    const cpu = (s: typeof burstsSplit) =>
       `server ${s.server}, PostgreSQL ${s.postgres}, fake LiveKit ${s.fakeLiveKit}, load ${s.load}, idle ${s.idle}`;
-    console.log(`  CPU, % of one core: bursts: ${cpu(split)}; even: ${cpu(evenSplit)}`);
+    console.log(`  CPU, % of one core: bursts: ${cpu(burstsSplit)}; even: ${cpu(evenSplit)}`);
     console.log(`  even: the sender was ${even.latestSendMs} ms late at most`);
   } finally {
     liveKit.hangUpAfter(null);

@@ -12,6 +12,17 @@ beforeAll(async () => {
 });
 afterAll(() => db.close());
 
+/** "committed", "refused <code>", or "no answer" after 10 s: a transaction that must end either way. */
+function settledWithin(transaction: Promise<unknown>): Promise<string> {
+  return Promise.race([
+    transaction.then(
+      () => "committed",
+      (e: { code?: string }) => `refused ${e.code}`,
+    ),
+    Bun.sleep(10_000).then(() => "no answer"),
+  ]);
+}
+
 const count = async () => (await db.sql<{ n: number }[]>`select count(*)::int as n from tx_probe`)[0]!.n;
 
 test("commits every statement, pipelined ones included, and returns fn's value", async () => {
@@ -37,19 +48,15 @@ test("a throw after writes rolls them back and passes the error on", async () =>
 test("an invalid Date behind another statement fails its statement and the transaction, and nothing waits", async () => {
   // The driver would throw while building the message, leaving the statement unanswered for ever; the
   // connection's Date serializer sends text PostgreSQL refuses instead.
-  const outcome = await Promise.race([
+  const outcome = await settledWithin(
     pipelinedTransaction(db.sql, async (tx) => {
       const [, bad] = await settledAll([
         tx`insert into tx_probe values (30)`,
         tx`select ${new Date(Number.NaN)}::timestamptz as at`,
       ] as const);
       return bad;
-    }).then(
-      () => "committed",
-      (e: { code?: string }) => `refused ${e.code}`,
-    ),
-    Bun.sleep(10_000).then(() => "no answer"),
-  ]);
+    }),
+  );
   expect(outcome).toBe("refused 22007");
   expect(await count()).toBe(0);
   // The pool goes on, every connection of it.
@@ -129,18 +136,14 @@ test("end.last: a last statement the server refuses rolls back the ones before i
 });
 
 test("end.last: an invalid Date in the last statement is refused by the server and nothing is kept", async () => {
-  const outcome = await Promise.race([
+  const outcome = await settledWithin(
     pipelinedTransaction(db.sql, async (tx, end) => {
       await tx`insert into tx_probe values (70)`;
       await end.last(
         tx`insert into tx_probe select 71 where ${new Date(Number.NaN)}::timestamptz is not null`,
       );
-    }).then(
-      () => "committed",
-      (e: { code?: string }) => `refused ${e.code}`,
-    ),
-    Bun.sleep(10_000).then(() => "no answer"),
-  ]);
+    }),
+  );
   expect(outcome).toBe("refused 22007");
   expect(await count()).toBe(0);
 });

@@ -43,8 +43,8 @@ export interface CoalesceOptions<I> {
    */
   joinWhileWaiting?: boolean;
   /**
-   * Milliseconds a statement waits, from its first item, for others to join it before it goes (unless
-   * `maxBatch` are already waiting). None by default: for work nobody waits on by the millisecond
+   * Milliseconds a statement waits, from the arrival of its oldest item, for others to join it before
+   * it goes (unless `maxBatch` are already waiting). None by default: for work nobody waits on by the millisecond
    * (what LiveKit and the callee report), where one transaction for several items instead of one each
    * leaves more of the machine to the requests that are waited on (BENCHMARKS.md, "a gathering window").
    */

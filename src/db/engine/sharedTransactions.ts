@@ -43,7 +43,7 @@ export class SharedTransactions {
       {
         maxBatch: opts.maxBatch,
         maxInFlight: opts.maxInFlight,
-        ...(opts.gatherMs ? { gatherMs: opts.gatherMs } : {}),
+        gatherMs: opts.gatherMs ?? 0,
         keys: (job) => job.keys,
         // A job's failure rolled the whole batch back before any commit was sent.
         refusedByDatabase: (err) => err instanceof JobFailed || refusedByDatabase(err),
