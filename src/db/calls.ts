@@ -323,11 +323,17 @@ export async function moveCall(
  * A live call still `ongoing` → `completed` at `at` (as reported), changed at `now` (the service's
  * clock), in one statement: `endedAt` the later of `at` and `startedAt` (never before it), and never
  * more than the call's `maxSeconds` after it (the server ends a call then: a later report is LiveKit's
- * room closing behind it); `durationSeconds` the whole seconds between them. Null when the call was not
- * ongoing.
+ * room closing behind it); `durationSeconds` the whole seconds between them. `results_reported`: its
+ * voice agent reported its results before this end (the row is locked by this update until the
+ * transaction ends, so a report still under way comes after it). Null when the call was not ongoing.
  */
-export async function completeLiveCall(sql: Db, id: string, at: Date, now: Date): Promise<CallRow | null> {
-  const [row] = await sql<CallRow[]>`
+export async function completeLiveCall(
+  sql: Db,
+  id: string,
+  at: Date,
+  now: Date,
+): Promise<(CallRow & { results_reported: boolean }) | null> {
+  const [row] = await sql<(CallRow & { results_reported: boolean })[]>`
     update calls c set status = 'completed', ended_at = e.at,
       duration_seconds = round(extract(epoch from e.at - c.started_at))::integer,
       updated_at = ${nextUpdatedAt(sql, now)}
@@ -337,7 +343,7 @@ export async function completeLiveCall(sql: Db, id: string, at: Date, now: Date)
       where k.id = ${id}
     ) e
     where c.id = ${id} and c.status = 'ongoing' and c.livemode and c.started_at is not null
-    returning ${columnList(sql, CALL_COLUMNS, "c")}`;
+    returning ${columnList(sql, CALL_COLUMNS, "c")}, c.results_reported_at is not null as results_reported`;
   return row ?? null;
 }
 

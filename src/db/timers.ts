@@ -1,6 +1,7 @@
 import type { Fragment, Sql } from "postgres";
 import { TIMER_KINDS, type TimerKind } from "../timers/kinds.ts";
 import { type Db, pipelinedTransaction, settledAll } from "./engine/connection.ts";
+import { gathered } from "./engine/gathered.ts";
 
 /**
  * The SQL of durable timers. Every function takes `sql` first so it runs inside the caller's
@@ -57,8 +58,21 @@ export interface HeldTimer {
 /**
  * Inserts a timer. With `lease`, a timer due within `lease.horizonMs` is leased at once to that
  * runner (it will keep it in its wheel); a later one stays free for whoever polls when it comes near.
+ * The timers the jobs of a shared transaction insert go in one statement (engine/gathered.ts).
  */
 export async function insertTimer(
+  sql: Db,
+  t: NewTimer,
+  lease?: TimerLease,
+): Promise<HeldTimer & { leased: boolean }> {
+  const kind = lease ? `timers:${lease.runner}:${lease.horizonMs}:${lease.leaseMs}` : "timers";
+  const [held] = await gathered(sql, kind, [t], async (tx, timers) =>
+    timers.length === 1 ? [await insertOneTimer(tx, timers[0]!, lease)] : insertTimers(tx, timers, lease),
+  );
+  return held!;
+}
+
+async function insertOneTimer(
   sql: Db,
   t: NewTimer,
   lease?: TimerLease,
@@ -177,13 +191,32 @@ export async function insertTimers(
     lease,
     { holds: true },
   )}`;
-  return heldTimers(rows);
+  // In the order given: the sequence numbers them as the statement inserts them, in that order.
+  return heldTimers([...rows].sort((a, b) => compareIds(a.id, b.id)));
 }
 
-/** Deletes a pending timer (e.g. a cancelled task). Waits if a runner is firing it right now. */
+/** Two timer ids (bigint, as text) in numeric order. */
+function compareIds(a: string, b: string): number {
+  return a.length - b.length || (a < b ? -1 : a > b ? 1 : 0);
+}
+
+/**
+ * Deletes a pending timer (e.g. a cancelled task). Waits if a runner is firing it right now. The
+ * timers the jobs of a shared transaction delete go in one statement (engine/gathered.ts).
+ */
 export async function deleteTimer(sql: Db, id: string): Promise<boolean> {
-  const rows = await sql`delete from timers where id = ${id}::bigint and status = 'pending' returning id`;
-  return rows.length > 0;
+  const [deleted] = await gathered(sql, "timer deletes", [id], async (tx, ids) => {
+    if (ids.length === 1) {
+      const rows =
+        await tx`delete from timers where id = ${ids[0]!}::bigint and status = 'pending' returning id`;
+      return [rows.length > 0];
+    }
+    const rows = await tx<{ id: string }[]>`
+      delete from timers where id = any(${ids}::bigint[]) and status = 'pending' returning id::text as id`;
+    const gone = new Set(rows.map((r) => r.id));
+    return ids.map((i) => gone.has(i));
+  });
+  return deleted!;
 }
 
 /** What a claim takes: the runner claiming, how far ahead, for how long, how many. */

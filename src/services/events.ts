@@ -1,5 +1,6 @@
 import { type CallRow, callView } from "../db/calls.ts";
 import type { Db } from "../db/engine/connection.ts";
+import { gathered } from "../db/engine/gathered.ts";
 import { type Page, paginate } from "../db/engine/pages.ts";
 import { type EventRow, eventsPage, insertEvents } from "../db/events.ts";
 import type { Deps } from "../deps.ts";
@@ -81,7 +82,11 @@ export async function recordEvents(sql: Db, deps: EventDeps, events: readonly Ne
     data: e.data,
     created_at: now,
   }));
-  await insertEvents(sql, rows);
+  // The events of the jobs of a shared transaction go in one statement (db/engine/gathered.ts).
+  await gathered(sql, "events", rows, async (tx, all) => {
+    await insertEvents(tx, all);
+    return all;
+  });
   if (rows.length > 0) deps.timers.soon();
   return rows.map((r) => r.id);
 }

@@ -171,8 +171,13 @@ export async function endLiveCall(
   // The usual end, an answered call that is over, is one statement; the others read the call first.
   const completed =
     end.reason === "not_connected" ? null : await completeLiveCall(tx, callId, at, deps.clock.now());
-  const { moved, from, actualSeconds } = completed
-    ? { moved: completed, from: "ongoing" as const, actualSeconds: completed.duration_seconds }
+  const { moved, from, actualSeconds, resultsReported } = completed
+    ? {
+        moved: completed,
+        from: "ongoing" as const,
+        actualSeconds: completed.duration_seconds,
+        resultsReported: completed.results_reported,
+      }
     : await endOtherwise(tx, deps, callId, at, end);
   if (!moved) return null;
   // The reservation's settlement goes out last: a web call started with a publishable key gives its
@@ -181,8 +186,9 @@ export async function endLiveCall(
   await settledAll([
     recordEvent(tx, deps, callEvent("call.ended", moved)),
     // Results the voice agent reported before the end become ready now (services/callResults.ts);
-    // their events are drawn after call.ended's.
-    releaseCallResults(tx, deps, callId),
+    // their events are drawn after call.ended's. Most reports come after the end, which releases
+    // them then: known not to be there yet, nothing is looked for.
+    resultsReported === false ? Promise.resolve() : releaseCallResults(tx, deps, callId),
     // A campaign call that ended advances its campaign (one refused before it was placed is the
     // campaign's own doing, inside its step).
     moved.campaign_id && from !== "scheduled"
@@ -197,14 +203,22 @@ export async function endLiveCall(
   return moved;
 }
 
-/** The ends other than an answered call's: a call that never connected, a web call nobody joined. */
+/**
+ * The ends other than an answered call's: a call that never connected, a web call nobody joined.
+ * `resultsReported` when the end's statement told (else they are looked for).
+ */
 async function endOtherwise(
   tx: Db,
   deps: Pick<Deps, "clock" | "ids" | "timers">,
   callId: string,
   at: Date,
   end: LiveCallEnd,
-): Promise<{ moved: CallRow | null; from: string | null; actualSeconds: number | null }> {
+): Promise<{
+  moved: CallRow | null;
+  from: string | null;
+  actualSeconds: number | null;
+  resultsReported?: boolean;
+}> {
   const call = await findCallState(tx, callId);
   if (!call?.livemode) return { moved: null, from: null, actualSeconds: null };
   if (end.reason === "not_connected") {
@@ -221,7 +235,12 @@ async function endOtherwise(
     if (await noteHangUpWhileRinging(tx, callId, at)) return { moved: null, from: null, actualSeconds: null };
     // The answer was written in between: the call is ongoing now, and ends.
     const moved = await completeLiveCall(tx, callId, at, deps.clock.now());
-    return { moved, from: "ongoing", actualSeconds: moved?.duration_seconds ?? null };
+    return {
+      moved,
+      from: "ongoing",
+      actualSeconds: moved?.duration_seconds ?? null,
+      ...(moved ? { resultsReported: moved.results_reported } : {}),
+    };
   }
   if (call.status === "initiated" && call.direction === "web") {
     if (end.reason === "unreported") {
@@ -236,7 +255,12 @@ async function endOtherwise(
     // the shortest call's minute kept), `call.started` then `call.ended` like every completed call.
     const started = await markLiveCallStarted(tx, deps, callId, at, "joined");
     const moved = started ? await completeLiveCall(tx, callId, at, deps.clock.now()) : null;
-    return { moved, from: "ongoing", actualSeconds: moved?.duration_seconds ?? null };
+    return {
+      moved,
+      from: "ongoing",
+      actualSeconds: moved?.duration_seconds ?? null,
+      ...(moved ? { resultsReported: moved.results_reported } : {}),
+    };
   }
   return { moved: null, from: null, actualSeconds: null };
 }

@@ -2,6 +2,7 @@ import type { Sql } from "postgres";
 import type { Logger } from "../../log.ts";
 import { Coalescer, logRefusedBatch } from "./coalesce.ts";
 import { type Db, pipelinedTransaction, refusedByDatabase } from "./connection.ts";
+import { shareStatements } from "./gathered.ts";
 
 /**
  * Short transactions of concurrent callers run as one: while one is under way, those that arrive
@@ -35,6 +36,8 @@ export class SharedTransactions {
       (job) => pipelinedTransaction(sql, job.fn),
       (jobs) =>
         pipelinedTransaction(sql, async (tx) => {
+          // What the jobs each insert (their events, their timers) goes out once for all (gathered.ts).
+          shareStatements(tx);
           const results = await Promise.allSettled(jobs.map((job) => job.fn(tx)));
           const failed = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
           if (failed) throw new JobFailed(failed.reason);
