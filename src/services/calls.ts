@@ -224,7 +224,7 @@ async function checkLiveCall(
  * organization place more than one call per lock: every placement holds its organization's lock from
  * its first round trip to its commit (BENCHMARKS.md, "Live phone calls").
  */
-export function placeLiveCalls(
+export async function placeLiveCalls(
   deps: Deps,
   requests: LivePlacement[],
   /** The requests that arrived while this batch waited for its connection (engine/coalesce.ts). */
@@ -232,7 +232,7 @@ export function placeLiveCalls(
   /** Where the batch runs: the placements' own connection when the process has one (compose.ts). */
   sql: Sql = deps.sql,
 ): Promise<(CallView | ApiError)[]> {
-  return pipelinedTransaction(sql, async (tx, end) => {
+  const placed = await pipelinedTransaction(sql, async (tx, end) => {
     // The connection is ours now: what arrived meanwhile goes in this batch, not the next.
     requests.push(...more());
     const now = deps.clock.now();
@@ -283,9 +283,15 @@ export function placeLiveCalls(
             { kind: TIMER_KINDS.callDial, insert: (sql, rows) => deps.timers.insertFrom(sql, rows) },
             end.last,
           );
-    deps.timers.scheduled([...written.values()].flatMap((w) => w.timers));
-    return outcomes.map((o) => (o instanceof ApiError ? o : callView(written.get(o.id)!.call)));
+    return {
+      answers: outcomes.map((o) => (o instanceof ApiError ? o : callView(written.get(o.id)!.call))),
+      timers: [...written.values()].flatMap((w) => w.timers),
+    };
   });
+  // Armed once committed: due at once, a dial timer armed before would fire into a transaction that
+  // cannot see its row yet, and look again later.
+  deps.timers.scheduled(placed.timers);
+  return placed.answers;
 }
 
 // ——— reads ———

@@ -190,7 +190,7 @@ async function settleDial(
     // The agent is in the room already: closing it sends the agent away.
     if (known.kind === "not_connected") await closeRoom(deps, callId);
   }
-  const [, call] = await deps.batches.liveCallChanges.run([callId], (tx) =>
+  const [netGone, call] = await deps.batches.liveCallChanges.run([callId], (tx) =>
     settledAll([
       deps.timers.cancel(tx, netId),
       known.kind === "answered"
@@ -198,6 +198,8 @@ async function settleDial(
         : endLiveCall(tx, deps, callId, deps.clock.now(), known.end),
     ] as const),
   );
+  // Committed: the net's wheel entry goes with its row (it would fire only to find no row).
+  if (netGone) deps.timers.cancelled([netId]);
   // Answered, and already hung up before the answer was written: it ended at once; the agent leaves.
   if (known.kind === "answered" && call?.status === "completed") await closeRoom(deps, callId);
 }

@@ -198,6 +198,19 @@ export class TimerRunner implements TimerScheduler {
     return deleteTimer(sql, id);
   }
 
+  /**
+   * The rows are gone for good (their cancel committed): their wheel entries go too. One already
+   * handed over for firing is left to find no row.
+   */
+  cancelled(ids: readonly string[]): void {
+    for (const id of ids) {
+      const entry = this.#held.get(id);
+      if (!entry?.wheel) continue;
+      this.#wheel.cancel(entry.wheel);
+      this.#held.delete(id);
+    }
+  }
+
   // ——— internals ———
 
   /** The lease of the timers this runner inserts. */

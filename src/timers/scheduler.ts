@@ -28,6 +28,11 @@ export interface TimerScheduler {
   scheduled(rows: readonly InsertedTimerRow[]): void;
   cancel(sql: Db, id: string): Promise<boolean>;
   /**
+   * Timers whose `cancel` has committed: the runner forgets them, rather than fire each when it comes
+   * due in a transaction that finds no row. Nothing without a runner.
+   */
+  cancelled(ids: readonly string[]): void;
+  /**
    * Timers due now were written behind the scheduler's back (a trigger's): the runner looks for them
    * shortly rather than at its next poll. Nothing without a runner.
    */
@@ -42,6 +47,7 @@ export const databaseScheduler: TimerScheduler = {
   insertFrom: (sql, rows) => insertTimersFrom(sql, rows),
   scheduled: () => {},
   cancel: (sql, id) => deleteTimer(sql, id),
+  cancelled: () => {},
   soon: () => {},
 };
 

@@ -231,6 +231,23 @@ describe("durable timers", () => {
     expect((await fireCounts(db.sql)).get("c")).toBeUndefined();
   });
 
+  test("a timer whose cancel committed leaves the wheel when told: no firing transaction for it", async () => {
+    const r = registerFire(testRunner(db));
+    await start(r);
+    const told = await r.schedule(db.sql, { kind: "test.fire", delayMs: 100, payload: { name: "told" } });
+    expect(await r.cancel(db.sql, told.id)).toBe(true);
+    r.cancelled([told.id]);
+    expect(r.stats().held).toBe(0);
+    const before = r.stats().transactions;
+    await Bun.sleep(300);
+    expect(r.stats().transactions).toBe(before);
+    // Untold, the wheel fires it when due, into a transaction that finds no row.
+    const untold = await r.schedule(db.sql, { kind: "test.fire", delayMs: 100, payload: { name: "untold" } });
+    expect(await r.cancel(db.sql, untold.id)).toBe(true);
+    await waitUntil("the untold timer's firing", async () => r.stats().transactions > before);
+    expect((await fireCounts(db.sql)).size).toBe(0);
+  });
+
   test("a batch handler gets the timers due together in one call; on failure each is retried alone", async () => {
     const calls: number[] = [];
     const r = testRunner(db, { backoff: () => 60_000 });

@@ -375,6 +375,7 @@ describe("a test token: the claim checks its agent", () => {
         throw new Error("unreachable");
       },
       cancel: async () => false,
+      cancelled: () => {},
       soon: () => {},
     };
     const timers = ctx.deps.timers;
