@@ -1,5 +1,6 @@
 import type { Fragment } from "postgres";
 import { type Db, settledAll } from "./engine/connection.ts";
+import { gathered } from "./engine/gathered.ts";
 
 /**
  * Statements of minute usage (minute_usage: minutes counted per month for an organization's plan or a
@@ -154,7 +155,8 @@ export interface SettledReservation {
  * locked (`lockUsage`): an end never waits for that row, which every placement locks.
  * Returns what was settled, for the key's row (web calls with a publishable key); null when there was
  * no open reservation (never reserved, or settled already: the reservation's row lock orders
- * concurrent settlements, and only the first finds it open).
+ * concurrent settlements, and only the first finds it open). The settlements of the jobs of a shared
+ * transaction go in one statement (engine/gathered.ts).
  */
 export async function settleOpenReservation(
   tx: Db,
@@ -162,13 +164,48 @@ export async function settleOpenReservation(
   keepMinutes: number,
   at: Date,
 ): Promise<SettledReservation | null> {
-  const [row] = await tx<SettledReservation[]>`
-    update minute_reservations set kept_minutes = least(reserved_minutes, ${keepMinutes}::integer),
-      settled_at = ${at},
-      plan_return_pending = plan_charged and reserved_minutes > ${keepMinutes}::integer
-    where call_id = ${callId} and settled_at is null
-    returning publishable_key_id, to_char(month, 'YYYY-MM-DD') as month, reserved_minutes, kept_minutes, created_at`;
+  const [row] = await gathered(
+    tx,
+    "reservation settlements",
+    [{ callId, keepMinutes, at }],
+    settleReservations,
+  );
   return row ?? null;
+}
+
+interface Settling {
+  callId: string;
+  keepMinutes: number;
+  at: Date;
+}
+
+async function settleReservations(tx: Db, items: Settling[]): Promise<(SettledReservation | null)[]> {
+  // A call twice (which the jobs' keys keep apart) is settled once, by the first: each in its turn.
+  if (items.length === 1 || new Set(items.map((i) => i.callId)).size < items.length) {
+    const rows: (SettledReservation | null)[] = [];
+    for (const i of items) {
+      const [row] = await tx<SettledReservation[]>`
+        update minute_reservations set kept_minutes = least(reserved_minutes, ${i.keepMinutes}::integer),
+          settled_at = ${i.at},
+          plan_return_pending = plan_charged and reserved_minutes > ${i.keepMinutes}::integer
+        where call_id = ${i.callId} and settled_at is null
+        returning publishable_key_id, to_char(month, 'YYYY-MM-DD') as month, reserved_minutes, kept_minutes,
+          created_at`;
+      rows.push(row ?? null);
+    }
+    return rows;
+  }
+  const settled = await tx<(SettledReservation & { call_id: string })[]>`
+    update minute_reservations r set kept_minutes = least(r.reserved_minutes, v.keep),
+      settled_at = v.at,
+      plan_return_pending = r.plan_charged and r.reserved_minutes > v.keep
+    from unnest(${items.map((i) => i.callId)}::text[], ${items.map((i) => i.keepMinutes)}::integer[],
+      ${items.map((i) => i.at.toISOString())}::timestamptz[]) as v(call_id, keep, at)
+    where r.call_id = v.call_id and r.settled_at is null
+    returning r.call_id, r.publishable_key_id, to_char(r.month, 'YYYY-MM-DD') as month, r.reserved_minutes,
+      r.kept_minutes, r.created_at`;
+  const byCall = new Map(settled.map(({ call_id, ...row }) => [call_id, row]));
+  return items.map((i) => byCall.get(i.callId) ?? null);
 }
 
 /**

@@ -2,6 +2,8 @@ import { afterAll, beforeAll, beforeEach, expect, test } from "bun:test";
 import type { Db } from "../../src/db/engine/connection.ts";
 import { gathered } from "../../src/db/engine/gathered.ts";
 import { SharedTransactions } from "../../src/db/engine/sharedTransactions.ts";
+import { insertReservation, settleOpenReservation } from "../../src/db/minutes.ts";
+import { insertOrganization } from "../../src/db/organizations.ts";
 import { deleteTimer, insertTimer } from "../../src/db/timers.ts";
 import { createLogger } from "../../src/log.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/db.ts";
@@ -176,4 +178,55 @@ test("timers inserted and deleted by the jobs of a shared transaction: each job 
     { kind: string }[]
   >`select kind from timers where kind like 'test.%' order by kind`;
   expect(left.map((r) => r.kind)).toEqual(["test.b", "test.c"]);
+});
+
+test("reservations settled by the jobs of a shared transaction: each job gets its own settlement, or null", async () => {
+  const org = await insertOrganization(db.sql, {
+    id: "org_gathered",
+    name: "Gathered",
+    paid_plan: true,
+    plan_minutes: 100,
+    sip_trunk_id: null,
+    caller_number: null,
+    allowed_countries: null,
+    call_window: null,
+    max_concurrent_calls: 10,
+    max_calls_per_hour: 100,
+    created_at: new Date(),
+  });
+  for (const [callId, reserved] of [
+    ["call_a", 5],
+    ["call_b", 7],
+    ["call_c", 9],
+  ] as const) {
+    await insertReservation(db.sql, {
+      call_id: callId,
+      organization_id: org.id,
+      publishable_key_id: null,
+      plan_charged: true,
+      month: "2026-12-01",
+      reserved_minutes: reserved,
+      max_seconds: reserved * 60,
+      created_at: new Date(),
+    });
+  }
+  const at = new Date();
+  // call_c is settled already: the shared statement finds it closed.
+  await settleOpenReservation(db.sql, "call_c", 1, at);
+  const settled = values(
+    await sharing([
+      (tx) => settleOpenReservation(tx, "call_a", 2, at),
+      (tx) => settleOpenReservation(tx, "call_c", 3, at),
+      (tx) => settleOpenReservation(tx, "call_b", 99, at),
+      (tx) => settleOpenReservation(tx, "call_none", 1, at),
+    ]),
+  );
+  expect(settled.map((r) => r && [r.reserved_minutes, r.kept_minutes])).toEqual([[5, 2], null, [7, 7], null]);
+  const rows = await db.sql<{ call_id: string; kept_minutes: number; plan_return_pending: boolean }[]>`
+    select call_id, kept_minutes, plan_return_pending from minute_reservations order by call_id`;
+  expect(rows.map((r) => [r.call_id, r.kept_minutes, r.plan_return_pending])).toEqual([
+    ["call_a", 2, true],
+    ["call_b", 7, false],
+    ["call_c", 1, true],
+  ]);
 });
