@@ -1,6 +1,7 @@
 import type { Fragment } from "postgres";
 import type { TranscriptSegment } from "../simulation/content.ts";
 import type { Db } from "./engine/connection.ts";
+import { gathered } from "./engine/gathered.ts";
 import type { IndexKey, IndexRange, PageInput, PageRequest } from "./engine/pages.ts";
 import { nextUpdatedAt } from "./engine/updatedAt.ts";
 
@@ -326,25 +327,63 @@ export async function moveCall(
  * room closing behind it); `durationSeconds` the whole seconds between them. `results_reported`: its
  * voice agent reported its results before this end (the row is locked by this update until the
  * transaction ends, so a report still under way comes after it). Null when the call was not ongoing.
+ * The completions of the jobs of a shared transaction go in one statement (engine/gathered.ts).
  */
 export async function completeLiveCall(
   sql: Db,
   id: string,
   at: Date,
   now: Date,
-): Promise<(CallRow & { results_reported: boolean }) | null> {
-  const [row] = await sql<(CallRow & { results_reported: boolean })[]>`
+): Promise<CompletedCallRow | null> {
+  const [row] = await gathered(sql, "live call completions", [{ id, at, now }], completeLiveCalls);
+  return row ?? null;
+}
+
+type CompletedCallRow = CallRow & { results_reported: boolean };
+
+/** `completeLiveCall` for several calls (each at most once) in one statement: each one's row, or null. */
+async function completeLiveCalls(sql: Db, calls: CallMove[]): Promise<(CompletedCallRow | null)[]> {
+  const moved = await sql<CompletedCallRow[]>`
     update calls c set status = 'completed', ended_at = e.at,
       duration_seconds = round(extract(epoch from e.at - c.started_at))::integer,
-      updated_at = ${nextUpdatedAt(sql, now)}
+      updated_at = ${nextUpdatedAt(sql, sql`e.now`, "c")}
     from (
-      select least(greatest(${at}::timestamptz, k.started_at), k.started_at + make_interval(secs => r.max_seconds)) as at
-      from calls k left join minute_reservations r on r.call_id = k.id
-      where k.id = ${id}
+      select k.id, v.now,
+        least(greatest(v.at, k.started_at), k.started_at + make_interval(secs => r.max_seconds)) as at
+      from ${callMoves(sql, calls)} join calls k on k.id = v.id
+        left join minute_reservations r on r.call_id = k.id
     ) e
-    where c.id = ${id} and c.status = 'ongoing' and c.livemode and c.started_at is not null
+    where c.id = e.id and c.status = 'ongoing' and c.livemode and c.started_at is not null
     returning ${columnList(sql, CALL_COLUMNS, "c")}, c.results_reported_at is not null as results_reported`;
-  return row ?? null;
+  return rowsOf(calls, moved);
+}
+
+/** A call to move, at `at` (as reported), changed at `now` (the service's clock). */
+interface CallMove {
+  id: string;
+  at: Date;
+  now: Date;
+}
+
+/**
+ * The moves as a relation `v (id, at, now)`: one row alone, else `batch_rows` of them (sql/0012: its
+ * plan looks each call up by key, whatever the table's size). A call named twice would be moved once:
+ * the callers' keys keep a call to one job of a shared transaction.
+ */
+function callMoves(sql: Db, calls: readonly CallMove[]): Fragment {
+  if (calls.length === 1) {
+    const c = calls[0]!;
+    return sql`(select ${c.id}::text as id, ${c.at}::timestamptz as at, ${c.now}::timestamptz as now) v`;
+  }
+  const rows = calls.map((c) => ({ id: c.id, at: c.at.toISOString(), now: c.now.toISOString() }));
+  return sql`batch_rows(${sql.json(rows as never)}::json) e
+    cross join lateral json_to_record(e) as v(id text, at timestamptz, now timestamptz)`;
+}
+
+/** The rows a statement moved, as each move's row or null (not in the status it was fenced on). */
+function rowsOf<R extends { id: string }>(calls: readonly CallMove[], rows: readonly R[]): (R | null)[] {
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  return calls.map((c) => byId.get(c.id) ?? null);
 }
 
 /**
@@ -364,21 +403,28 @@ export async function noteHangUpWhileRinging(sql: Db, id: string, at: Date): Pro
 /**
  * A phone call's callee answered at `at`: `ringing` → `ongoing` with `startedAt`, changed at `now` (the
  * service's clock), returning the call and the end LiveKit reported while it still rang, if any (see
- * `noteHangUpWhileRinging`). Null when it was not ringing.
+ * `noteHangUpWhileRinging`). Null when it was not ringing. The answers of the jobs of a shared
+ * transaction go in one statement (engine/gathered.ts).
  */
 export async function answerPhoneCall(
   sql: Db,
   id: string,
   at: Date,
   now: Date,
-): Promise<(CallRow & { hung_up_while_ringing_at: Date | null }) | null> {
-  const [row] = await sql<(CallRow & { hung_up_while_ringing_at: Date | null })[]>`
-    update calls set status = 'ongoing', started_at = greatest(${at}::timestamptz, created_at),
-      updated_at = ${nextUpdatedAt(sql, now)}
-    where id = ${id} and status = 'ringing' and livemode and direction = 'outbound'
-    returning ${columnList(sql, CALL_COLUMNS)}, hung_up_while_ringing_at`;
+): Promise<AnsweredCallRow | null> {
+  const [row] = await gathered(sql, "phone call answers", [{ id, at, now }], async (tx, calls) => {
+    const moved = await tx<AnsweredCallRow[]>`
+      update calls c set status = 'ongoing', started_at = greatest(v.at, c.created_at),
+        updated_at = ${nextUpdatedAt(tx, tx`v.now`, "c")}
+      from ${callMoves(tx, calls)}
+      where c.id = v.id and c.status = 'ringing' and c.livemode and c.direction = 'outbound'
+      returning ${columnList(tx, CALL_COLUMNS, "c")}, c.hung_up_while_ringing_at`;
+    return rowsOf(calls, moved);
+  });
   return row ?? null;
 }
+
+type AnsweredCallRow = CallRow & { hung_up_while_ringing_at: Date | null };
 
 /**
  * The page of a calls list (db/engine/pages.ts). Each filter reads an index of its own, so a page reads

@@ -195,12 +195,13 @@ async function settleReservations(tx: Db, items: Settling[]): Promise<(SettledRe
     }
     return rows;
   }
+  // From `batch_rows` (sql/0012): its plan looks each reservation up by key, whatever the table's size.
   const settled = await tx<(SettledReservation & { call_id: string })[]>`
     update minute_reservations r set kept_minutes = least(r.reserved_minutes, v.keep),
       settled_at = v.at,
       plan_return_pending = r.plan_charged and r.reserved_minutes > v.keep
-    from unnest(${items.map((i) => i.callId)}::text[], ${items.map((i) => i.keepMinutes)}::integer[],
-      ${items.map((i) => i.at.toISOString())}::timestamptz[]) as v(call_id, keep, at)
+    from batch_rows(${tx.json(items.map((i) => ({ call_id: i.callId, keep: i.keepMinutes, at: i.at.toISOString() })) as never)}::json) e
+      cross join lateral json_to_record(e) as v(call_id text, keep integer, at timestamptz)
     where r.call_id = v.call_id and r.settled_at is null
     returning r.call_id, r.publishable_key_id, to_char(r.month, 'YYYY-MM-DD') as month, r.reserved_minutes,
       r.kept_minutes, r.created_at`;

@@ -1,4 +1,3 @@
-import { setImmediate } from "node:timers";
 import type { Db } from "./connection.ts";
 
 /**
@@ -9,8 +8,7 @@ import type { Db } from "./connection.ts";
  * own: a message of its own to the database (the driver sends at once whatever reaches 1 KiB, as an
  * event carrying its call object does), an executor start, and for an event the outbox's trigger. What
  * the jobs of one transaction ask for under the same `kind` while the process is busy with their
- * answers goes out as one statement instead, once the event loop turns (`setImmediate`, as the
- * driver's own writes); each caller gets its own part of the answer.
+ * answers goes out as one statement instead, a few microtasks later (`JOIN_HOPS`); each caller gets its own part of the answer.
  * Anywhere else `gathered` runs the statement at once, for the caller's items alone.
  *
  * A failure of the gathered statement is every caller's, so the shared transaction rolls back and each
@@ -49,7 +47,7 @@ export function gathered<I, R>(
   if (!g) {
     const fresh: Gathering = { items: [], waiters: [], run: run as Gathering["run"] };
     kinds.set(kind, fresh);
-    setImmediate(() => flush(tx, kinds, kind, fresh));
+    afterHops(JOIN_HOPS, () => flush(tx, kinds, kind, fresh));
     g = fresh;
   }
   const into = g;
@@ -64,10 +62,26 @@ export function gathered<I, R>(
   });
 }
 
+/**
+ * How many turns of the microtask queue a gathering waits for others to join it. The jobs of a shared
+ * transaction are started together and resumed together (their statements answer in one message), so
+ * they reach the same statement within a few turns of each other; a job further behind joins the next
+ * statement. Not a turn of the event loop: under load one carries many requests' work, and the
+ * transaction would hold its connection (the embedded database's only one) through each.
+ */
+const JOIN_HOPS = 8;
+
+function afterHops(hops: number, fn: () => void): void {
+  if (hops === 0) fn();
+  else queueMicrotask(() => afterHops(hops - 1, fn));
+}
+
 function flush(tx: Db, kinds: Map<string, Gathering>, kind: string, g: Gathering): void {
   // What is gathered from now on goes in the next statement.
   if (kinds.get(kind) === g) kinds.delete(kind);
-  g.run(tx, g.items)
+  // A throw of `run` itself is an answer too: nobody may be left waiting on a transaction's connection.
+  Promise.resolve()
+    .then(() => g.run(tx, g.items))
     .then((rows) => answerOf(rows, g.items.length))
     .then(
       (rows) => {

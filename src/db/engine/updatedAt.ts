@@ -8,7 +8,11 @@ import type { Db } from "./connection.ts";
  * before the row's creation, and a webhook receiver orders an object's events by them. Set by each
  * statement rather than by a trigger: a trigger would read the database's clock, not the service's,
  * and would cost a function call per row on the statements that move thousands of calls a second.
+ * `now` may be a column of the statement's input (each row its own time), `table` the alias of the
+ * changed table when the statement reads others.
  */
-export function nextUpdatedAt(sql: Db, now: Date): Fragment {
-  return sql`greatest(${now}::timestamptz, updated_at + interval '1 millisecond')`;
+export function nextUpdatedAt(sql: Db, now: Date | Fragment, table?: string): Fragment {
+  const previous = table ? sql.unsafe(`${table}.updated_at`) : sql`updated_at`;
+  const at = now instanceof Date ? sql`${now}::timestamptz` : now;
+  return sql`greatest(${at}, ${previous} + interval '1 millisecond')`;
 }
