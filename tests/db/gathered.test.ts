@@ -1,12 +1,11 @@
 import { afterAll, beforeAll, beforeEach, expect, test } from "bun:test";
 import type { Db } from "../../src/db/engine/connection.ts";
 import { gathered } from "../../src/db/engine/gathered.ts";
-import { SharedTransactions } from "../../src/db/engine/sharedTransactions.ts";
 import { insertReservation, settleOpenReservation } from "../../src/db/minutes.ts";
 import { insertOrganization } from "../../src/db/organizations.ts";
 import { deleteTimer, insertTimer } from "../../src/db/timers.ts";
-import { createLogger } from "../../src/log.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/db.ts";
+import { fulfilled, inOneSharedTransaction } from "../helpers/sharedJobs.ts";
 
 /**
  * What the jobs of a shared transaction each insert goes out as one statement (db/engine/gathered.ts),
@@ -14,7 +13,6 @@ import { createTestDatabase, type TestDatabase } from "../helpers/db.ts";
  */
 
 let db: TestDatabase;
-const log = createLogger("warn", () => {});
 
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -45,35 +43,6 @@ function insertProbes(tx: Db, by: string, ns: number[]) {
   );
 }
 
-/** A job under way until `open()`: the jobs started meanwhile wait for it, then share one transaction. */
-function holding(shared: SharedTransactions) {
-  let open!: () => void;
-  const gate = new Promise<void>((resolve) => {
-    open = resolve;
-  });
-  const first = shared.run(["first"], async () => {
-    await gate;
-  });
-  return { first, open };
-}
-
-/** `jobs` started while another job runs, so that they share one transaction; all of them settled. */
-async function sharing<T>(jobs: ((tx: Db) => Promise<T>)[]): Promise<PromiseSettledResult<T>[]> {
-  const shared = new SharedTransactions(db.sql, log, { maxBatch: 64, maxInFlight: 1 });
-  const { first, open } = holding(shared);
-  await Bun.sleep(20);
-  const started = jobs.map((job, i) => shared.run([`job${i}`], job));
-  open();
-  await first;
-  return Promise.allSettled(started);
-}
-
-const values = <T>(settled: PromiseSettledResult<T>[]) =>
-  settled.map((s) => {
-    if (s.status === "rejected") throw s.reason;
-    return s.value;
-  });
-
 test("outside a shared transaction each caller's items are one statement of their own, at once", async () => {
   statements = [];
   const [a, b] = await Promise.all([insertProbes(db.sql, "a", [1, 2]), insertProbes(db.sql, "b", [3])]);
@@ -87,8 +56,8 @@ test("outside a shared transaction each caller's items are one statement of thei
 
 test("the jobs of a shared transaction send one statement, and each gets its own rows back", async () => {
   statements = [];
-  const answers = values(
-    await sharing([
+  const answers = fulfilled(
+    await inOneSharedTransaction(db.sql, [
       (tx) => insertProbes(tx, "a", [1, 2]),
       (tx) => insertProbes(tx, "b", [3]),
       (tx) => insertProbes(tx, "c", [4, 5, 6]),
@@ -105,8 +74,8 @@ test("the jobs of a shared transaction send one statement, and each gets its own
 
 test("what a job gathers after its first statement answered goes in a later statement of the same transaction", async () => {
   statements = [];
-  const answers = values(
-    await sharing([
+  const answers = fulfilled(
+    await inOneSharedTransaction(db.sql, [
       async (tx) => {
         await insertProbes(tx, "a", [1]);
         return insertProbes(tx, "a", [2]);
@@ -121,7 +90,7 @@ test("what a job gathers after its first statement answered goes in a later stat
 test("a gathered statement the database refuses fails every job in it; each then runs alone and only the bad one fails", async () => {
   await db.sql`insert into gathered_probe values (7, 'before')`;
   statements = [];
-  const [a, b, c] = await sharing([
+  const [a, b, c] = await inOneSharedTransaction(db.sql, [
     (tx) => insertProbes(tx, "a", [1]),
     (tx) => insertProbes(tx, "b", [7]),
     (tx) => insertProbes(tx, "c", [3]),
@@ -137,7 +106,7 @@ test("a gathered statement the database refuses fails every job in it; each then
 });
 
 test("an answer without one row per item is an error, shared and then alone", async () => {
-  const [a, b] = await sharing([
+  const [a, b] = await inOneSharedTransaction(db.sql, [
     (tx) => gathered(tx, "short", [1], async () => []),
     (tx) => gathered(tx, "short", [2], async () => []),
   ]);
@@ -149,8 +118,8 @@ test("an answer without one row per item is an error, shared and then alone", as
 
 test("timers inserted and deleted by the jobs of a shared transaction: each job gets its own timer and its own answer", async () => {
   const kept = await insertTimer(db.sql, { kind: "test.kept", delayMs: 60_000, payload: { name: "kept" } });
-  const answers = values(
-    await sharing([
+  const answers = fulfilled(
+    await inOneSharedTransaction(db.sql, [
       (tx) => insertTimer(tx, { kind: "test.a", delayMs: 60_000, payload: { name: "a" } }),
       (tx) => insertTimer(tx, { kind: "test.b", at: new Date(Date.now() + 120_000), payload: { name: "b" } }),
       (tx) => insertTimer(tx, { kind: "test.c", delayMs: 30_000, payload: { name: "c" } }),
@@ -166,8 +135,8 @@ test("timers inserted and deleted by the jobs of a shared transaction: each job 
   for (const t of answers) {
     expect(stored.find((s) => s.id === t.id)?.payload.name).toBe(t.payload.name as string);
   }
-  const deleted = values(
-    await sharing([
+  const deleted = fulfilled(
+    await inOneSharedTransaction(db.sql, [
       (tx) => deleteTimer(tx, answers[0]!.id),
       (tx) => deleteTimer(tx, "999999999"),
       (tx) => deleteTimer(tx, kept.id),
@@ -213,8 +182,8 @@ test("reservations settled by the jobs of a shared transaction: each job gets it
   const at = new Date();
   // call_c is settled already: the shared statement finds it closed.
   await settleOpenReservation(db.sql, "call_c", 1, at);
-  const settled = values(
-    await sharing([
+  const settled = fulfilled(
+    await inOneSharedTransaction(db.sql, [
       (tx) => settleOpenReservation(tx, "call_a", 2, at),
       (tx) => settleOpenReservation(tx, "call_c", 3, at),
       (tx) => settleOpenReservation(tx, "call_b", 99, at),

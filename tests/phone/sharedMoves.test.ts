@@ -1,10 +1,8 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { answerPhoneCall, type CallStatus, completeLiveCall, insertCall } from "../../src/db/calls.ts";
-import type { Db } from "../../src/db/engine/connection.ts";
-import { SharedTransactions } from "../../src/db/engine/sharedTransactions.ts";
 import { insertReservation } from "../../src/db/minutes.ts";
-import { silentLogger } from "../../src/log.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
+import { fulfilled, inOneSharedTransaction } from "../helpers/sharedJobs.ts";
 
 /**
  * The callee's answer and the call's completion, for the jobs of one shared transaction, are one
@@ -51,32 +49,19 @@ async function phoneCall(id: string, status: CallStatus, maxSeconds: number) {
   });
 }
 
-/** `jobs` in one shared transaction (started while another job holds the only slot), all settled. */
-async function sharing<T>(jobs: ((tx: Db) => Promise<T>)[]): Promise<T[]> {
-  const shared = new SharedTransactions(ctx.deps.sql, silentLogger, { maxBatch: 64, maxInFlight: 1 });
-  let open!: () => void;
-  const gate = new Promise<void>((resolve) => {
-    open = resolve;
-  });
-  const first = shared.run(["first"], () => gate);
-  await Bun.sleep(20);
-  const started = jobs.map((job, i) => shared.run([`job${i}`], job));
-  open();
-  await first;
-  return Promise.all(started);
-}
-
 test("answers and completions of several calls in one transaction: each its own row, fenced on its status", async () => {
   await phoneCall("call_shared_a", "ringing", 600);
   await phoneCall("call_shared_b", "initiated", 600);
   await phoneCall("call_shared_c", "ringing", 120);
   const answeredAt = new Date(Date.now() - 30_000);
   const now = new Date();
-  const answers = await sharing([
-    (tx) => answerPhoneCall(tx, "call_shared_a", answeredAt, now),
-    (tx) => answerPhoneCall(tx, "call_shared_b", answeredAt, now),
-    (tx) => answerPhoneCall(tx, "call_shared_c", new Date(answeredAt.getTime() + 1_000), now),
-  ]);
+  const answers = fulfilled(
+    await inOneSharedTransaction(ctx.db.sql, [
+      (tx) => answerPhoneCall(tx, "call_shared_a", answeredAt, now),
+      (tx) => answerPhoneCall(tx, "call_shared_b", answeredAt, now),
+      (tx) => answerPhoneCall(tx, "call_shared_c", new Date(answeredAt.getTime() + 1_000), now),
+    ]),
+  );
   expect(answers.map((r) => r && [r.id, r.status, r.started_at?.getTime()])).toEqual([
     ["call_shared_a", "ongoing", answeredAt.getTime()],
     null,
@@ -85,20 +70,24 @@ test("answers and completions of several calls in one transaction: each its own 
   expect(answers[0]!.updated_at.getTime()).toBe(now.getTime());
 
   // A hangs up 20 s after its answer; C's report comes long after its 120 s: it ends at its maximum.
-  const completions = await sharing([
-    (tx) => completeLiveCall(tx, "call_shared_c", new Date(answeredAt.getTime() + 500_000), new Date()),
-    (tx) => completeLiveCall(tx, "call_shared_b", new Date(), new Date()),
-    (tx) => completeLiveCall(tx, "call_shared_a", new Date(answeredAt.getTime() + 20_000), new Date()),
-  ]);
+  const completions = fulfilled(
+    await inOneSharedTransaction(ctx.db.sql, [
+      (tx) => completeLiveCall(tx, "call_shared_c", new Date(answeredAt.getTime() + 500_000), new Date()),
+      (tx) => completeLiveCall(tx, "call_shared_b", new Date(), new Date()),
+      (tx) => completeLiveCall(tx, "call_shared_a", new Date(answeredAt.getTime() + 20_000), new Date()),
+    ]),
+  );
   expect(completions.map((r) => r && [r.id, r.status, r.duration_seconds, r.results_reported])).toEqual([
     ["call_shared_c", "completed", 120, false],
     null,
     ["call_shared_a", "completed", 20, false],
   ]);
   // Moved once: the same again finds them completed.
-  const again = await sharing([
-    (tx) => completeLiveCall(tx, "call_shared_a", new Date(), new Date()),
-    (tx) => completeLiveCall(tx, "call_shared_c", new Date(), new Date()),
-  ]);
+  const again = fulfilled(
+    await inOneSharedTransaction(ctx.db.sql, [
+      (tx) => completeLiveCall(tx, "call_shared_a", new Date(), new Date()),
+      (tx) => completeLiveCall(tx, "call_shared_c", new Date(), new Date()),
+    ]),
+  );
   expect(again).toEqual([null, null]);
 });

@@ -4,11 +4,12 @@ import type { Db } from "./connection.ts";
  * One statement for what the jobs of a shared transaction (sharedTransactions.ts) each send.
  *
  * The jobs of a shared transaction run side by side, each with its own statements: a callee's answer
- * or a call's end records its event and schedules or cancels its timers. Each was a statement of its
+ * or a call's end moves the call, records its event, settles its minutes, schedules or cancels its
+ * timers. Each was a statement of its
  * own: a message of its own to the database (the driver sends at once whatever reaches 1 KiB, as an
  * event carrying its call object does), an executor start, and for an event the outbox's trigger. What
- * the jobs of one transaction ask for under the same `kind` while the process is busy with their
- * answers goes out as one statement instead, a few microtasks later (`JOIN_HOPS`); each caller gets its own part of the answer.
+ * the jobs of one transaction ask for under the same `kind` goes out as one statement instead, a few
+ * microtasks after the first of them asked (`JOIN_HOPS`); each caller gets its own part of the answer.
  * Anywhere else `gathered` runs the statement at once, for the caller's items alone.
  *
  * A failure of the gathered statement is every caller's, so the shared transaction rolls back and each
