@@ -1,5 +1,6 @@
-import { type DialRow, findCallState, ringPhoneCalls } from "../db/calls.ts";
+import { findCallState } from "../db/calls.ts";
 import { settledAll } from "../db/engine/connection.ts";
+import { type DialRow, ringPhoneCalls } from "../db/liveCallMoves.ts";
 import type { Deps } from "../deps.ts";
 import { LiveKit, LiveKitError, liveKitAgentName } from "../livekit/client.ts";
 import { dialFailureEnd, sipCallAnswered } from "../livekit/sip.ts";

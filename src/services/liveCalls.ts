@@ -1,15 +1,8 @@
 import type { WebhookEvent } from "livekit-server-sdk";
 import type { AgentRow } from "../db/agents.ts";
-import {
-  answerPhoneCall,
-  type CallRow,
-  completeLiveCall,
-  findCallState,
-  insertCall,
-  moveCall,
-  noteHangUpWhileRinging,
-} from "../db/calls.ts";
+import { type CallRow, findCallState, insertCall, moveCall } from "../db/calls.ts";
 import { type Db, pipelinedTransaction, settledAll } from "../db/engine/connection.ts";
+import { answerPhoneCall, completeLiveCall, noteHangUpWhileRinging } from "../db/liveCallMoves.ts";
 import { reservationMaxSeconds } from "../db/minutes.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError } from "../errors.ts";

@@ -3,7 +3,6 @@ import { type Db, pipelinedTransaction, settledAll } from "../db/engine/connecti
 import {
   claimDue,
   deleteTimer,
-  failTimer,
   type HeldTimer,
   heldTimers,
   type InsertedTimerRow,
@@ -17,6 +16,7 @@ import {
 } from "../db/timers.ts";
 import type { Logger } from "../log.ts";
 import { type AfterBatch, runHandlers } from "./batch.ts";
+import { recordFailure } from "./failures.ts";
 import { RunnerLiveness } from "./liveness.ts";
 import { type ResolvedRunnerOptions, type RunnerOptions, withDefaults } from "./options.ts";
 import type { TimerScheduler } from "./scheduler.ts";
@@ -468,36 +468,12 @@ export class TimerRunner implements TimerScheduler {
 
   async #recordFailure(entry: Entry, err: unknown): Promise<void> {
     if (this.#held.get(entry.held.id) === entry) this.#held.delete(entry.held.id);
-    const message = err instanceof Error ? err.message : String(err);
     this.#stats.failures++;
-    const attempt = entry.held.attempts + 1;
-    const backoffMs = this.#opts.backoff(attempt);
-    try {
-      const result = await failTimer(this.#sql, entry.held, {
-        runner: this.#liveness.runner,
-        error: message,
-        backoffMs,
-        maxAttempts: this.#opts.maxAttempts,
-      });
-      if (!result) return;
-      const fields = {
-        timerId: entry.held.id,
-        kind: entry.held.kind,
-        attempt: result.attempts,
-        error: message,
-      };
-      if (result.status === "failed")
-        this.#log.error("timer failed for good; kept with its last error", fields);
-      else this.#log.warn("timer handler failed; will retry", { ...fields, retryInMs: backoffMs });
-    } catch (e) {
-      // The row stays leased to us; once the lease ends, a poll claims and retries it.
-      this.#log.error("timer handler failed and its failure could not be recorded", {
-        timerId: entry.held.id,
-        kind: entry.held.kind,
-        error: message,
-        recordError: (e as Error).message,
-      });
-    }
+    await recordFailure(this.#sql, this.#log, entry.held, err, {
+      runner: this.#liveness.runner,
+      backoff: this.#opts.backoff,
+      maxAttempts: this.#opts.maxAttempts,
+    });
   }
 }
 export type { RunnerOptions } from "./options.ts";

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { TokenVerifier } from "livekit-server-sdk";
-import { answerPhoneCall } from "../../src/db/calls.ts";
+import { answerPhoneCall } from "../../src/db/liveCallMoves.ts";
 import { usedMinutes } from "../../src/services/minutes.ts";
 import { TEST_DATABASE } from "../helpers/db.ts";
 import { liveKitEvents } from "../helpers/fakeLivekit.ts";

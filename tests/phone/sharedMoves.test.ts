@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { answerPhoneCall, type CallStatus, completeLiveCall, insertCall } from "../../src/db/calls.ts";
+import { type CallStatus, insertCall } from "../../src/db/calls.ts";
+import { answerPhoneCall, completeLiveCall } from "../../src/db/liveCallMoves.ts";
 import { insertReservation } from "../../src/db/minutes.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import { fulfilled, inOneSharedTransaction } from "../helpers/sharedJobs.ts";
