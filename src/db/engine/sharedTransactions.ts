@@ -36,7 +36,8 @@ export class SharedTransactions {
       (job) => pipelinedTransaction(sql, job.fn),
       (jobs) =>
         pipelinedTransaction(sql, async (tx) => {
-          // What the jobs each insert (their events, their timers) goes out once for all (gathered.ts).
+          // The statements the jobs each send (moves, events, timers, settlements) go out once for all
+          // (gathered.ts).
           shareStatements(tx);
           const results = await Promise.allSettled(jobs.map((job) => job.fn(tx)));
           const failed = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
