@@ -74,25 +74,30 @@ export async function completeCalls(
     transcript: TranscriptSegment[];
   }[],
 ): Promise<(CallRow & { ended_updated_at: Date })[]> {
+  // One JSON parameter (as events.ts says why): a transcript as text in a text[] had every quote of its
+  // JSON escaped by the driver and unescaped again by PostgreSQL.
+  const rows = done.map((d) => ({
+    vid: d.id,
+    ended_at: d.endedAt.toISOString(),
+    duration: d.durationSeconds,
+    summary: d.summary,
+    collected: d.collectedData,
+    transcript: d.transcript,
+  }));
   return sql<(CallRow & { ended_updated_at: Date })[]>`
     update calls set
       status = 'completed',
       ended_at = v.ended_at,
       duration_seconds = v.duration,
       summary = v.summary,
-      collected_data = v.collected::jsonb,
-      transcript = v.transcript::jsonb,
+      collected_data = v.collected,
+      transcript = v.transcript,
       successful = true,
       outcome = 'answered_human',
       updated_at = ${nextUpdatedAt(sql, now)} + interval '1 millisecond'
-    from unnest(
-      ${done.map((d) => d.id)}::text[],
-      ${done.map((d) => d.endedAt.toISOString())}::timestamptz[],
-      ${done.map((d) => d.durationSeconds)}::integer[],
-      ${done.map((d) => d.summary)}::text[],
-      ${done.map((d) => JSON.stringify(d.collectedData))}::text[],
-      ${done.map((d) => JSON.stringify(d.transcript))}::text[]
-    ) as v(vid, ended_at, duration, summary, collected, transcript)
+    from batch_rows(${sql.json(rows as never)}::json) e
+      cross join lateral json_to_record(e) as v(vid text, ended_at timestamptz, duration integer, summary text,
+        collected jsonb, transcript jsonb)
     where calls.id = v.vid and calls.status = 'ongoing'
     returning ${columnList(sql, CALL_COLUMNS, "calls")},
       calls.updated_at - interval '1 millisecond' as ended_updated_at`;

@@ -10,6 +10,10 @@
 //
 // node tests/bench/even-load.mjs '<json: {url, path, method, requests: [{headers, body}], rate, seconds, maxConnections}>'
 //   → JSON on stdout, the shape of rotating-load.mjs's
+//
+// EVEN_TRACE=<file>: each answer's [due ms from the start, latency ms] and the start as epoch ms are
+// written there too, to see whether slow answers are spread out or come together (a stall), and to set
+// them against what the server and the database did at that moment.
 import http from "node:http";
 
 const o = JSON.parse(process.argv[2]);
@@ -21,6 +25,7 @@ const intervalMs = 1000 / o.rate;
 const total = Math.round(o.rate * o.seconds);
 const bodies = o.requests.map((r) => Buffer.from(r.body));
 const latencies = [];
+const trace = [];
 const statusCodes = {};
 let errors = 0;
 let answered = 0;
@@ -47,7 +52,9 @@ const done = new Promise((resolve) => {
       (res) => {
         res.resume();
         res.on("end", () => {
-          latencies.push(performance.now() - dueAt);
+          const latency = performance.now() - dueAt;
+          latencies.push(latency);
+          if (process.env.EVEN_TRACE) trace.push([Math.round(dueAt - start), Math.round(latency)]);
           statusCodes[res.statusCode] = (statusCodes[res.statusCode] ?? 0) + 1;
           finish();
         });
@@ -73,6 +80,10 @@ const done = new Promise((resolve) => {
 await done;
 const elapsed = (performance.now() - start) / 1000;
 agent.destroy();
+if (process.env.EVEN_TRACE) {
+  const { writeFileSync } = await import("node:fs");
+  writeFileSync(process.env.EVEN_TRACE, JSON.stringify({ start: performance.timeOrigin + start, trace }));
+}
 
 latencies.sort((a, b) => a - b);
 const at = (p) =>
