@@ -375,11 +375,19 @@ export async function renewLeases(
     where t.id = h.id and t.epoch = h.epoch and t.locked_by = ${runner}`;
 }
 
-/** On a clean stop: hands the rows this runner held but did not fire back to everyone. */
+/**
+ * On a clean stop: hands the rows this runner held but did not fire back to everyone. A row another
+ * transaction holds at that moment (a shared transaction deleting a cancelled timer) is skipped, not
+ * waited for: the wait could deadlock with that transaction, which may go on to a row this statement
+ * locked first (it had: PostgreSQL rolled the release back). A row skipped keeps this runner's lease,
+ * which other runners take over once its liveness lock is gone, as after a crash.
+ */
 export async function releaseLeases(sql: Db, runner: number): Promise<number> {
   const rows = await sql`
     update timers set locked_by = null, locked_until = null
-    where locked_by = ${runner} and status = 'pending' returning id`;
+    where id in (
+      select id from timers where locked_by = ${runner} and status = 'pending' for update skip locked)
+    returning id`;
   return rows.length;
 }
 

@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import type { TimerRunner } from "../../src/timers/runner.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/db.ts";
+import { createTestDatabase, TEST_DATABASE, type TestDatabase } from "../helpers/db.ts";
 import { waitUntil } from "../helpers/wait.ts";
 import { createFiresTable, fireCounts, registerFire, testRunner } from "./support.ts";
 
@@ -181,4 +181,53 @@ describe("shutdown", () => {
     await Bun.sleep(300);
     expect((await fireCounts(db.sql)).get("later")).toBeUndefined();
   });
+
+  // One session on the embedded database: no other transaction can hold a row there.
+  test.skipIf(TEST_DATABASE === "embedded")(
+    "stop hands back its leases without waiting for a row another transaction holds, which keeps its lease",
+    async () => {
+      const r = registerFire(testRunner(db, { horizonMs: 60_000 }), async () => {});
+      await start(r);
+      const held = await r.schedule(db.sql, {
+        kind: "test.fire",
+        delayMs: 30_000,
+        payload: { name: "held" },
+      });
+      await r.schedule(db.sql, { kind: "test.fire", delayMs: 30_000, payload: { name: "free" } });
+      await waitUntil(
+        "both timers to be leased",
+        async () => (await db.sql`select 1 from timers where locked_by is not null`).length === 2,
+      );
+      // Another transaction holds one of the rows (as a shared transaction deleting a cancelled timer
+      // does) until the stop has returned.
+      let locked: () => void = () => {};
+      const isLocked = new Promise<void>((resolve) => {
+        locked = resolve;
+      });
+      let end: () => void = () => {};
+      const ended = new Promise<void>((resolve) => {
+        end = resolve;
+      });
+      const holding = db.sql.begin(async (tx) => {
+        await tx`select id from timers where id = ${held.id}::bigint for update`;
+        locked();
+        await ended;
+      });
+      await isLocked;
+      const stopped = await Promise.race([
+        r.stop().then(() => "stopped"),
+        Bun.sleep(5_000).then(() => "still waiting"),
+      ]);
+      end();
+      await holding;
+      running.splice(0);
+      expect(stopped).toBe("stopped");
+      const rows = await db.sql<{ name: string; leased: boolean }[]>`
+        select payload->>'name' as name, locked_by is not null as leased from timers order by name`;
+      expect([...rows]).toEqual([
+        { name: "free", leased: false },
+        { name: "held", leased: true },
+      ]);
+    },
+  );
 });
