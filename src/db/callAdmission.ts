@@ -1,7 +1,7 @@
 import type { Fragment } from "postgres";
 import { canonicalNumber } from "../phoneNumbers.ts";
 import type { AgentRow } from "./agents.ts";
-import type { Db } from "./engine/connection.ts";
+import { type Db, settledAll } from "./engine/connection.ts";
 import { planUsedSql } from "./minutes.ts";
 import type { OrganizationRow } from "./organizations.ts";
 
@@ -106,29 +106,57 @@ export interface HourState {
 }
 
 /**
- * Locks the organization's limits row until the transaction ends (creating it, with the hour counted
- * from the calls, on first use). Every placement takes this lock first. What is read after it, in a
- * later statement, includes every placement committed before: a statement's snapshot is taken when
- * it starts, and statements sent together still start one after the other, so `readCallLoad` may
- * go out in the same round trip as this one.
+ * Locks the limits rows of `organizationIds` until the transaction ends (creating each one, with the
+ * hour counted from the calls, on first use). Every placement takes these locks first, in the order
+ * of the organizations' ids, so that two placements never deadlock. What is read after them, in a
+ * later statement, includes every placement committed before: a statement's snapshot is taken when it
+ * starts, and statements sent together still start one after the other, so `readCallLoads` may go
+ * out in the same round trip as these two.
+ *
+ * Two statements for any number of organizations (a batch names up to one per request): the rows
+ * missing are made first, then every row is locked, in order. A row another transaction is making
+ * is waited for by the first (its insert meets the other's), so the second sees it made.
  */
-export async function lockCallLimits(sql: Db, organizationId: string, hourAgo: Date): Promise<void> {
-  await lockCallLimitsSql(sql, organizationId, hourAgo);
+export async function lockCallLimits(
+  sql: Db,
+  organizationIds: readonly string[],
+  hourAgo: Date,
+): Promise<void> {
+  const ids = inLockOrder(organizationIds);
+  await settledAll([makeCallLimitsSql(sql, ids, hourAgo), lockCallLimitsSql(sql, ids)]);
 }
 
-/** The statement of `lockCallLimits` (also explained by the plan tests). */
-export function lockCallLimitsSql(sql: Db, organizationId: string, hourAgo: Date): Fragment {
-  // The row is locked by the update when it exists; only on first use is the hour counted (a
-  // subquery in VALUES would count the whole hour on every placement, conflict or not).
+/** The organizations' ids, each once, in the order their rows are locked. */
+function inLockOrder(organizationIds: readonly string[]): string[] {
+  return [...new Set(organizationIds)].sort();
+}
+
+/**
+ * The first statement of `lockCallLimits` (also explained by the plan tests): the rows missing, each
+ * with the calls placed in the last hour counted; only for a row it makes, never on every placement.
+ */
+export function makeCallLimitsSql(sql: Db, organizationIds: readonly string[], hourAgo: Date): Fragment {
   return sql`
-    with locked as (
-      update call_limits set hour_count = hour_count where organization_id = ${organizationId} returning 1)
-    insert into call_limits as l (organization_id, hour_cut, hour_count)
-    select ${organizationId}, ${hourAgo}, (
+    insert into call_limits (organization_id, hour_cut, hour_count)
+    select o.id, ${hourAgo}, (
       select count(*)::int from calls
-      where organization_id = ${organizationId} and ${sql.unsafe(LIVE_PHONE)} and placed_at > ${hourAgo})
-    where not exists (select 1 from locked)
-    on conflict (organization_id) do update set hour_count = l.hour_count`;
+      where organization_id = o.id and ${sql.unsafe(LIVE_PHONE)} and placed_at > ${hourAgo})
+    from unnest(${inLockOrder(organizationIds)}::text[]) as o(id)
+    where not exists (select 1 from call_limits l where l.organization_id = o.id)
+    order by o.id
+    on conflict (organization_id) do nothing`;
+}
+
+/**
+ * The second: every row locked, in the order of the ids (rows are locked as the sorted scan returns
+ * them, so the order holds however the rows are stored).
+ */
+function lockCallLimitsSql(sql: Db, organizationIds: readonly string[]): Fragment {
+  return sql`
+    select organization_id from call_limits
+    where organization_id = any(${organizationIds as string[]}::text[])
+    order by organization_id
+    for update`;
 }
 
 export interface CallLoad {
@@ -143,37 +171,53 @@ export interface CallLoad {
 }
 
 /**
- * Under the lock (after `lockCallLimits`): the hour's row, calls in progress, placements that left the
- * hour. The calls in progress are counted by `count(status)`, not `count(*)`: a column outside the
- * index makes it a plain index scan, which marks the entries of calls that ended as dead once it has
- * seen them; an index-only scan never does, and until a vacuum visited the heap of every ended call
- * on each placement (4 ms on a few thousand calls, under the organization's lock).
+ * Under the locks (after `lockCallLimits`), for each organization: the hour's row, calls in progress,
+ * placements that left the hour; one statement for them all. The calls in progress are counted by
+ * `count(status)`, not `count(*)`: a column outside the index makes it a plain index scan, which
+ * marks the entries of calls that ended as dead once it has seen them; an index-only scan never does,
+ * and until a vacuum visited the heap of every ended call on each placement (4 ms on a few thousand
+ * calls, under the organization's lock).
  */
-export async function readCallLoad(sql: Db, organizationId: string, hourAgo: Date): Promise<CallLoad> {
-  const [row] = await sql<
-    { hour_cut: Date; hour_count: number; in_progress: number; left: number; oldest: Date | null }[]
-  >`${callLoadSql(sql, organizationId, hourAgo)}`;
-  const r = row!;
-  return {
-    hour: { cut: r.hour_cut, count: r.hour_count },
-    inProgress: r.in_progress,
-    left: r.left,
-    oldest: r.oldest,
-  };
+export async function readCallLoads(
+  sql: Db,
+  organizationIds: readonly string[],
+  hourAgo: Date,
+): Promise<Map<string, CallLoad>> {
+  const rows = await sql<
+    {
+      organization_id: string;
+      hour_cut: Date;
+      hour_count: number;
+      in_progress: number;
+      left: number;
+      oldest: Date | null;
+    }[]
+  >`${callLoadSql(sql, organizationIds, hourAgo)}`;
+  return new Map(
+    rows.map((r) => [
+      r.organization_id,
+      {
+        hour: { cut: r.hour_cut, count: r.hour_count },
+        inProgress: r.in_progress,
+        left: r.left,
+        oldest: r.oldest,
+      },
+    ]),
+  );
 }
 
-/** The statement of `readCallLoad` (also explained by the plan tests). */
-export function callLoadSql(sql: Db, organizationId: string, hourAgo: Date): Fragment {
+/** The statement of `readCallLoads` (also explained by the plan tests). */
+export function callLoadSql(sql: Db, organizationIds: readonly string[], hourAgo: Date): Fragment {
   const live = sql.unsafe(LIVE_PHONE);
   return sql`
-    select l.hour_cut, l.hour_count,
+    select l.organization_id, l.hour_cut, l.hour_count,
       (select count(status)::int from calls where organization_id = l.organization_id and ${live}
         and status in ('initiated', 'ringing', 'ongoing')) as in_progress,
       (select count(*)::int from calls where organization_id = l.organization_id and ${live}
         and placed_at > l.hour_cut and placed_at <= greatest(l.hour_cut, ${hourAgo}::timestamptz)) as left,
       (select min(placed_at) from calls where organization_id = l.organization_id and ${live}
         and placed_at > greatest(l.hour_cut, ${hourAgo}::timestamptz)) as oldest
-    from call_limits l where l.organization_id = ${organizationId}`;
+    from call_limits l where l.organization_id = any(${organizationIds as string[]}::text[])`;
 }
 
 /** Writes the hour's new cut and count (the lock is held). */

@@ -15,31 +15,59 @@ export type UsageKind = "plan" | "key";
  * calls gave back since the last lock (`settleOpenReservation`).
  */
 export async function lockUsage(tx: Db, kind: UsageKind, subjectId: string, month: string): Promise<number> {
-  const locked = tx<{ used_minutes: number }[]>`
-    insert into minute_usage (kind, subject_id, month, used_minutes) values (${kind}, ${subjectId}, ${month}, 0)
-    on conflict (kind, subject_id, month) do update set used_minutes = minute_usage.used_minutes
-    returning used_minutes`;
-  if (kind === "key") return (await locked)[0]!.used_minutes;
-  const [[row], [folded]] = await settledAll([locked, foldPlanReturnsSql(tx, subjectId, month)] as const);
-  return folded?.used_minutes ?? row!.used_minutes;
+  if (kind === "plan") return (await lockPlanUsages(tx, [subjectId], month)).get(subjectId)!;
+  const [row] = await lockUsageRowsSql(tx, kind, [subjectId], month);
+  return row!.used_minutes;
 }
 
 /**
- * Moves the minutes given back by the organization's settled reservations of `month` into its plan row
- * (which the caller has locked): the row after, or no row when nothing was pending. (Also explained by
- * the plan tests: it reads the pending reservations only, however many have ended.)
+ * `lockUsage` of the plans of several organizations at once (a batch of placements): two statements
+ * for them all, the rows locked in the order of the ids. Minutes used, by organization.
  */
-export function foldPlanReturnsSql(tx: Db, organizationId: string, month: string) {
-  return tx<{ used_minutes: number }[]>`
+export async function lockPlanUsages(
+  tx: Db,
+  organizationIds: readonly string[],
+  month: string,
+): Promise<Map<string, number>> {
+  const ids = [...new Set(organizationIds)].sort();
+  const [locked, folded] = await settledAll([
+    lockUsageRowsSql(tx, "plan", ids, month),
+    foldPlanReturnsSql(tx, ids, month),
+  ] as const);
+  const used = new Map(locked.map((r) => [r.subject_id, r.used_minutes]));
+  for (const r of folded) used.set(r.subject_id, r.used_minutes);
+  return used;
+}
+
+/** The usage rows of `subjectIds` for `month`, made when missing and locked, in the order given. */
+function lockUsageRowsSql(tx: Db, kind: UsageKind, subjectIds: readonly string[], month: string) {
+  return tx<{ subject_id: string; used_minutes: number }[]>`
+    insert into minute_usage (kind, subject_id, month, used_minutes)
+    select ${kind}::text, s.id, ${month}::date, 0 from unnest(${subjectIds as string[]}::text[]) with ordinality as s(id, n)
+    order by s.n
+    on conflict (kind, subject_id, month) do update set used_minutes = minute_usage.used_minutes
+    returning subject_id, used_minutes`;
+}
+
+/**
+ * Moves the minutes given back by the organizations' settled reservations of `month` into their plan
+ * rows (which the caller has locked): the rows after, none for an organization with nothing pending.
+ * (Also explained by the plan tests: it reads the pending reservations only, however many have ended.)
+ */
+export function foldPlanReturnsSql(tx: Db, organizationIds: readonly string[], month: string) {
+  return tx<{ subject_id: string; used_minutes: number }[]>`
     with returned as (
       update minute_reservations set plan_return_pending = false
-      where organization_id = ${organizationId} and month = ${month} and plan_return_pending
-      returning reserved_minutes - kept_minutes as minutes
+      where organization_id = any(${organizationIds as string[]}::text[]) and month = ${month} and plan_return_pending
+      returning organization_id, reserved_minutes - kept_minutes as minutes
+    ),
+    per_organization as (
+      select organization_id, sum(minutes) as minutes from returned group by organization_id
     )
-    update minute_usage set used_minutes = greatest(0, used_minutes - (select sum(minutes) from returned))
-    where kind = 'plan' and subject_id = ${organizationId} and month = ${month}
-      and exists (select 1 from returned)
-    returning used_minutes`;
+    update minute_usage u set used_minutes = greatest(0, u.used_minutes - p.minutes)
+    from per_organization p
+    where u.kind = 'plan' and u.subject_id = p.organization_id and u.month = ${month}
+    returning u.subject_id, u.used_minutes`;
 }
 
 /**

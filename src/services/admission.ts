@@ -5,11 +5,11 @@ import {
   type CallLoad,
   lockCallLimits,
   readCallFacts,
-  readCallLoad,
+  readCallLoads,
   recordHour,
 } from "../db/callAdmission.ts";
 import { type Db, settledAll } from "../db/engine/connection.ts";
-import { lockUsage } from "../db/minutes.ts";
+import { lockPlanUsages } from "../db/minutes.ts";
 import { findOrganization, type OrganizationRow } from "../db/organizations.ts";
 import type { PlacementCounts } from "../db/phonePlacements.ts";
 import type { Deps } from "../deps.ts";
@@ -163,12 +163,36 @@ export interface AdmissionRead {
  * the caller, who may not wait for this (it must still await it, or the transaction's end).
  */
 export function readAdmission(tx: Db, organizationId: string, now: Date): Promise<AdmissionRead> {
+  const read = readAdmissions(tx, [organizationId], now).then((reads) => reads.get(organizationId)!);
+  read.catch(() => {});
+  return read;
+}
+
+/**
+ * `readAdmission` for the organizations of a batch of placements, in the same statements for them all
+ * (their number does not grow with the organizations'): every limits row locked, in the order of the
+ * ids, before any plan row.
+ */
+export function readAdmissions(
+  tx: Db,
+  organizationIds: readonly string[],
+  now: Date,
+): Promise<Map<string, AdmissionRead>> {
   const hourAgo = new Date(now.getTime() - HOUR_MS);
   const read = settledAll([
-    lockCallLimits(tx, organizationId, hourAgo),
-    readCallLoad(tx, organizationId, hourAgo),
-    lockUsage(tx, "plan", organizationId, monthOf(now)),
-  ] as const).then(([, load, planUsed]) => ({ now, load, planUsed }));
+    lockCallLimits(tx, organizationIds, hourAgo),
+    readCallLoads(tx, organizationIds, hourAgo),
+    lockPlanUsages(tx, organizationIds, monthOf(now)),
+  ] as const).then(([, loads, planUsed]) => {
+    const reads = new Map<string, AdmissionRead>();
+    for (const id of organizationIds) {
+      const load = loads.get(id);
+      // The row was made and locked just before: only a statement refused there could miss it.
+      if (!load) throw new Error(`no call limits read for organization ${id}`);
+      reads.set(id, { now, load, planUsed: planUsed.get(id)! });
+    }
+    return reads;
+  });
   read.catch(() => {});
   return read;
 }

@@ -23,7 +23,7 @@ import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
 import type { FlatObject } from "../schemas.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
-import { type AdmissionRead, checkPhoneCall, placementCounts, readAdmission } from "./admission.ts";
+import { checkPhoneCall, placementCounts, readAdmissions } from "./admission.ts";
 import { monthOf } from "./minutes.ts";
 import { admitPlacement } from "./placement.ts";
 import { tryCreateSimulatedCall } from "./simulatedCalls.ts";
@@ -239,9 +239,7 @@ export async function placeLiveCalls(
     const reads = readLiveCalls(deps, tx, requests);
     // Organizations locked in the order of their ids, like every batch, so that two never deadlock.
     const organizations = [...new Set(requests.map((r) => r.auth.organizationId))].sort();
-    const admissions = organizations.map((id) => [id, readAdmission(tx, id, now)] as const);
-    const limits = new Map<string, AdmissionRead>();
-    for (const [id, admission] of admissions) limits.set(id, await admission);
+    const limits = await readAdmissions(tx, organizations, now);
     const first = new Map(limits);
     // Each request's call, or its refusal; the calls are written together after the last check.
     const outcomes: (PlacedPhoneCall | ApiError)[] = [];

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Sql } from "postgres";
-import { callLoadSql, lockCallLimitsSql } from "../../src/db/callAdmission.ts";
+import { callLoadSql, makeCallLimitsSql } from "../../src/db/callAdmission.ts";
 import { eventsPage } from "../../src/db/events.ts";
 import { foldPlanReturnsSql, planUsedSql } from "../../src/db/minutes.ts";
 import { claimSql } from "../../src/db/sessionTokens.ts";
@@ -264,8 +264,8 @@ describe("the organization's limits, read by every live phone call's placement",
         async (conn) => {
           // An index-only scan never marks the entries of ended calls dead: every placement would visit
           // the heap of each call that ever ran until a vacuum. A plain index scan marks them once seen.
-          await conn`${callLoadSql(conn, org, hourAgo)}`;
-          const plan = await executedPlan(conn, callLoadSql(conn, org, hourAgo));
+          await conn`${callLoadSql(conn, [org], hourAgo)}`;
+          const plan = await executedPlan(conn, callLoadSql(conn, [org], hourAgo));
           const inProgress = nodes(plan).filter((n) => n["Index Name"] === "calls_live_phone_in_progress");
           expect(inProgress.length, describePlan(plan)).toBeGreaterThan(0);
           for (const n of inProgress) {
@@ -278,16 +278,16 @@ describe("the organization's limits, read by every live phone call's placement",
     });
   }
 
-  test("the limits row's lock counts the hour only when it makes the row", async () => {
+  test("the limits rows' lock counts the hour only when it makes the row", async () => {
     const org = await organizationWithEndedCalls();
     const fresh = await seedOrganization(ctx);
     const hourAgo = new Date(Date.now() - 3_600_000);
     await withPlans(ctx, async (conn) => {
-      const existing = await executedPlan(conn, lockCallLimitsSql(conn, org, hourAgo));
+      const existing = await executedPlan(conn, makeCallLimitsSql(conn, [org], hourAgo));
       const counted = readsOf(existing, "calls");
       expect(counted.length, describePlan(existing)).toBeGreaterThan(0);
       for (const n of counted) expect(n["Actual Loops"], describePlan(existing)).toBe(0);
-      const made = await executedPlan(conn, lockCallLimitsSql(conn, fresh.org.id, hourAgo));
+      const made = await executedPlan(conn, makeCallLimitsSql(conn, [fresh.org.id], hourAgo));
       expect(Math.max(...readsOf(made, "calls").map((n) => n["Actual Loops"] ?? 0))).toBe(1);
     });
   });
@@ -323,7 +323,7 @@ describe("the plan minutes an organization used, read and locked by every live c
             conn`select ${planUsedSql(conn, conn`${org}`, month)} as used`,
           );
           expectBoundedReads(readPlan, "minute_reservations", 4, "plan used");
-          const foldPlan = await executedPlan(conn, foldPlanReturnsSql(conn, org, month));
+          const foldPlan = await executedPlan(conn, foldPlanReturnsSql(conn, [org], month));
           expectBoundedReads(foldPlan, "minute_reservations", 4, "fold");
         },
         mode,

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import type postgres from "postgres";
 import { composeDeps } from "../../src/compose.ts";
 import { Coalescer, STATEMENT_COALESCING } from "../../src/db/engine/coalesce.ts";
 import { refusedByDatabase } from "../../src/db/engine/connection.ts";
@@ -301,17 +302,20 @@ describe("two apps with their own pools on one PostgreSQL", () => {
     }
   });
 
-  test("two batches naming two organizations in opposite orders, one queued behind the other: no deadlock", async () => {
-    const { db, env } = shared;
-    const [x, y] = [0, 1].map(() => composeDeps({ sql: shared.pool(), env, log: silentLogger })) as [
-      Deps,
-      Deps,
-    ];
-    const [a, b] = [await seedOrganization({ deps: x }), await seedOrganization({ deps: x })];
-    const request = (seed: typeof a) => livePlacement(seed);
-    // Each organization's limits row exists (a first placement makes it).
-    for (const seed of [a, b]) expect(await placeLiveCalls(x, [request(seed)])).toHaveLength(1);
-    // Another transaction holds the second organization's limits; y asks for [b, a], then x for [a, b].
+  /**
+   * Two organizations placed from two apps in opposite orders, y first, while another transaction
+   * holds what `hold` takes on the organization whose id sorts second (then ends, `commit` or not):
+   * y's batch waits behind it, and x's behind y's. Both batches are answered, every call `initiated`.
+   */
+  async function oppositeOrders(
+    a: Awaited<ReturnType<typeof seedOrganization>>,
+    b: Awaited<ReturnType<typeof seedOrganization>>,
+    apps: [Deps, Deps],
+    hold: (tx: postgres.TransactionSql, organizationId: string) => Promise<unknown>,
+    commit: boolean,
+  ): Promise<void> {
+    const { db } = shared;
+    const [x, y] = apps;
     const [first, second] = [a.org.id, b.org.id].sort() as [string, string];
     const [low, high] = first === a.org.id ? [a, b] : [b, a];
     let release = () => {};
@@ -322,11 +326,14 @@ describe("two apps with their own pools on one PostgreSQL", () => {
     const holds = new Promise<void>((r) => {
       holding = r;
     });
-    const blocker = db.sql.begin(async (tx) => {
-      await tx`select 1 from call_limits where organization_id = ${second} for update`;
-      holding();
-      await held;
-    });
+    const blocker = db.sql
+      .begin(async (tx) => {
+        await hold(tx, second);
+        holding();
+        await held;
+        if (!commit) throw new Error("rolled back");
+      })
+      .catch(() => {});
     await holds;
     const waiting = async (n: number) => {
       for (let i = 0; i < 200; i++) {
@@ -337,9 +344,9 @@ describe("two apps with their own pools on one PostgreSQL", () => {
       }
       throw new Error(`never ${n} waiting`);
     };
-    const ofY = placeLiveCalls(y, [request(high), request(low)]);
+    const ofY = placeLiveCalls(y, [livePlacement(high), livePlacement(low)]);
     await waiting(1);
-    const ofX = placeLiveCalls(x, [request(low), request(high)]);
+    const ofX = placeLiveCalls(x, [livePlacement(low), livePlacement(high)]);
     await waiting(2);
     release();
     await blocker;
@@ -350,5 +357,56 @@ describe("two apps with their own pools on one PostgreSQL", () => {
         expect(call).toMatchObject({ status: "initiated" });
       }
     }
+  }
+
+  const twoApps = () =>
+    [0, 1].map(() => composeDeps({ sql: shared.pool(), env: shared.env, log: silentLogger })) as [Deps, Deps];
+
+  test("two batches naming two organizations in opposite orders, one queued behind the other: no deadlock", async () => {
+    const apps = twoApps();
+    const [a, b] = [await seedOrganization({ deps: apps[0] }), await seedOrganization({ deps: apps[0] })];
+    // Each organization's limits row exists (a first placement makes it).
+    for (const seed of [a, b]) expect(await placeLiveCalls(apps[0], [livePlacement(seed)])).toHaveLength(1);
+    // Another transaction holds the second organization's limits.
+    await oppositeOrders(
+      a,
+      b,
+      apps,
+      (tx, id) => tx`select 1 from call_limits where organization_id = ${id} for update`,
+      true,
+    );
+  });
+
+  test("first placements of two organizations in opposite orders while another transaction makes one's limits row: no deadlock, each row made once, its hour counted", async () => {
+    const apps = twoApps();
+    const [a, b] = [await seedOrganization({ deps: apps[0] }), await seedOrganization({ deps: apps[0] })];
+    // Calls placed in the last hour before either organization had a limits row: 2 of a's, 3 of b's.
+    for (const [seed, n] of [
+      [a, 2],
+      [b, 3],
+    ] as const) {
+      await shared.db.sql`
+        insert into calls (id, organization_id, livemode, status, agent_id, to_number, direction, created_at,
+          placed_at, updated_at)
+        select 'call_H' || ${seed.org.id.slice(-8)} || lpad(i::text, 17, '0'), ${seed.org.id}, true, 'completed',
+          ${seed.agent.id}, '+33612345678', 'outbound', now() - interval '10 minutes', now() - interval '10 minutes', now()
+        from generate_series(1, ${n}) i`;
+    }
+    // Another transaction is making the second organization's row, and rolls back: y makes the first
+    // row and waits for the second, x waits for y's first.
+    await oppositeOrders(
+      a,
+      b,
+      apps,
+      (tx, id) =>
+        tx`insert into call_limits (organization_id, hour_cut, hour_count) values (${id}, now(), 0)`,
+      false,
+    );
+    const rows = await shared.db.sql<{ organization_id: string; hour_count: number }[]>`
+      select organization_id, hour_count from call_limits where organization_id in (${a.org.id}, ${b.org.id})`;
+    expect(Object.fromEntries(rows.map((r) => [r.organization_id, r.hour_count]))).toEqual({
+      [a.org.id]: 2 + 2,
+      [b.org.id]: 3 + 2,
+    });
   });
 });
