@@ -116,19 +116,17 @@ export interface HourState {
  * Two statements for any number of organizations (a batch names up to one per request): the rows
  * missing are made first, then every row is locked, in order. A row another transaction is making
  * is waited for by the first (its insert meets the other's), so the second sees it made.
+ * `organizationIds`: each once, in the order of the ids (services/admission.ts, `readAdmissions`).
  */
 export async function lockCallLimits(
   sql: Db,
   organizationIds: readonly string[],
   hourAgo: Date,
 ): Promise<void> {
-  const ids = inLockOrder(organizationIds);
-  await settledAll([makeCallLimitsSql(sql, ids, hourAgo), lockCallLimitsSql(sql, ids)]);
-}
-
-/** The organizations' ids, each once, in the order their rows are locked. */
-function inLockOrder(organizationIds: readonly string[]): string[] {
-  return [...new Set(organizationIds)].sort();
+  await settledAll([
+    makeCallLimitsSql(sql, organizationIds, hourAgo),
+    lockCallLimitsSql(sql, organizationIds),
+  ]);
 }
 
 /**
@@ -141,7 +139,7 @@ export function makeCallLimitsSql(sql: Db, organizationIds: readonly string[], h
     select o.id, ${hourAgo}, (
       select count(*)::int from calls
       where organization_id = o.id and ${sql.unsafe(LIVE_PHONE)} and placed_at > ${hourAgo})
-    from unnest(${inLockOrder(organizationIds)}::text[]) as o(id)
+    from unnest(${organizationIds as string[]}::text[]) as o(id)
     where not exists (select 1 from call_limits l where l.organization_id = o.id)
     order by o.id
     on conflict (organization_id) do nothing`;

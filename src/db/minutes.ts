@@ -22,17 +22,17 @@ export async function lockUsage(tx: Db, kind: UsageKind, subjectId: string, mont
 
 /**
  * `lockUsage` of the plans of several organizations at once (a batch of placements): two statements
- * for them all, the rows locked in the order of the ids. Minutes used, by organization.
+ * for them all, the rows locked in the order of `organizationIds` (each once, in the order of the ids:
+ * services/admission.ts, `readAdmissions`). Minutes used, by organization.
  */
 export async function lockPlanUsages(
   tx: Db,
   organizationIds: readonly string[],
   month: string,
 ): Promise<Map<string, number>> {
-  const ids = [...new Set(organizationIds)].sort();
   const [locked, folded] = await settledAll([
-    lockUsageRowsSql(tx, "plan", ids, month),
-    foldPlanReturnsSql(tx, ids, month),
+    lockUsageRowsSql(tx, "plan", organizationIds, month),
+    foldPlanReturnsSql(tx, organizationIds, month),
   ] as const);
   const used = new Map(locked.map((r) => [r.subject_id, r.used_minutes]));
   for (const r of folded) used.set(r.subject_id, r.used_minutes);

@@ -179,13 +179,15 @@ export function readAdmissions(
   now: Date,
 ): Promise<Map<string, AdmissionRead>> {
   const hourAgo = new Date(now.getTime() - HOUR_MS);
+  // Each once, in the order of the ids: every placement locks its organizations' rows in this order.
+  const ids = [...new Set(organizationIds)].sort();
   const read = settledAll([
-    lockCallLimits(tx, organizationIds, hourAgo),
-    readCallLoads(tx, organizationIds, hourAgo),
-    lockPlanUsages(tx, organizationIds, monthOf(now)),
+    lockCallLimits(tx, ids, hourAgo),
+    readCallLoads(tx, ids, hourAgo),
+    lockPlanUsages(tx, ids, monthOf(now)),
   ] as const).then(([, loads, planUsed]) => {
     const reads = new Map<string, AdmissionRead>();
-    for (const id of organizationIds) {
+    for (const id of ids) {
       const load = loads.get(id);
       // The row was made and locked just before: only a statement refused there could miss it.
       if (!load) throw new Error(`no call limits read for organization ${id}`);

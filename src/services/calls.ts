@@ -237,8 +237,8 @@ export async function placeLiveCalls(
     requests.push(...more());
     const now = deps.clock.now();
     const reads = readLiveCalls(deps, tx, requests);
-    // Organizations locked in the order of their ids, like every batch, so that two never deadlock.
-    const organizations = [...new Set(requests.map((r) => r.auth.organizationId))].sort();
+    // Each organization once (readAdmissions locks them in the order of their ids).
+    const organizations = [...new Set(requests.map((r) => r.auth.organizationId))];
     const limits = await readAdmissions(tx, organizations, now);
     const first = new Map(limits);
     // Each request's call, or its refusal; the calls are written together after the last check.
