@@ -1,15 +1,9 @@
-import type { SIPGrant, VideoGrant, WebhookEvent } from "livekit-server-sdk";
-import {
-  AccessToken,
-  AgentDispatchClient,
-  RoomServiceClient,
-  SipClient,
-  TokenVerifier,
-  WebhookReceiver,
-} from "livekit-server-sdk";
+import type { ClaimGrants, SIPGrant, VideoGrant } from "livekit-server-sdk";
+import { AgentDispatchClient, RoomServiceClient, SipClient, WebhookEvent } from "livekit-server-sdk";
 import type { Env } from "../env.ts";
 import { LiveKitError, type LiveKitStep } from "./errors.ts";
 import { RINGING_TIMEOUT_SECONDS, type RoomParticipant, sipIdentity } from "./sip.ts";
+import { bodyDigest, signToken, type TokenKey, verifyToken } from "./tokens.ts";
 
 export { LiveKitError } from "./errors.ts";
 
@@ -128,29 +122,23 @@ export interface RoomInfo {
 /** DeleteRoom's answer: the room was closed now, or LiveKit no longer knew it (closed before). */
 export type DeleteRoomResult = "deleted" | "already_closed";
 
-/** How long a signed token whose grant names no room is reused (the SDK signs them for ten minutes). */
-const REUSE_TOKEN_MS = 60_000;
+/** The SDK's lifetime of the tokens it signs for its requests. */
+const REQUEST_TOKEN_TTL_SECONDS = 600;
 
-/**
- * The SDK signs a new token for every request; under load that signing was a tenth of the server's CPU
- * on the phone-call path. Tokens whose grant names no room (CreateRoom, DeleteRoom, CreateSIPParticipant)
- * are the same for every call: each is signed once a minute and reused. Room-scoped grants
- * (CreateDispatch, ListParticipants) are signed per request as before.
- */
 type AuthHeader = (grant: VideoGrant, sip?: SIPGrant) => Promise<Record<string, string>>;
 
-function reuseRoomlessTokens<T extends { authHeader: AuthHeader }>(client: T): T {
-  const sign = client.authHeader.bind(client);
-  const signed = new Map<string, { header: Record<string, string>; until: number }>();
+/**
+ * The SDK client signs each request's token with ours (tokens.ts): the same claims its AccessToken
+ * would sign, at a fraction of the cost. LiveKit checks the times against its own clock: the wall
+ * clock's, never a test's.
+ */
+function signedWith<T extends { authHeader: AuthHeader }>(client: T, key: TokenKey): T {
   client.authHeader = async (grant, sip) => {
-    if (grant?.room) return sign(grant, sip);
-    const key = JSON.stringify([grant ?? null, sip ?? null]);
-    const now = Date.now();
-    const hit = signed.get(key);
-    if (hit && hit.until > now) return hit.header;
-    const header = await sign(grant, sip);
-    signed.set(key, { header, until: now + REUSE_TOKEN_MS });
-    return header;
+    const grants: ClaimGrants = {};
+    if (grant) grants.video = { ...grant };
+    if (sip) grants.sip = { ...sip };
+    const token = signToken(key, grants, { ttlSeconds: REQUEST_TOKEN_TTL_SECONDS, nowMs: Date.now() });
+    return { Authorization: `Bearer ${token}` };
   };
   return client;
 }
@@ -160,8 +148,6 @@ export class LiveKit {
   readonly #rooms: RoomServiceClient;
   readonly #dispatch: AgentDispatchClient;
   readonly #sip: SipClient;
-  readonly #webhooks: WebhookReceiver;
-  readonly #verifier: TokenVerifier;
 
   constructor(config: LiveKitConfig, opts: { requestTimeoutSeconds?: number } = {}) {
     this.config = config;
@@ -171,13 +157,15 @@ export class LiveKit {
       requestTimeout: opts.requestTimeoutSeconds ?? REQUEST_TIMEOUT_SECONDS,
       failover: false,
     };
-    this.#rooms = reuseRoomlessTokens(
+    this.#rooms = signedWith(
       new RoomServiceClient(config.url, config.apiKey, config.apiSecret, options),
+      config,
     );
-    this.#dispatch = new AgentDispatchClient(config.url, config.apiKey, config.apiSecret, options);
-    this.#sip = reuseRoomlessTokens(new SipClient(config.url, config.apiKey, config.apiSecret, options));
-    this.#webhooks = new WebhookReceiver(config.apiKey, config.apiSecret);
-    this.#verifier = new TokenVerifier(config.apiKey, config.apiSecret);
+    this.#dispatch = signedWith(
+      new AgentDispatchClient(config.url, config.apiKey, config.apiSecret, options),
+      config,
+    );
+    this.#sip = signedWith(new SipClient(config.url, config.apiKey, config.apiSecret, options), config);
   }
 
   /** The room name of a call: the call id, so webhooks about the room lead straight to the call. */
@@ -308,14 +296,13 @@ export class LiveKit {
     if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1) {
       throw new RangeError(`ttlSeconds must be a positive integer, got ${ttlSeconds}`);
     }
-    return this.#call("AccessToken", () => {
-      const at = new AccessToken(this.config.apiKey, this.config.apiSecret, {
-        identity,
-        ttl: Math.min(ttlSeconds, PARTICIPANT_TOKEN_TTL_SECONDS),
-      });
-      at.addGrant({ roomJoin: true, room, canPublish: true, canSubscribe: true });
-      return at.toJwt();
-    });
+    return this.#call("AccessToken", async () =>
+      signToken(
+        this.config,
+        { video: { roomJoin: true, room, canPublish: true, canSubscribe: true } },
+        { ttlSeconds: Math.min(ttlSeconds, PARTICIPANT_TOKEN_TTL_SECONDS), nowMs: Date.now(), identity },
+      ),
+    );
   }
 
   /**
@@ -339,25 +326,23 @@ export class LiveKit {
    * check out or the body is no event the SDK can read (`signs` then tells which).
    */
   async receiveWebhook(body: string, authorization: string | undefined): Promise<WebhookEvent | null> {
-    if (!(await this.signs(body, authorization))) return null;
+    if (!this.signs(body, authorization)) return null;
     try {
-      // The signature was checked just above, the SDK's way: here it only reads the event.
-      return await this.#webhooks.receive(body, undefined, true);
+      // What the SDK's WebhookReceiver reads once the signature checks out.
+      return WebhookEvent.fromJson(JSON.parse(body), { ignoreUnknownFields: true });
     } catch {
       return null;
     }
   }
 
-  /** Whether `authorization` is the API secret's signature of `body`. */
-  async signs(body: string, authorization: string | undefined): Promise<boolean> {
+  /**
+   * Whether `authorization` (the bare token LiveKit sends, or `Bearer <token>`) is a token of the API
+   * secret, within its times, whose `sha256` claim is the body's digest.
+   */
+  signs(body: string, authorization: string | undefined): boolean {
     if (!authorization) return false;
-    try {
-      const claims = await this.#verifier.verify(authorization.replace(/^Bearer\s+/i, ""));
-      const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(body)));
-      return claims.sha256 === btoa(String.fromCharCode(...digest));
-    } catch {
-      return false;
-    }
+    const claims = verifyToken(this.config, authorization.replace(/^Bearer\s+/i, ""), Date.now());
+    return claims !== null && claims.sha256 === bodyDigest(body);
   }
 
   async #call<T>(step: LiveKitStep, fn: () => Promise<T>): Promise<T> {

@@ -73,7 +73,7 @@ export function registerLiveKitWebhook(app: App, deps: Deps) {
     const authorization = c.req.header("authorization");
     const event = deps.liveKit ? await deps.liveKit.receiveWebhook(raw, authorization) : null;
     if (!event) {
-      if (deps.liveKit && (await deps.liveKit.signs(raw, authorization))) {
+      if (deps.liveKit?.signs(raw, authorization)) {
         throw new ApiError(
           "invalid_request",
           "The webhook is signed, but its body is no LiveKit event that can be read.",
