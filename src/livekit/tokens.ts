@@ -1,6 +1,7 @@
 import { Buffer } from "node:buffer";
-import { createHash, createHmac, timingSafeEqual } from "node:crypto";
+import { createHmac } from "node:crypto";
 import { type ClaimGrants, claimsToJwtPayload } from "livekit-server-sdk";
+import { sha256, timingSafeEqual } from "../auth/keys.ts";
 
 /**
  * LiveKit's access tokens: JWTs signed with HS256 and the API secret, issued by the API key. The same
@@ -55,8 +56,8 @@ export function verifyToken(key: TokenKey, token: string, nowMs: number): ClaimG
   const [header, payload, signature] = parts as [string, string, string];
   const expected = hmac(key.apiSecret, `${header}.${payload}`);
   const given = Buffer.from(signature, "base64url");
-  // Compared in constant time; the length of a well-formed signature is no secret.
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return null;
+  // Compared in constant time (a length that differs is no secret).
+  if (!timingSafeEqual(given, expected)) return null;
   const head = parseObject(header);
   // Signed with our secret, yet another algorithm or a critical extension we do not know: refused.
   if (head?.alg !== "HS256" || head.crit !== undefined) return null;
@@ -75,7 +76,7 @@ export function verifyToken(key: TokenKey, token: string, nowMs: number): ClaimG
 
 /** The SHA-256 of `body` as a webhook token's `sha256` claim carries it (standard base64). */
 export function bodyDigest(body: string): string {
-  return createHash("sha256").update(body).digest("base64");
+  return Buffer.from(sha256(body)).toString("base64");
 }
 
 function hmac(secret: string, text: string): Buffer {
