@@ -65,3 +65,40 @@ export class GenerationCache<V> {
     for (const [key, { value }] of this.#entries) if (affected(value)) this.#entries.delete(key);
   }
 }
+
+/** A row as this process last read it, and its version (PostgreSQL's `xmin`: every change makes a new one). */
+export interface Versioned<T> {
+  row: T;
+  version: string;
+}
+
+/**
+ * Rows kept with their versions, for work that tells the database which version it decided on and
+ * is told when that is no longer the row's (services/placement.ts): nothing here needs evicting for
+ * correctness, so nothing expires; past `maxEntries` the oldest entry goes.
+ */
+export class VersionedRows<T> {
+  readonly #maxEntries: number;
+  readonly #entries = new Map<string, Versioned<T>>();
+
+  constructor(opts: { maxEntries?: number } = {}) {
+    this.#maxEntries = opts.maxEntries ?? 10_000;
+  }
+
+  get(id: string): Versioned<T> | undefined {
+    return this.#entries.get(id);
+  }
+
+  set(id: string, value: Versioned<T>): void {
+    this.#entries.delete(id);
+    if (this.#entries.size >= this.#maxEntries) {
+      const oldest = this.#entries.keys().next().value;
+      if (oldest !== undefined) this.#entries.delete(oldest);
+    }
+    this.#entries.set(id, value);
+  }
+
+  delete(id: string): void {
+    this.#entries.delete(id);
+  }
+}

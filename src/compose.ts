@@ -1,6 +1,6 @@
 import type { Sql } from "postgres";
 import { KeyCache } from "./auth/keyCache.ts";
-import { GenerationCache } from "./caches.ts";
+import { GenerationCache, VersionedRows } from "./caches.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import { listenForChanges } from "./db/changes.ts";
 import { Coalescer, logRefusedBatch, STATEMENT_COALESCING } from "./db/engine/coalesce.ts";
@@ -72,6 +72,7 @@ export function composeDeps(input: {
     timers,
     keyCache: new KeyCache(),
     agentLists: new GenerationCache(),
+    placementRows: { organizations: new VersionedRows(), agents: new VersionedRows() },
     keyUsage: new KeyUsageRecorder(sql, clock, log),
     secrets: new ServerSecrets(sql),
     liveKit: createLiveKit(env),

@@ -1,7 +1,7 @@
 import type { Sql } from "postgres";
 import type { SecretKeyAuth } from "./auth/access.ts";
 import type { KeyCache } from "./auth/keyCache.ts";
-import type { GenerationCache } from "./caches.ts";
+import type { GenerationCache, VersionedRows } from "./caches.ts";
 import type { Clock } from "./clock.ts";
 import type { AgentRow } from "./db/agents.ts";
 import type { CallView } from "./db/calls.ts";
@@ -9,6 +9,7 @@ import type { Coalescer } from "./db/engine/coalesce.ts";
 import type { Db } from "./db/engine/connection.ts";
 import type { SharedTransactions } from "./db/engine/sharedTransactions.ts";
 import type { KeyUsageRecorder } from "./db/keyUsage.ts";
+import type { OrganizationRow } from "./db/organizations.ts";
 import type { ServerSecrets } from "./db/serverSecrets.ts";
 import type { SessionTokenInserts } from "./db/sessionTokens.ts";
 import type { SimulatedCallInserts } from "./db/simulatedCalls.ts";
@@ -39,6 +40,12 @@ export interface Deps {
   keyCache: KeyCache;
   /** Each organization's agents (`GET /v1/agents`), evicted when one changes. */
   agentLists: GenerationCache<AgentRow[]>;
+  /**
+   * The organizations and agents that live phone calls' placements last read, with their versions:
+   * the checks that read only them run before the placement's statement, which tells whether they
+   * are still current (services/placement.ts).
+   */
+  placementRows: { organizations: VersionedRows<OrganizationRow>; agents: VersionedRows<AgentRow> };
   /** Records when secret keys were last used, off the requests' path (db/keyUsage.ts). */
   keyUsage: KeyUsageRecorder;
   /** Per-database secrets (idempotent token derivation, the keys of row ids), read once. */

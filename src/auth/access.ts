@@ -20,13 +20,16 @@ export function agentAllowed(auth: Pick<SecretKeyAuth, "agentIds">, agentId: str
   return !auth.agentIds || auth.agentIds.includes(agentId);
 }
 
+/** 403 `agent_not_allowed`: the key is restricted to other agents. */
+export function agentNotAllowed(param = "agentId"): ApiError {
+  return new ApiError("agent_not_allowed", "This key is restricted to other agents.", { param });
+}
+
 /** 403 `agent_not_allowed` when the key is restricted to other agents. */
 export function assertAgentAllowed(
   auth: Pick<SecretKeyAuth, "agentIds">,
   agentId: string,
   param = "agentId",
 ): void {
-  if (!agentAllowed(auth, agentId)) {
-    throw new ApiError("agent_not_allowed", "This key is restricted to other agents.", { param });
-  }
+  if (!agentAllowed(auth, agentId)) throw agentNotAllowed(param);
 }

@@ -1,7 +1,7 @@
 import type { Fragment } from "postgres";
 import { canonicalNumber } from "../phoneNumbers.ts";
 import type { AgentRow } from "./agents.ts";
-import { type Db, settledAll } from "./engine/connection.ts";
+import type { Db } from "./engine/connection.ts";
 import { planUsedSql } from "./minutes.ts";
 import type { OrganizationRow } from "./organizations.ts";
 
@@ -99,41 +99,28 @@ export async function readCallFactsOf(
   });
 }
 
-export interface HourState {
-  /** `count` placements have `placed_at` > `cut`. */
-  cut: Date;
-  count: number;
-}
-
 /**
- * Locks the limits rows of `organizationIds` until the transaction ends (creating each one, with the
+ * The statements that lock the limits rows of `organizationIds` until the transaction ends (creating each one, with the
  * hour counted from the calls, on first use). Every placement takes these locks first, in the order
  * of the organizations' ids, so that two placements never deadlock. What is read after them, in a
  * later statement, includes every placement committed before: a statement's snapshot is taken when it
- * starts, and statements sent together still start one after the other, so `readCallLoads` may go
- * out in the same round trip as these two.
+ * starts, and statements sent together still start one after the other, so the placement's
+ * statement (db/phonePlacements.ts) goes out in the same round trip as these two.
  *
  * Two statements for any number of organizations (a batch names up to one per request): the rows
  * missing are made first, then every row is locked, in order. A row another transaction is making
  * is waited for by the first (its insert meets the other's), so the second sees it made.
- * `organizationIds`: each once, in the order of the ids (services/admission.ts, `readAdmissions`).
+ * `organizationIds`: each once, in the order of the ids (db/phonePlacements.ts, `placePhoneCalls`).
  */
-export async function lockCallLimits(
-  sql: Db,
-  organizationIds: readonly string[],
-  hourAgo: Date,
-): Promise<void> {
-  await settledAll([
-    makeCallLimitsSql(sql, organizationIds, hourAgo),
-    lockCallLimitsSql(sql, organizationIds),
-  ]);
+export function lockCallLimits(sql: Db, organizationIds: readonly string[], hourAgo: Date) {
+  return [makeCallLimitsSql(sql, organizationIds, hourAgo), lockCallLimitsSql(sql, organizationIds)] as const;
 }
 
 /**
  * The first statement of `lockCallLimits` (also explained by the plan tests): the rows missing, each
  * with the calls placed in the last hour counted; only for a row it makes, never on every placement.
  */
-export function makeCallLimitsSql(sql: Db, organizationIds: readonly string[], hourAgo: Date): Fragment {
+export function makeCallLimitsSql(sql: Db, organizationIds: readonly string[], hourAgo: Date) {
   return sql`
     insert into call_limits (organization_id, hour_cut, hour_count)
     select o.id, ${hourAgo}, (
@@ -149,7 +136,7 @@ export function makeCallLimitsSql(sql: Db, organizationIds: readonly string[], h
  * The second: every row locked, in the order of the ids (rows are locked as the sorted scan returns
  * them, so the order holds however the rows are stored).
  */
-function lockCallLimitsSql(sql: Db, organizationIds: readonly string[]): Fragment {
+function lockCallLimitsSql(sql: Db, organizationIds: readonly string[]) {
   return sql`
     select organization_id from call_limits
     where organization_id = any(${organizationIds as string[]}::text[])
@@ -157,55 +144,18 @@ function lockCallLimitsSql(sql: Db, organizationIds: readonly string[]): Fragmen
     for update`;
 }
 
-export interface CallLoad {
-  /** The hour as the limits row kept it: `count` placements after `cut`. */
-  hour: HourState;
-  /** Live phone calls `initiated`, `ringing` or `ongoing`. */
-  inProgress: number;
-  /** Placements after the row's cut up to an hour ago (those that left the hour since the last check). */
-  left: number;
-  /** The earliest placement of the last hour: when it leaves the hour, the hour has room again. */
-  oldest: Date | null;
-}
-
 /**
- * Under the locks (after `lockCallLimits`), for each organization: the hour's row, calls in progress,
- * placements that left the hour; one statement for them all. The calls in progress are counted by
- * `count(status)`, not `count(*)`: a column outside the index makes it a plain index scan, which
- * marks the entries of calls that ended as dead once it has seen them; an index-only scan never does,
- * and until a vacuum visited the heap of every ended call on each placement (4 ms on a few thousand
- * calls, under the organization's lock).
+ * Under the locks (after `lockCallLimits`), for each organization: the hour's row (`hour_count`
+ * placements have `placed_at` > `hour_cut`), its live phone calls in progress, the placements that left
+ * the hour since the row's cut, and the earliest placement still in the hour (when it leaves, the hour
+ * has room again). The calls in progress are counted by `count(status)`, not `count(*)`: a column
+ * outside the index makes it a plain index scan, which marks the entries of calls that ended as dead
+ * once it has seen them; an index-only scan never does, and until a vacuum visited the heap of every
+ * ended call on each placement (4 ms on a few thousand calls, under the organization's lock). A part of
+ * the placement's statement (db/phonePlacements.ts), also explained by the plan tests. `organizationIds`
+ * selects the ids.
  */
-export async function readCallLoads(
-  sql: Db,
-  organizationIds: readonly string[],
-  hourAgo: Date,
-): Promise<Map<string, CallLoad>> {
-  const rows = await sql<
-    {
-      organization_id: string;
-      hour_cut: Date;
-      hour_count: number;
-      in_progress: number;
-      left: number;
-      oldest: Date | null;
-    }[]
-  >`${callLoadSql(sql, organizationIds, hourAgo)}`;
-  return new Map(
-    rows.map((r) => [
-      r.organization_id,
-      {
-        hour: { cut: r.hour_cut, count: r.hour_count },
-        inProgress: r.in_progress,
-        left: r.left,
-        oldest: r.oldest,
-      },
-    ]),
-  );
-}
-
-/** The statement of `readCallLoads` (also explained by the plan tests). */
-export function callLoadSql(sql: Db, organizationIds: readonly string[], hourAgo: Date): Fragment {
+export function callLoadSql(sql: Db, organizationIds: Fragment, hourAgo: Date): Fragment {
   const live = sql.unsafe(LIVE_PHONE);
   return sql`
     select l.organization_id, l.hour_cut, l.hour_count,
@@ -215,12 +165,5 @@ export function callLoadSql(sql: Db, organizationIds: readonly string[], hourAgo
         and placed_at > l.hour_cut and placed_at <= greatest(l.hour_cut, ${hourAgo}::timestamptz)) as left,
       (select min(placed_at) from calls where organization_id = l.organization_id and ${live}
         and placed_at > greatest(l.hour_cut, ${hourAgo}::timestamptz)) as oldest
-    from call_limits l where l.organization_id = any(${organizationIds as string[]}::text[])`;
-}
-
-/** Writes the hour's new cut and count (the lock is held). */
-export async function recordHour(sql: Db, organizationId: string, hour: HourState): Promise<void> {
-  await sql`
-    update call_limits set hour_cut = ${hour.cut}, hour_count = ${hour.count}
-    where organization_id = ${organizationId}`;
+    from call_limits l where l.organization_id in (${organizationIds})`;
 }

@@ -23,20 +23,25 @@ export async function lockUsage(tx: Db, kind: UsageKind, subjectId: string, mont
 /**
  * `lockUsage` of the plans of several organizations at once (a batch of placements): two statements
  * for them all, the rows locked in the order of `organizationIds` (each once, in the order of the ids:
- * services/admission.ts, `readAdmissions`). Minutes used, by organization.
+ * db/phonePlacements.ts, `placePhoneCalls`). Minutes used, by organization.
  */
 export async function lockPlanUsages(
   tx: Db,
   organizationIds: readonly string[],
   month: string,
 ): Promise<Map<string, number>> {
-  const [locked, folded] = await settledAll([
-    lockUsageRowsSql(tx, "plan", organizationIds, month),
-    foldPlanReturnsSql(tx, organizationIds, month),
-  ] as const);
+  const [locked, folded] = await settledAll(lockPlanUsagesSql(tx, organizationIds, month));
   const used = new Map(locked.map((r) => [r.subject_id, r.used_minutes]));
   for (const r of folded) used.set(r.subject_id, r.used_minutes);
   return used;
+}
+
+/** The statements of `lockPlanUsages`, for a caller that sends them in its own order. */
+export function lockPlanUsagesSql(tx: Db, organizationIds: readonly string[], month: string) {
+  return [
+    lockUsageRowsSql(tx, "plan", organizationIds, month),
+    foldPlanReturnsSql(tx, organizationIds, month),
+  ] as const;
 }
 
 /** The usage rows of `subjectIds` for `month`, made when missing and locked, in the order given. */

@@ -1,17 +1,8 @@
 import type { AgentRow } from "../db/agents.ts";
 import { findAgent } from "../db/agents.ts";
-import {
-  type CallFacts,
-  type CallLoad,
-  lockCallLimits,
-  readCallFacts,
-  readCallLoads,
-  recordHour,
-} from "../db/callAdmission.ts";
-import { type Db, settledAll } from "../db/engine/connection.ts";
-import { lockPlanUsages } from "../db/minutes.ts";
+import { type CallFacts, readCallFacts } from "../db/callAdmission.ts";
+import type { Db } from "../db/engine/connection.ts";
 import { findOrganization, type OrganizationRow } from "../db/organizations.ts";
-import type { PlacementCounts } from "../db/phonePlacements.ts";
 import type { Deps } from "../deps.ts";
 import { ApiError, type ErrorCode } from "../errors.ts";
 import { countryOf } from "../phoneNumbers.ts";
@@ -83,202 +74,179 @@ export async function callFacts(
   return facts;
 }
 
+// ——— the checks of a live phone call, in their order ———
+
+/** What a live phone call's checks know before its placement's statement: the rows as read (or kept). */
+export interface PhoneCall {
+  organization: OrganizationRow;
+  agent: Pick<AgentRow, "active">;
+  to: string;
+  /** When the call would start: now, or a scheduled call's runAt. */
+  at: Date;
+  /** Only scheduled (runAt): the window's refusal names runAt. */
+  scheduled: boolean;
+}
+
 /**
- * The refusals of a live phone call, after the agent and the key's restriction, in this order:
- * paid plan (403) → plan minutes (403) → carrier (503) → agent active (503) → blocked number (403)
- * → country (403) → call window at `at` (403). What needs the organization's lock (concurrency,
- * hourly limit, the minutes' reservation) follows in `admitPhoneCall`. Returns the carrier.
- *
- * `planUsed`: the plan's usage read under the organization's lock, when the caller holds it already
- * (a batch of placements: as the placements before this one left it). `facts.plan_used` was read
- * before the lock and before the batch's earlier reservations: on it, a call of a batch whose minutes
- * ran out would pass this check and be refused later, by a limit that comes after it in this order.
+ * What the database tells: for a placement, under the organization's locks and as the calls placed
+ * before it in its batch left the organization (db/phonePlacements.ts); for a call only scheduled, as
+ * read without a lock.
  */
-export function checkPhoneCall(
+export interface PhoneCallFindings {
+  contactMissing: boolean;
+  /** Plan minutes left this month. */
+  planRemaining: number;
+  blocked: boolean;
+  /** The organization's load; null for a call only scheduled, which no limit applies to yet. */
+  load: { inProgress: number; inHour: number; oldest: Date | null } | null;
+}
+
+type Check =
+  | { reads: "rows"; refusal: (deps: Pick<Deps, "env" | "liveKit">, call: PhoneCall) => ApiError | null }
+  | { reads: "database"; refusal: (found: PhoneCallFindings, call: PhoneCall) => ApiError | null };
+
+/** 404 for a contact that is not the organization's. */
+export function noSuchContact(): ApiError {
+  return new ApiError("not_found", "No such contact.", { param: "contactId" });
+}
+
+/**
+ * The refusals of a live phone call after the agent (404) and the key's restriction (403), in this
+ * order: contact (404) → paid plan (403) → plan minutes (403) → carrier (503) → agent active (503) →
+ * blocked number (403) → country (403) → call window at `at` (403) → concurrency (429) → hourly limit
+ * (429). Some read only the organization and the agent, the others what the database finds.
+ */
+const PHONE_CALL_CHECKS: readonly Check[] = [
+  { reads: "database", refusal: (found) => (found.contactMissing ? noSuchContact() : null) },
+  {
+    reads: "rows",
+    refusal: (_, call) =>
+      call.organization.paid_plan
+        ? null
+        : new ApiError("plan_required", "Live calls need an active paid plan for the organization."),
+  },
+  { reads: "database", refusal: (found) => (found.planRemaining <= 0 ? planMinutesExhausted() : null) },
+  {
+    reads: "rows",
+    refusal: (deps, call) =>
+      carrierOf(deps, call.organization)
+        ? null
+        : new ApiError("carrier_unavailable", "No carrier is configured to place live phone calls."),
+  },
+  {
+    reads: "rows",
+    refusal: (_, call) =>
+      call.agent.active
+        ? null
+        : new ApiError("agent_unavailable", "This agent is not active.", { param: "agentId" }),
+  },
+  {
+    reads: "database",
+    refusal: (found) =>
+      found.blocked
+        ? new ApiError("number_blocked", "This number is on the organization's do-not-call list.", {
+            param: "to",
+          })
+        : null,
+  },
+  { reads: "rows", refusal: (_, call) => countryRefusal(call) },
+  { reads: "rows", refusal: (_, call) => windowRefusal(call) },
+  { reads: "database", refusal: (found, call) => concurrencyRefusal(found, call.organization) },
+  { reads: "database", refusal: (found, call) => hourlyRefusal(found, call) },
+];
+
+/** The first refusal among the checks that read only the rows, and its place in the order. */
+export interface RowsRefusal {
+  at: number;
+  error: ApiError;
+}
+
+/**
+ * The first refusal among the checks that need nothing from the database: when there is one, the
+ * placement's statement must not place the call (it may still find an earlier refusal).
+ */
+export function rowsRefusal(deps: Pick<Deps, "env" | "liveKit">, call: PhoneCall): RowsRefusal | null {
+  for (const [at, check] of PHONE_CALL_CHECKS.entries()) {
+    if (check.reads !== "rows") continue;
+    const error = check.refusal(deps, call);
+    if (error) return { at, error };
+  }
+  return null;
+}
+
+/**
+ * The first refusal of a live phone call in the order of its checks, or null: it may be placed.
+ * `fromRows`: `rowsRefusal` of the same call, when it was worked out already.
+ */
+export function phoneCallRefusal(
   deps: Pick<Deps, "env" | "liveKit">,
-  facts: CallFacts,
-  agent: Pick<AgentRow, "active">,
-  call: { to: string; at: Date; scheduled?: boolean; planUsed?: number },
-): Carrier {
-  const org = facts.organization;
-  if (!org.paid_plan) {
-    throw new ApiError("plan_required", "Live calls need an active paid plan for the organization.");
+  call: PhoneCall,
+  found: PhoneCallFindings,
+  fromRows: RowsRefusal | null = rowsRefusal(deps, call),
+): ApiError | null {
+  for (const [at, check] of PHONE_CALL_CHECKS.entries()) {
+    if (fromRows && at === fromRows.at) return fromRows.error;
+    // A check of the rows before `fromRows` passed: it is the first that did not.
+    if (check.reads === "rows") continue;
+    const error = check.refusal(found, call);
+    if (error) return error;
   }
-  if (org.plan_minutes - (call.planUsed ?? facts.plan_used) <= 0) throw planMinutesExhausted();
-  const carrier = carrierOf(deps, org);
-  if (!carrier) {
-    throw new ApiError("carrier_unavailable", "No carrier is configured to place live phone calls.");
-  }
-  if (!agent.active)
-    throw new ApiError("agent_unavailable", "This agent is not active.", { param: "agentId" });
-  if (facts.blocked) {
-    throw new ApiError("number_blocked", "This number is on the organization's do-not-call list.", {
-      param: "to",
-    });
-  }
-  if (org.allowed_countries) {
-    const country = countryOf(call.to);
-    if (!country || !org.allowed_countries.includes(country)) {
-      throw new ApiError(
-        "country_not_allowed",
-        `${country ? `Calls to ${country}` : "Calls to numbers of no country"} are not allowed for this organization ` +
-          `(allowed: ${org.allowed_countries.join(", ")}).`,
-        { param: "to" },
-      );
-    }
-  }
-  if (org.call_window && !isOpen(org.call_window, call.at)) {
-    const opens = nextOpening(org.call_window, call.at);
-    throw new ApiError(
-      "outside_call_window",
-      `${call.scheduled ? "runAt is" : "It is"} outside the organization's call window ` +
-        `(${describeWindow(org.call_window)}); ` +
-        (opens
-          ? `the window next opens at ${opens.toISOString()}.`
-          : "the window does not open in the next two weeks."),
-      call.scheduled ? { param: "runAt" } : {},
-    );
-  }
-  return carrier;
+  return null;
+}
+
+function countryRefusal({ organization: org, to }: PhoneCall): ApiError | null {
+  if (!org.allowed_countries) return null;
+  const country = countryOf(to);
+  if (country && org.allowed_countries.includes(country)) return null;
+  return new ApiError(
+    "country_not_allowed",
+    `${country ? `Calls to ${country}` : "Calls to numbers of no country"} are not allowed for this organization ` +
+      `(allowed: ${org.allowed_countries.join(", ")}).`,
+    { param: "to" },
+  );
+}
+
+function windowRefusal({ organization: org, at, scheduled }: PhoneCall): ApiError | null {
+  if (!org.call_window || isOpen(org.call_window, at)) return null;
+  const opens = nextOpening(org.call_window, at);
+  return new ApiError(
+    "outside_call_window",
+    `${scheduled ? "runAt is" : "It is"} outside the organization's call window ` +
+      `(${describeWindow(org.call_window)}); ` +
+      (opens
+        ? `the window next opens at ${opens.toISOString()}.`
+        : "the window does not open in the next two weeks."),
+    scheduled ? { param: "runAt" } : {},
+  );
 }
 
 /** How long to wait before trying again when the organization's calls in progress are at their limit. */
 export const CONCURRENCY_RETRY_AFTER_SECONDS = 10;
 const HOUR_MS = 3_600_000;
 
-/** What the organization's lock showed: its calls in progress, its hour, its plan's usage. */
-export interface AdmissionRead {
-  now: Date;
-  load: CallLoad;
-  /** Plan minutes used this month, read under the plan row's lock (for the reservation that follows). */
-  planUsed: number;
+/** 429 `concurrency_limit_reached` when maxConcurrentCalls live phone calls are `initiated`, `ringing` or `ongoing`. */
+function concurrencyRefusal(found: PhoneCallFindings, org: OrganizationRow): ApiError | null {
+  if (!found.load || found.load.inProgress < org.max_concurrent_calls) return null;
+  return refusal(
+    "concurrency_limit_reached",
+    `The organization has ${found.load.inProgress} live phone calls in progress, its limit (maxConcurrentCalls).`,
+    CONCURRENCY_RETRY_AFTER_SECONDS,
+  );
 }
 
 /**
- * Takes the organization's locks and reads what its limits need, sending every statement at once
- * (one round trip): the limits row's lock, then under it the calls in progress and the hour, and the
- * plan's usage row, locked for the minutes' reservation that follows a pass (every placement takes
- * the two locks in this order). The locks are held until the caller's transaction ends, so the check
- * and the placement are one critical section, across requests and processes. Rejections are left to
- * the caller, who may not wait for this (it must still await it, or the transaction's end).
+ * 429 `hourly_limit_reached` when maxCallsPerHour were placed in the last 60 minutes; Retry-After: until
+ * the oldest placement of the hour leaves it.
  */
-export function readAdmission(tx: Db, organizationId: string, now: Date): Promise<AdmissionRead> {
-  const read = readAdmissions(tx, [organizationId], now).then((reads) => reads.get(organizationId)!);
-  read.catch(() => {});
-  return read;
-}
-
-/**
- * `readAdmission` for the organizations of a batch of placements, in the same statements for them all
- * (their number does not grow with the organizations'): every limits row locked, in the order of the
- * ids, before any plan row.
- */
-export function readAdmissions(
-  tx: Db,
-  organizationIds: readonly string[],
-  now: Date,
-): Promise<Map<string, AdmissionRead>> {
-  const hourAgo = new Date(now.getTime() - HOUR_MS);
-  // Each once, in the order of the ids: every placement locks its organizations' rows in this order.
-  const ids = [...new Set(organizationIds)].sort();
-  const read = settledAll([
-    lockCallLimits(tx, ids, hourAgo),
-    readCallLoads(tx, ids, hourAgo),
-    lockPlanUsages(tx, ids, monthOf(now)),
-  ] as const).then(([, loads, planUsed]) => {
-    const reads = new Map<string, AdmissionRead>();
-    for (const id of ids) {
-      const load = loads.get(id);
-      // The row was made and locked just before: only a statement refused there could miss it.
-      if (!load) throw new Error(`no call limits read for organization ${id}`);
-      reads.set(id, { now, load, planUsed: planUsed.get(id)! });
-    }
-    return reads;
-  });
-  read.catch(() => {});
-  return read;
-}
-
-/** A placement that passed the organization's limits (`admitPhoneCall`). */
-export interface Admitted {
-  /** Counts the placement in the hour (the lock is held). */
-  record(tx: Db): Promise<void>;
-  /**
-   * What `readAdmission` would read once this placement and its reservation of `reservedMinutes` are
-   * written, in the same transaction: for the next placement of a batch, without reading again.
-   */
-  after(reservedMinutes: number): AdmissionRead;
-}
-
-/**
- * The organization's limits, on what `readAdmission` read: 429 `concurrency_limit_reached` when
- * maxConcurrentCalls live phone calls are `initiated`, `ringing` or `ongoing`; 429
- * `hourly_limit_reached` (Retry-After: until the oldest placement of the hour leaves it) when
- * maxCallsPerHour were placed in the last 60 minutes. Nothing is written: `record()` counts this
- * placement, at `now`, once the caller knows it happens (a refusal that follows, such as the
- * minutes', must not count in the hour).
- */
-export function admitPhoneCall(
-  org: Pick<OrganizationRow, "id" | "max_concurrent_calls" | "max_calls_per_hour">,
-  read: AdmissionRead,
-): Admitted {
-  const { now, load } = read;
-  const hourAgo = new Date(now.getTime() - HOUR_MS);
-  // The cut never goes back (another process's clock may run a little behind).
-  const cut = load.hour.cut > hourAgo ? load.hour.cut : hourAgo;
-  const inHour = load.hour.count - load.left;
-  if (load.inProgress >= org.max_concurrent_calls) {
-    throw refusal(
-      "concurrency_limit_reached",
-      `The organization has ${load.inProgress} live phone calls in progress, its limit (maxConcurrentCalls).`,
-      CONCURRENCY_RETRY_AFTER_SECONDS,
-    );
-  }
-  if (inHour >= org.max_calls_per_hour) {
-    const frees = load.oldest ? load.oldest.getTime() + HOUR_MS : now.getTime() + HOUR_MS;
-    throw refusal(
-      "hourly_limit_reached",
-      `The organization placed ${inHour} live phone calls in the last 60 minutes, its limit (maxCallsPerHour).`,
-      Math.max(1, Math.ceil((frees - now.getTime()) / 1000)),
-    );
-  }
-  // A placement at or before the cut would never leave the count: it is outside the hour already.
-  const hour = { cut, count: inHour + (now > cut ? 1 : 0) };
-  return {
-    record: (tx) => recordHour(tx, org.id, hour),
-    // The row now keeps the hour from `cut` (no placement left it since), one more call is in
-    // progress, and this placement is the hour's oldest when there was none.
-    after: (reservedMinutes) => ({
-      now,
-      load: {
-        hour,
-        inProgress: load.inProgress + 1,
-        left: 0,
-        oldest: load.oldest ?? (now > cut ? now : null),
-      },
-      planUsed: read.planUsed + reservedMinutes,
-    }),
-  };
-}
-
-/**
- * What a batch of placements of one organization counts once for all, in the transaction that holds
- * the organization's locks (db/phonePlacements.ts writes it with the calls): the hour as the last
- * placement left it, and the plan minutes they reserved (`last.planUsed` − `first.planUsed`). Nothing
- * when none was placed.
- */
-export function placementCounts(
-  organizationId: string,
-  first: AdmissionRead,
-  last: AdmissionRead,
-): PlacementCounts | null {
-  if (last === first) return null;
-  return {
-    organizationId,
-    hour: last.load.hour,
-    month: monthOf(first.now),
-    planMinutes: last.planUsed - first.planUsed,
-  };
+function hourlyRefusal(found: PhoneCallFindings, call: PhoneCall): ApiError | null {
+  const org = call.organization;
+  if (!found.load || found.load.inHour < org.max_calls_per_hour) return null;
+  const frees = (found.load.oldest ?? call.at).getTime() + HOUR_MS;
+  return refusal(
+    "hourly_limit_reached",
+    `The organization placed ${found.load.inHour} live phone calls in the last 60 minutes, its limit (maxCallsPerHour).`,
+    Math.max(1, Math.ceil((frees - call.at.getTime()) / 1000)),
+  );
 }
 
 function refusal(code: ErrorCode, message: string, retryAfterSeconds: number): ApiError {

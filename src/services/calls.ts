@@ -1,7 +1,13 @@
 import type { Sql } from "postgres";
-import { agentAllowed, assertAgentAllowed, type ReadScope, type SecretKeyAuth } from "../auth/access.ts";
+import {
+  agentAllowed,
+  agentNotAllowed,
+  assertAgentAllowed,
+  type ReadScope,
+  type SecretKeyAuth,
+} from "../auth/access.ts";
 import { type AgentRow, findAgent } from "../db/agents.ts";
-import { type CallFacts, readCallFactsOf } from "../db/callAdmission.ts";
+import { readCallFactsOf } from "../db/callAdmission.ts";
 import {
   type CallRow,
   type CallStatus,
@@ -16,16 +22,13 @@ import {
 import { contactExists } from "../db/contacts.ts";
 import { type Db, pipelinedTransaction } from "../db/engine/connection.ts";
 import { type Page, paginate } from "../db/engine/pages.ts";
-import { insertPlacedPhoneCalls, type PlacedPhoneCall } from "../db/phonePlacements.ts";
-import type { InsertedTimerRow } from "../db/timers.ts";
 import type { Deps, LivePlacement } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
 import type { FlatObject } from "../schemas.ts";
-import { TIMER_KINDS } from "../timers/kinds.ts";
-import { checkPhoneCall, placementCounts, readAdmissions } from "./admission.ts";
+import { noSuchContact, phoneCallRefusal } from "./admission.ts";
 import { monthOf } from "./minutes.ts";
-import { admitPlacement } from "./placement.ts";
+import { type PhoneCallToPlace, placeNow } from "./placement.ts";
 import { tryCreateSimulatedCall } from "./simulatedCalls.ts";
 import { scheduleCall } from "./tasks.ts";
 
@@ -107,7 +110,7 @@ async function checkAgentAndContact(
   if (contactId !== null) {
     const found =
       isId(contactId, "ct") && (await (contactFound ?? contactExists(sql, auth.organizationId, contactId)));
-    if (!found) throw new ApiError("not_found", "No such contact.", { param: "contactId" });
+    if (!found) throw noSuchContact();
   }
   return contactId;
 }
@@ -142,8 +145,7 @@ async function createLiveCall(deps: Deps, auth: SecretKeyAuth, input: CreateCall
     return placed;
   }
   return pipelinedTransaction(deps.sql, async (tx) => {
-    const [read] = readLiveCalls(deps, tx, [request]);
-    const { agent } = await checkLiveCall(deps, tx, request, read!, runAt, true);
+    const agent = await checkScheduledCall(deps, tx, request, runAt);
     return scheduleCall(tx, deps, {
       organizationId: auth.organizationId,
       agent,
@@ -156,73 +158,51 @@ async function createLiveCall(deps: Deps, auth: SecretKeyAuth, input: CreateCall
 }
 
 /**
- * The reads of live calls' checks, in one statement for them all: each one's agent and calling facts
- * (services/admission.ts), and its contact.
+ * A scheduled call's checks, on one read of everything they need (no lock: no limit applies before the
+ * call is placed), in their order: the agent (404), the key's restriction (403), then every check of a
+ * live phone call up to the call window, judged at `runAt` (services/admission.ts). The agent.
  */
-function readLiveCalls(deps: Deps, tx: Db, rs: readonly LivePlacement[]) {
-  const contactOf = (r: LivePlacement) =>
-    r.contactId !== null && isId(r.contactId, "ct") ? r.contactId : null;
-  const read = readCallFactsOf(
+async function checkScheduledCall(deps: Deps, tx: Db, r: LivePlacement, runAt: Date): Promise<AgentRow> {
+  const contactId = r.contactId !== null && isId(r.contactId, "ct") ? r.contactId : null;
+  const [read] = await readCallFactsOf(
     tx,
-    rs.map((r) => ({
-      organizationId: r.auth.organizationId,
-      to: r.to,
-      agentId: isId(r.agentId, "agt") ? r.agentId : null,
-      contactId: contactOf(r),
-    })),
+    [
+      {
+        organizationId: r.auth.organizationId,
+        to: r.to,
+        agentId: isId(r.agentId, "agt") ? r.agentId : null,
+        contactId,
+      },
+    ],
     monthOf(deps.clock.now()),
   );
-  read.catch(() => {});
-  return rs.map((r, i) => {
-    const facts = read.then((rows) => {
-      // Only an organization deleted under a key could miss; there is no such operation.
-      const f = rows[i]!.facts;
-      if (!f) throw new ApiError("not_found", "No such organization.");
-      return f;
-    });
-    const contactFound = contactOf(r) ? read.then((rows) => rows[i]!.contactFound === true) : undefined;
-    facts.catch(() => {});
-    return { facts, contactFound };
-  });
-}
-
-/**
- * A live call's checks on what `readLiveCalls` read, in their order: the agent (404), the key's
- * restriction (403), the contact (404), then paid plan → plan minutes → carrier → agent active →
- * blocked → country → call window (at `at`).
- */
-async function checkLiveCall(
-  deps: Deps,
-  tx: Db,
-  r: LivePlacement,
-  read: ReturnType<typeof readLiveCalls>[number],
-  at: Date,
-  scheduled: boolean,
-  /** The plan's usage under the organization's lock, when it is held (checkPhoneCall). */
-  planUsed?: number,
-): Promise<{ facts: CallFacts; agent: AgentRow }> {
-  const facts = await read.facts;
+  // Only an organization deleted under a key could miss; there is no such operation.
+  const facts = read!.facts;
+  if (!facts) throw new ApiError("not_found", "No such organization.");
   const agent = facts.agent;
-  await checkAgentAndContact(tx, r.auth, agent, r.contactId, read.contactFound);
-  checkPhoneCall(deps, facts, agent!, {
-    to: r.to,
-    at,
-    scheduled,
-    ...(planUsed !== undefined ? { planUsed } : {}),
-  });
-  return { facts, agent: agent! };
+  if (!agent) throw new ApiError("not_found", "No such agent.", { param: "agentId" });
+  assertAgentAllowed(r.auth, agent.id);
+  const refusal = phoneCallRefusal(
+    deps,
+    { organization: facts.organization, agent, to: r.to, at: runAt, scheduled: true },
+    {
+      contactMissing: r.contactId !== null && read!.contactFound !== true,
+      planRemaining: facts.organization.plan_minutes - facts.plan_used,
+      blocked: facts.blocked,
+      load: null,
+    },
+  );
+  if (refusal) throw refusal;
+  return agent;
 }
 
 /**
- * Live calls placed now, in one transaction: every request's reads (one statement) and the locks and
- * limits of each organization named go out in the first round trip; then each request in its turn is
- * checked and, when it passes, placed on its organization's limits as the requests before it left
- * them (no second read); then the placed calls, their reservations and dial timers, with each
- * organization's hour and plan minutes counted once for the batch, in one statement
- * (`insertPlacedPhoneCalls`) and the commit behind it, in the second round trip. A refused request
- * writes nothing and gets its error; the others are placed. One request alone is a batch of one. Batching is what lets an
- * organization place more than one call per lock: every placement holds its organization's lock from
- * its first round trip to its commit (BENCHMARKS.md, "Live phone calls").
+ * Live calls placed now, in one transaction for the batch (services/placement.ts): every request's
+ * checks in their order, those under its organization's locks on the limits and minutes the requests
+ * before it in the batch left, and the calls placed with their reservations and dial timers, in one
+ * round trip with the commit. A refused request writes nothing and gets its error; the others are
+ * placed. One request alone is a batch of one. Batching is what lets an organization place more than
+ * one call per lock: its placements queue on that lock (BENCHMARKS.md, "Live phone calls").
  */
 export async function placeLiveCalls(
   deps: Deps,
@@ -232,64 +212,42 @@ export async function placeLiveCalls(
   /** Where the batch runs: the placements' own connection when the process has one (compose.ts). */
   sql: Sql = deps.sql,
 ): Promise<(CallView | ApiError)[]> {
-  const placed = await pipelinedTransaction(sql, async (tx, end) => {
-    // The connection is ours now: what arrived meanwhile goes in this batch, not the next.
-    requests.push(...more());
-    const now = deps.clock.now();
-    const reads = readLiveCalls(deps, tx, requests);
-    // Each organization once (readAdmissions locks them in the order of their ids).
-    const organizations = [...new Set(requests.map((r) => r.auth.organizationId))];
-    const limits = await readAdmissions(tx, organizations, now);
-    const first = new Map(limits);
-    // Each request's call, or its refusal; the calls are written together after the last check.
-    const outcomes: (PlacedPhoneCall | ApiError)[] = [];
-    for (const [i, r] of requests.entries()) {
-      try {
-        const read = limits.get(r.auth.organizationId)!;
-        const { facts, agent } = await checkLiveCall(deps, tx, r, reads[i]!, now, false, read.planUsed);
-        const { after, maxSeconds, reservedMinutes } = admitPlacement(facts.organization, read);
-        limits.set(r.auth.organizationId, after);
-        outcomes.push({
-          id: deps.ids.next("call"),
-          organizationId: facts.organization.id,
-          agentId: agent.id,
-          to: r.to,
-          contactId: r.contactId,
-          variables: r.variables,
-          language: agent.content_language,
-          at: now,
-          month: monthOf(now),
-          reservedMinutes,
-          maxSeconds,
-        });
-      } catch (err) {
-        if (!(err instanceof ApiError)) throw err;
-        outcomes.push(err);
+  const answers: (CallView | ApiError)[] = [];
+  // The request each call to place answers, in the order the calls are placed.
+  const answering: number[] = [];
+  const callsOf = (from: number): PhoneCallToPlace[] => {
+    const calls: PhoneCallToPlace[] = [];
+    for (let i = from; i < requests.length; i++) {
+      const r = requests[i]!;
+      // A malformed agent id is an unknown agent: nothing to look up.
+      if (!isId(r.agentId, "agt")) {
+        answers[i] = new ApiError("not_found", "No such agent.", { param: "agentId" });
+        continue;
       }
+      answering.push(i);
+      calls.push({
+        callId: deps.ids.next("call"),
+        organizationId: r.auth.organizationId,
+        agentId: r.agentId,
+        to: r.to,
+        // A malformed contact id is an unknown contact: its check finds none.
+        contactId: r.contactId,
+        campaignId: null,
+        variables: r.variables,
+        ...(agentAllowed(r.auth, r.agentId) ? {} : { barred: agentNotAllowed() }),
+      });
     }
-    const calls = outcomes.filter((o): o is PlacedPhoneCall => !(o instanceof ApiError));
-    // The calls with their reservations and dial timers, and each organization's hour and plan minutes
-    // once for the batch, in one statement with the commit right behind it.
-    const counts = organizations.flatMap((id) => placementCounts(id, first.get(id)!, limits.get(id)!) ?? []);
-    const written =
-      calls.length === 0
-        ? new Map<string, { call: CallRow; timers: InsertedTimerRow[] }>()
-        : await insertPlacedPhoneCalls<InsertedTimerRow>(
-            tx,
-            calls,
-            counts,
-            { kind: TIMER_KINDS.callDial, insert: (sql, rows) => deps.timers.insertFrom(sql, rows) },
-            end.last,
-          );
-    return {
-      answers: outcomes.map((o) => (o instanceof ApiError ? o : callView(written.get(o.id)!.call))),
-      timers: [...written.values()].flatMap((w) => w.timers),
-    };
+    return calls;
+  };
+  const placements = await placeNow(deps, sql, callsOf(0), () => {
+    const from = requests.length;
+    requests.push(...more());
+    return callsOf(from);
   });
-  // Armed once committed: due at once, a dial timer armed before would fire into a transaction that
-  // cannot see its row yet, and look again later.
-  deps.timers.scheduled(placed.timers);
-  return placed.answers;
+  for (const [j, p] of placements.entries()) {
+    answers[answering[j]!] = "call" in p ? callView(p.call) : p.refused;
+  }
+  return answers;
 }
 
 // ——— reads ———

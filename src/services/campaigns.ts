@@ -1,6 +1,5 @@
 import { assertAgentAllowed, type ReadScope, type SecretKeyAuth } from "../auth/access.ts";
 import { type AgentRow, findAgent } from "../db/agents.ts";
-import type { CallFacts } from "../db/callAdmission.ts";
 import {
   type CampaignRow,
   type CampaignTarget,
@@ -33,12 +32,12 @@ import { isId } from "../ids.ts";
 import type { FlatObject } from "../schemas.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
 import type { BatchTimerHandler } from "../timers/types.ts";
-import { callFacts, carrierOf, checkPhoneCall } from "./admission.ts";
+import { callFacts, carrierOf } from "./admission.ts";
 import { nextOpening } from "./callWindow.ts";
 import { callEvent, recordEvent, recordEvents } from "./events.ts";
 import { afterBulkChange } from "./housekeeping.ts";
 import { planMinutesExhausted } from "./minutes.ts";
-import { placePhoneCall } from "./placement.ts";
+import { placeInTransaction } from "./placement.ts";
 import { createSimulatedCall } from "./simulatedCalls.ts";
 
 /**
@@ -290,31 +289,31 @@ async function callLive(
     const refused: Refusal[] = [];
     for (const target of next) {
       const callId = deps.ids.next("call");
-      let facts: CallFacts | undefined;
-      try {
-        facts = await callFacts(deps, tx, campaign.organization_id, { to: target.phone });
-        checkPhoneCall(deps, facts, agent, { to: target.phone, at: now });
-        await placePhoneCall(tx, deps, {
+      const [placement] = await placeInTransaction(tx, deps, [
+        {
           callId,
-          organization: facts.organization,
-          agent,
+          organizationId: campaign.organization_id,
+          agentId: agent.id,
           to: target.phone,
           contactId: target.contactId,
+          contactChecked: true,
           campaignId: campaign.id,
           variables: target.variables,
-        });
+        },
+      ]);
+      if ("call" in placement!) {
         started.push({ position: target.position, callId });
-      } catch (err) {
-        // A refusal is decided before anything is written, so the transaction goes on.
-        if (!(err instanceof ApiError)) throw err;
-        if (CONTACT_REFUSALS.has(err.code)) {
-          refused.push({ position: target.position, callId, code: err.code });
-          continue;
-        }
-        wait = await waitFor(tx, campaign, err, now, facts?.organization.call_window ?? null);
-        if (!wait) stop = err.code;
-        break;
+        continue;
       }
+      // A refusal writes nothing, so the transaction goes on.
+      const { refused: err, organization } = placement!;
+      if (CONTACT_REFUSALS.has(err.code)) {
+        refused.push({ position: target.position, callId, code: err.code });
+        continue;
+      }
+      wait = await waitFor(tx, campaign, err, now, organization?.call_window ?? null);
+      if (!wait) stop = err.code;
+      break;
     }
     await markCalling(tx, campaign.id, started);
     await refuse(tx, deps, campaign, agent, refused);

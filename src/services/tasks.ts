@@ -8,9 +8,8 @@ import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
 import type { BatchTimerHandler } from "../timers/types.ts";
-import { callFacts, checkPhoneCall } from "./admission.ts";
 import { endLiveCall } from "./liveCalls.ts";
-import { placePhoneCall } from "./placement.ts";
+import { placeInTransaction } from "./placement.ts";
 
 /** Scheduled tasks (live mode only): a live call to place at `runAt`. */
 
@@ -124,33 +123,26 @@ async function runTask(tx: Db, deps: Deps, taskId: string): Promise<void> {
   if (!task) return;
   const call = await findCallById(tx, task.call_id);
   if (call?.status !== "scheduled" || !call.to_number) return;
-  const now = deps.clock.now();
-  try {
-    const facts = await callFacts(deps, tx, call.organization_id, {
-      to: call.to_number,
-      agentId: call.agent_id,
-    });
-    const agent = facts.agent;
-    if (!agent) throw new ApiError("agent_unavailable", "The agent no longer exists.");
-    checkPhoneCall(deps, facts, agent, { to: call.to_number, at: now });
-    await placePhoneCall(tx, deps, {
+  const [placement] = await placeInTransaction(tx, deps, [
+    {
       callId: call.id,
-      organization: facts.organization,
-      agent,
+      organizationId: call.organization_id,
+      agentId: call.agent_id,
       to: call.to_number,
       contactId: call.contact_id,
+      contactChecked: true,
       campaignId: null,
       variables: call.variables,
       scheduled: true,
-    });
-  } catch (err) {
-    // A refusal is decided before anything is written, so the transaction goes on.
-    if (!(err instanceof ApiError)) throw err;
-    deps.log.info("scheduled call refused when its task fired", { callId: call.id, code: err.code });
-    await endLiveCall(tx, deps, call.id, now, {
-      reason: "not_connected",
-      status: "failed",
-      outcome: err.code,
-    });
-  }
+    },
+  ]);
+  if ("call" in placement!) return;
+  // A refusal writes nothing, so the transaction goes on.
+  const { code } = placement!.refused;
+  deps.log.info("scheduled call refused when its task fired", { callId: call.id, code });
+  await endLiveCall(tx, deps, call.id, deps.clock.now(), {
+    reason: "not_connected",
+    status: "failed",
+    outcome: code,
+  });
 }

@@ -3,8 +3,9 @@ import type { Sql } from "postgres";
 import { callLoadSql, makeCallLimitsSql } from "../../src/db/callAdmission.ts";
 import { eventsPage } from "../../src/db/events.ts";
 import { foldPlanReturnsSql, planUsedSql } from "../../src/db/minutes.ts";
+import { decideSql } from "../../src/db/phonePlacements.ts";
 import { claimSql } from "../../src/db/sessionTokens.ts";
-import { claimDueSql, claimPlanning } from "../../src/db/timers.ts";
+import { claimDueSql, claimPlanning, insertTimersFrom } from "../../src/db/timers.ts";
 import { createAgent } from "../../src/services/agents.ts";
 import { createTestContext, seedOrganization, type TestContext } from "../helpers/app.ts";
 import {
@@ -264,8 +265,8 @@ describe("the organization's limits, read by every live phone call's placement",
         async (conn) => {
           // An index-only scan never marks the entries of ended calls dead: every placement would visit
           // the heap of each call that ever ran until a vacuum. A plain index scan marks them once seen.
-          await conn`${callLoadSql(conn, [org], hourAgo)}`;
-          const plan = await executedPlan(conn, callLoadSql(conn, [org], hourAgo));
+          await conn`${callLoadSql(conn, conn`select ${org}::text`, hourAgo)}`;
+          const plan = await executedPlan(conn, callLoadSql(conn, conn`select ${org}::text`, hourAgo));
           const inProgress = nodes(plan).filter((n) => n["Index Name"] === "calls_live_phone_in_progress");
           expect(inProgress.length, describePlan(plan)).toBeGreaterThan(0);
           for (const n of inProgress) {
@@ -325,6 +326,88 @@ describe("the plan minutes an organization used, read and locked by every live c
           expectBoundedReads(readPlan, "minute_reservations", 4, "plan used");
           const foldPlan = await executedPlan(conn, foldPlanReturnsSql(conn, [org], month));
           expectBoundedReads(foldPlan, "minute_reservations", 4, "fold");
+        },
+        mode,
+      );
+    });
+  }
+});
+
+describe("a placement's decision, under its organization's locks", () => {
+  for (const mode of PLAN_MODES) {
+    test(`reads the calls in progress by a plain index scan, and no ended call (${mode} plan)`, async () => {
+      const s = await seedOrganization(ctx);
+      const sql = ctx.deps.sql;
+      const org = s.org.id;
+      // 3,000 calls that went through the statuses of a call in progress (each left an entry in the index
+      // of calls in progress), two hours ago, and 5 in progress now.
+      const insert = (count: number, tag: string, ago: string) => sql`
+        insert into calls (id, organization_id, livemode, status, agent_id, to_number, direction, created_at, placed_at, updated_at)
+        select 'call_' || ${tag} || lpad(i::text, ${26 - tag.length}, '0'), ${org}, true, 'initiated',
+          ${s.agent.id}, '+33612345678', 'outbound', now() - ${ago}::interval - i * interval '1 millisecond',
+          now() - ${ago}::interval - i * interval '1 millisecond', now()
+        from generate_series(1, ${count}) i`;
+      await insert(3_000, `P${org.slice(-4)}`, "2 hours");
+      await sql`update calls set status = 'ringing' where organization_id = ${org}`;
+      await sql`update calls set status = 'completed' where organization_id = ${org}`;
+      await insert(5, `Q${org.slice(-4)}`, "1 minute");
+      await sql`insert into call_limits (organization_id, hour_cut, hour_count) values (${org}, now() - interval '1 hour', 0)`;
+      // A do-not-call list and contacts of some size, so that reading them whole would show.
+      await sql`
+        insert into contacts (id, organization_id, phone, created_at, updated_at)
+        select 'ct_' || ${org.slice(-4)} || lpad(i::text, 22, '0'), ${org}, '+3361' || lpad(i::text, 7, '0'), now(), now()
+        from generate_series(1, 2000) i`;
+      await sql`
+        insert into blocked_numbers (id, organization_id, livemode, phone, created_at)
+        select 'bn_' || ${org.slice(-4)} || lpad(i::text, 22, '0'), ${org}, true, '+3362' || lpad(i::text, 7, '0'), now()
+        from generate_series(1, 2000) i`;
+      await sql`analyze contacts`;
+      await sql`analyze blocked_numbers`;
+      const now = new Date();
+      const candidate = {
+        callId: ctx.deps.ids.next("call"),
+        organizationId: org,
+        organizationVersion: null,
+        agentId: s.agent.id,
+        agentVersion: null,
+        to: "+33612345678",
+        canonicalTo: "+33612345678",
+        contactId: ctx.deps.ids.next("ct"),
+        checkContact: true,
+        campaignId: null,
+        variables: {},
+        scheduled: false,
+        refused: false,
+      };
+      await withPlans(
+        ctx,
+        async (conn) => {
+          const statement = () =>
+            decideSql(conn, {
+              candidates: [candidate],
+              now,
+              hourAgo: new Date(now.getTime() - 3_600_000),
+              month: "2026-12-01",
+              longestSeconds: 3600,
+              timer: { kind: "call.dial", insert: (q, rows) => insertTimersFrom(q, rows) },
+            });
+          await conn`${statement()}`;
+          const plan = await executedPlan(conn, statement());
+          // An index-only scan never marks the entries of ended calls dead (see callLoadSql).
+          const inProgress = nodes(plan).filter((n) => n["Index Name"] === "calls_live_phone_in_progress");
+          expect(inProgress.length, describePlan(plan)).toBeGreaterThan(0);
+          for (const n of inProgress) {
+            expect(n["Node Type"], describePlan(plan)).toBe("Index Scan");
+            expect(n["Actual Rows"], describePlan(plan)).toBe(5);
+          }
+          // The hour, the calls in progress and the contact each read a handful of rows, not the
+          // organization's 3,000 ended calls.
+          expectBoundedReads(plan, "calls", 10, "decision");
+          expectBoundedReads(plan, "contacts", 1, "decision");
+          expectBoundedReads(plan, "blocked_numbers", 1, "decision");
+          // Each candidate's subqueries run once, whatever reads their answers.
+          expect(readsOf(plan, "blocked_numbers"), describePlan(plan)).toHaveLength(1);
+          expect(readsOf(plan, "contacts"), describePlan(plan)).toHaveLength(1);
         },
         mode,
       );

@@ -80,7 +80,10 @@ export async function executedPlan(conn: ReservedSql, statement: Fragment): Prom
     `prepare ${name}${typeNames.length ? `(${typeNames.join(", ")})` : ""} as ${query.string}`,
   );
   try {
-    const args = query.parameters.map((v, i) => `${literal(v)}::${typeNames[i]}`);
+    const args = query.parameters.map(
+      (v, i) =>
+        `${/^jsonb?$/.test(typeNames[i]!) ? literal(JSON.stringify(v)) : literal(v)}::${typeNames[i]}`,
+    );
     const [row] = await conn.unsafe<{ "QUERY PLAN": [{ Plan: PlanNode }] }[]>(
       `explain (analyze, format json) execute ${name}${args.length ? `(${args.join(", ")})` : ""}`,
     );
@@ -99,7 +102,7 @@ interface DescribedQuery {
 
 let explained = 0;
 
-/** A value as an SQL literal (the values of the statements explained here: text, booleans, arrays). */
+/** A value as an SQL literal (the values of the statements explained here: text, booleans, arrays; JSON as its text). */
 function literal(v: unknown): string {
   if (v === null || v === undefined) return "null";
   if (Array.isArray(v)) return `array[${v.map(literal).join(", ")}]`;

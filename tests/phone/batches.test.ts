@@ -6,9 +6,11 @@ import { refusedByDatabase } from "../../src/db/engine/connection.ts";
 import type { Deps, LivePlacement } from "../../src/deps.ts";
 import { ApiError } from "../../src/errors.ts";
 import { silentLogger } from "../../src/log.ts";
+import { updateAgent } from "../../src/services/agents.ts";
 import { placeLiveCalls } from "../../src/services/calls.ts";
 import { createContact } from "../../src/services/contacts.ts";
 import { createSecretKey } from "../../src/services/keys.ts";
+import { updateOrganization } from "../../src/services/organizations.ts";
 import { seedOrganization } from "../helpers/app.ts";
 import { outcomeOf } from "../helpers/errors.ts";
 import {
@@ -300,6 +302,57 @@ describe("two apps with their own pools on one PostgreSQL", () => {
     } finally {
       for (const conn of held) conn.release();
     }
+  });
+
+  test("the rows one app keeps never decide: another app's changes to the organization and the agent apply to its next placement", async () => {
+    const [x, y] = twoApps();
+    const seed = await seedOrganization({ deps: x });
+    // Counts the transactions x's placements take: one look each once x knows the rows.
+    let looks = 0;
+    const pool = shared.pool();
+    const counting = new Proxy(pool, {
+      get: (target, key) =>
+        key === "reserve"
+          ? () => {
+              looks++;
+              return target.reserve();
+            }
+          : Reflect.get(target, key),
+    });
+    const place = async (to = freshNumber()) => {
+      looks = 0;
+      const [answer] = await placeLiveCalls(x, [livePlacement(seed, to)], undefined, counting);
+      return answer instanceof ApiError ? answer.code : (answer as { status: string }).status;
+    };
+    expect(await place()).toBe("initiated");
+    // Its first look read the organization and the agent: a second placed the call.
+    expect(looks).toBe(2);
+    expect(await place()).toBe("initiated");
+    expect(looks).toBe(1);
+
+    const calls = async () =>
+      (
+        await shared.db.sql<
+          { n: number }[]
+        >`select count(*)::int as n from calls where organization_id = ${seed.org.id}`
+      )[0]!.n;
+    const before = await calls();
+    const changes: [() => Promise<unknown>, string][] = [
+      [() => updateOrganization(y, seed.org.id, { paidPlan: false }), "plan_required"],
+      [() => updateOrganization(y, seed.org.id, { paidPlan: true }), "initiated"],
+      [() => updateAgent(y, seed.agent.id, { active: false }), "agent_unavailable"],
+      [() => updateAgent(y, seed.agent.id, { active: true }), "initiated"],
+      [() => updateOrganization(y, seed.org.id, { allowedCountries: ["BE"] }), "country_not_allowed"],
+      [() => updateOrganization(y, seed.org.id, { allowedCountries: null }), "initiated"],
+      [() => updateOrganization(y, seed.org.id, { planMinutes: 0 }), "plan_minutes_exhausted"],
+    ];
+    for (const [change, outcome] of changes) {
+      await change();
+      expect(await place("+33612345678")).toBe(outcome);
+      // The change made x look again, with the rows its first look sent back.
+      expect(looks).toBe(2);
+    }
+    expect(await calls()).toBe(before + 3);
   });
 
   /**
