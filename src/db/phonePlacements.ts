@@ -224,7 +224,8 @@ export function decideSql<T>(sql: Db, input: PlacementInput) {
       ),
       capacity as (
         select organization_id, greatest(0, least(
-          case when remaining > 0 then (remaining + ${perCall} - 1) / ${perCall} else 0 end,
+          -- In bigint: a plan may hold up to 2^31 - 1 minutes, and seconds of it overflow an integer.
+          case when remaining > 0 then ((remaining::bigint + ${perCall} - 1) / ${perCall})::int else 0 end,
           max_concurrent_calls - in_progress,
           case when counts_in_hour = 1 then max_calls_per_hour - in_hour
             when in_hour >= max_calls_per_hour then 0 else ${INT_MAX} end)) as n
@@ -232,7 +233,7 @@ export function decideSql<T>(sql: Db, input: PlacementInput) {
       ),
       decided as (
         select r.*, least(r.k, c.n)::int as before, r.eligible and r.k < c.n as placed,
-          least(${longestSeconds}, (r.remaining - ${perCall} * least(r.k, c.n)::int) * 60) as max_seconds
+          least(${longestSeconds}, (r.remaining - ${perCall} * least(r.k, c.n)::int)::bigint * 60)::int as max_seconds
         from ranked r join capacity c on c.organization_id = r.organization_id
       ),
       placed as (select * from decided where placed),

@@ -167,6 +167,20 @@ describe("live calls placed together", () => {
     expect(usage!.used_minutes).toBe(90);
   });
 
+  test("the largest plan an operator can set (2,147,483,647 minutes): each call reserves an hour, nothing overflows", async () => {
+    const largest = 2_147_483_647;
+    const seed = await seedPhoneOrganization(w.ctx, {}, { planMinutes: largest });
+    const answers = await Promise.all(
+      Array.from({ length: 3 }, () =>
+        placeCall(w.ctx, seed.liveKey, { agentId: seed.agent.id, to: freshNumber() }),
+      ),
+    );
+    expect(tally(await Promise.all(answers.map(outcomeOf)))).toEqual({ "201 ok": 3 });
+    const reserved = await w.ctx.deps.sql<{ reserved_minutes: number; max_seconds: number }[]>`
+      select reserved_minutes, max_seconds from minute_reservations where organization_id = ${seed.org.id}`;
+    expect([...reserved]).toEqual(Array(3).fill({ reserved_minutes: 60, max_seconds: 3600 }));
+  });
+
   test("minutes that run out in a batch refuse before the concurrency limit: 403 plan_minutes_exhausted, never 429", async () => {
     // The order of the checks puts the plan's minutes before the organization's limits: a request that
     // finds both exhausted is refused for its minutes, in a batch as alone. One batch of four, as the
