@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { AccessToken } from "livekit-server-sdk";
 import { usedMinutes } from "../../src/services/minutes.ts";
 import { expectApiError } from "../helpers/errors.ts";
 import { liveKitEvents } from "../helpers/fakeLivekit.ts";
@@ -102,6 +103,22 @@ describe("signed webhooks", () => {
 
     const read = await w.ctx.request(`/api/v1/calls/${id}`, { key: seed.liveKey });
     expect(await read.json()).toMatchObject({ id, livemode: true, status: "completed", direction: "web" });
+  });
+
+  test("a webhook signed by the SDK's AccessToken, as LiveKit signs them, is accepted", async () => {
+    const id = await liveCall();
+    const body = JSON.stringify(liveKitEvents.participantJoined(id, "visitor"));
+    const at = new AccessToken(w.liveKit.apiKey, w.liveKit.apiSecret, { ttl: "5m" });
+    at.sha256 = Buffer.from(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(body))).toString(
+      "base64",
+    );
+    const res = await w.ctx.request("/api/livekit/webhook", {
+      method: "POST",
+      body,
+      headers: { "content-type": "application/webhook+json", authorization: await at.toJwt() },
+    });
+    expect(res.status).toBe(200);
+    expect((await callRow(id)).status).toBe("ongoing");
   });
 
   test("room_finished before any join was reported completes the call at that instant, one minute kept", async () => {
