@@ -112,7 +112,8 @@ export async function placePhoneCalls<T>(
   ].map((statement) => statement.execute());
   const decided = send(decideSql<T>(tx, input));
   const [rows] = await settledAll([decided, ...locks] as const);
-  const decisions = rows.map((r) => ({
+  const calls = new Map((rows[0]?.p_calls ?? []).map((json) => [json.id as string, callFromJson(json)]));
+  const decisions = rows.map((r, i) => ({
     stale: r.p_stale,
     agentMissing: r.p_agent_missing,
     contactMissing: r.p_contact_missing,
@@ -124,7 +125,7 @@ export async function placePhoneCalls<T>(
     oldest: r.p_oldest,
     organization: r.p_organization,
     agent: r.p_agent,
-    call: r.id ? (Object.fromEntries(CALL_COLUMNS.map((c) => [c, r[c]])) as CallRow) : null,
+    call: calls.get(input.candidates[i]!.callId) ?? null,
   }));
   return { decisions, timers: rows[0]?.p_timers ?? [] };
 }
@@ -135,7 +136,19 @@ export interface VersionedJson {
   version: string;
 }
 
-type DecisionRow<T> = Partial<CallRow> & {
+/** A call as `json_agg` returns it: its times as text. */
+function callFromJson(json: Record<string, unknown>): CallRow {
+  const at = (v: unknown) => (v === null ? null : new Date(v as string));
+  return {
+    ...(json as unknown as CallRow),
+    created_at: at(json.created_at)!,
+    updated_at: at(json.updated_at)!,
+    started_at: at(json.started_at),
+    ended_at: at(json.ended_at),
+  };
+}
+
+interface DecisionRow<T> {
   p_stale: boolean;
   p_agent_missing: boolean;
   p_contact_missing: boolean;
@@ -147,8 +160,9 @@ type DecisionRow<T> = Partial<CallRow> & {
   p_oldest: Date | null;
   p_organization: VersionedJson | null;
   p_agent: VersionedJson | null;
+  p_calls: Record<string, unknown>[] | null;
   p_timers: T[] | null;
-};
+}
 
 const INT_MAX = 2_147_483_647;
 
@@ -244,9 +258,11 @@ export function decideSql<T>(sql: Db, input: PlacementInput) {
         from placed p where not p.scheduled
         returning ${columnList(sql, CALL_COLUMNS)}
       ),
+      -- By key from an array, whatever is planned for the placed rows: a join to it was planned as a scan of
+      -- every call for the scheduled ones (seen on a table never analyzed).
       moved_call as (
         update calls set status = 'initiated', placed_at = ${at}, updated_at = ${nextUpdatedAt(sql, now, "calls")}
-        from placed p where p.scheduled and calls.id = p.call_id and calls.status = 'scheduled'
+        where calls.id = any(array(select call_id from placed where scheduled)) and calls.status = 'scheduled'
         returning ${columnList(sql, CALL_COLUMNS, "calls")}
       ),
       created_reservation as (
@@ -283,10 +299,11 @@ export function decideSql<T>(sql: Db, input: PlacementInput) {
         from organizations o where o.id = d.organization_id) end as p_organization,
       case when d.stale then (select json_build_object('row', row_to_json(a), 'version', a.xmin::text)
         from agents a where a.id = d.agent_id and a.organization_id = d.organization_id) end as p_agent,
-      -- The batch's dial timers once, with the first candidate (looked up per candidate, each would scan them all).
-      case when d.i = 0 then (select json_agg(t) from created_timer t) end as p_timers,
-      c.*
+      -- The calls placed and their dial timers once, with the first candidate: joined to each candidate,
+      -- every candidate would scan them all (the planner takes every part of this statement for one row).
+      case when d.i = 0 then (select json_agg(c) from (select * from created_call union all select * from moved_call) c)
+        end as p_calls,
+      case when d.i = 0 then (select json_agg(t) from created_timer t) end as p_timers
     from decided d
-      left join (select * from created_call union all select * from moved_call) c on c.id = d.call_id
     order by d.i`;
 }

@@ -364,41 +364,60 @@ describe("a placement's decision, under its organization's locks", () => {
       await sql`analyze contacts`;
       await sql`analyze blocked_numbers`;
       const now = new Date();
-      const candidate = {
-        callId: ctx.deps.ids.next("call"),
+      const [versions] = await sql<{ organization: string; agent: string }[]>`
+        select (select xmin::text from organizations where id = ${org}) as organization,
+          (select xmin::text from agents where id = ${s.agent.id}) as agent`;
+      const candidate = (c: { scheduled?: string; contactId?: string; stale?: boolean }) => ({
+        callId: c.scheduled ?? ctx.deps.ids.next("call"),
         organizationId: org,
-        organizationVersion: null,
+        organizationVersion: c.stale ? null : versions!.organization,
         agentId: s.agent.id,
-        agentVersion: null,
+        agentVersion: c.stale ? null : versions!.agent,
         to: "+33612345678",
         canonicalTo: "+33612345678",
-        contactId: ctx.deps.ids.next("ct"),
+        contactId: c.contactId ?? null,
         checkContact: true,
         campaignId: null,
         variables: {},
-        scheduled: false,
+        scheduled: c.scheduled !== undefined,
         refused: false,
-      };
+      });
       await withPlans(
         ctx,
         async (conn) => {
-          const statement = () =>
-            decideSql(conn, {
-              candidates: [candidate],
-              now,
-              hourAgo: new Date(now.getTime() - 3_600_000),
-              month: "2026-12-01",
-              longestSeconds: 3600,
-              timer: { kind: "call.dial", insert: (q, rows) => insertTimersFrom(q, rows) },
-            });
-          await conn`${statement()}`;
-          const plan = await executedPlan(conn, statement());
+          // Each look: a call of a contact that is not the organization's (stale rows, as on a first look),
+          // a new call placed, and a task's scheduled call placed.
+          const statement = async () => {
+            const scheduled = ctx.deps.ids.next("call");
+            await conn`
+              insert into calls (id, organization_id, livemode, status, agent_id, to_number, direction, created_at, updated_at)
+              values (${scheduled}, ${org}, true, 'scheduled', ${s.agent.id}, '+33612345678', 'outbound', now(), now())`;
+            // In an object: a statement is a thenable, which an async function's answer would run.
+            return {
+              statement: decideSql(conn, {
+                candidates: [
+                  candidate({ contactId: ctx.deps.ids.next("ct"), stale: true }),
+                  candidate({}),
+                  candidate({ scheduled }),
+                ],
+                now,
+                hourAgo: new Date(now.getTime() - 3_600_000),
+                month: "2026-12-01",
+                longestSeconds: 3600,
+                timer: { kind: "call.dial", insert: (q, rows) => insertTimersFrom(q, rows) },
+              }),
+            };
+          };
+          const placed = await conn<{ p_calls: { status: string }[] }[]>`${(await statement()).statement}`;
+          expect(placed[0]!.p_calls.map((c) => c.status)).toEqual(["initiated", "initiated"]);
+          const plan = await executedPlan(conn, (await statement()).statement);
           // An index-only scan never marks the entries of ended calls dead (see callLoadSql).
           const inProgress = nodes(plan).filter((n) => n["Index Name"] === "calls_live_phone_in_progress");
           expect(inProgress.length, describePlan(plan)).toBeGreaterThan(0);
           for (const n of inProgress) {
             expect(n["Node Type"], describePlan(plan)).toBe("Index Scan");
-            expect(n["Actual Rows"], describePlan(plan)).toBe(5);
+            // The 5 in progress, and the 2 the first look placed.
+            expect(n["Actual Rows"], describePlan(plan)).toBe(7);
           }
           // The hour, the calls in progress and the contact each read a handful of rows, not the
           // organization's 3,000 ended calls.
