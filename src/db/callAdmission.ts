@@ -146,24 +146,30 @@ function lockCallLimitsSql(sql: Db, organizationIds: readonly string[]) {
 
 /**
  * Under the locks (after `lockCallLimits`), for each organization: the hour's row (`hour_count`
- * placements have `placed_at` > `hour_cut`), its live phone calls in progress, the placements that left
- * the hour since the row's cut, and the earliest placement still in the hour (when it leaves, the hour
- * has room again). The calls in progress are counted by `count(status)`, not `count(*)`: a column
- * outside the index makes it a plain index scan, which marks the entries of calls that ended as dead
- * once it has seen them; an index-only scan never does, and until a vacuum visited the heap of every
- * ended call on each placement (4 ms on a few thousand calls, under the organization's lock). A part of
- * the placement's statement (db/phonePlacements.ts), also explained by the plan tests. `organizationIds`
- * selects the ids.
+ * placements have `placed_at` > `hour_cut`), the bound it keeps of the calls in progress
+ * (sql/0038), the placements that left the hour since the row's cut, and the earliest placement still
+ * in the hour (when it leaves, the hour has room again). A part of the placement's statement
+ * (db/phonePlacements.ts), also explained by the plan tests. `organizationIds` selects the ids.
  */
 export function callLoadSql(sql: Db, organizationIds: Fragment, hourAgo: Date): Fragment {
   const live = sql.unsafe(LIVE_PHONE);
   return sql`
-    select l.organization_id, l.hour_cut, l.hour_count,
-      (select count(status)::int from calls where organization_id = l.organization_id and ${live}
-        and status in ('initiated', 'ringing', 'ongoing')) as in_progress,
+    select l.organization_id, l.hour_cut, l.hour_count, l.in_progress_bound,
       (select count(*)::int from calls where organization_id = l.organization_id and ${live}
         and placed_at > l.hour_cut and placed_at <= greatest(l.hour_cut, ${hourAgo}::timestamptz)) as left,
       (select min(placed_at) from calls where organization_id = l.organization_id and ${live}
         and placed_at > greatest(l.hour_cut, ${hourAgo}::timestamptz)) as oldest
     from call_limits l where l.organization_id in (${organizationIds})`;
+}
+
+/**
+ * The organization's live phone calls `initiated`, `ringing` or `ongoing` (`organizationId`, an SQL
+ * expression such as a column). Counted by `count(status)`, not `count(*)`: a column outside the index
+ * makes it a plain index scan, which marks the entries of calls that ended as dead once it has seen
+ * them; an index-only scan never does, and until a vacuum visited the heap of every ended call on each
+ * placement (4 ms on a few thousand calls, under the organization's lock).
+ */
+export function inProgressSql(sql: Db, organizationId: Fragment): Fragment {
+  return sql`(select count(status)::int from calls where organization_id = ${organizationId}
+    and ${sql.unsafe(LIVE_PHONE)} and status in ('initiated', 'ringing', 'ongoing'))`;
 }

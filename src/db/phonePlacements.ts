@@ -1,5 +1,5 @@
 import type { Fragment, MaybeRow, PendingQuery, RowList } from "postgres";
-import { callLoadSql, lockCallLimits } from "./callAdmission.ts";
+import { callLoadSql, inProgressSql, lockCallLimits } from "./callAdmission.ts";
 import { CALL_COLUMNS, type CallRow, columnList, NEW_CALL_COLUMNS } from "./calls.ts";
 import { type Db, settledAll } from "./engine/connection.ts";
 import { nextUpdatedAt } from "./engine/updatedAt.ts";
@@ -200,11 +200,17 @@ export function decideSql<T>(sql: Db, input: PlacementInput) {
       -- is planned for ten elements in a generic plan, which then never looked as cheap as the custom
       -- plans of one, and every execution was planned again (3 ms each).
       load as (${callLoadSql(sql, sql`select distinct organization_id from input`, hourAgo)}),
+      -- The calls in progress: the limits row's bound while it leaves room for every candidate of the
+      -- batch (any of them may be placed on it), else counted (a count of every call in progress, and of
+      -- the index entries of those that ended since the last vacuum, at each batch of each organization).
       organization as (
         select o.id as organization_id, o.xmin::text as version, o.max_concurrent_calls, o.max_calls_per_hour,
           o.plan_minutes - ${planUsedSql(sql, sql`o.id`, month)} as remaining,
           greatest(l.hour_cut, ${hourAgo}::timestamptz) as cut,
-          l.hour_count - l.left as in_hour, l.in_progress, l.oldest,
+          l.hour_count - l.left as in_hour, l.oldest,
+          case when l.in_progress_bound + (select count(*) from input i where i.organization_id = o.id)
+              <= o.max_concurrent_calls
+            then l.in_progress_bound else ${inProgressSql(sql, sql`o.id`)} end as in_progress,
           (${at} > greatest(l.hour_cut, ${hourAgo}::timestamptz))::int as counts_in_hour
         from organizations o join load l on l.organization_id = o.id
       ),
@@ -279,10 +285,13 @@ export function decideSql<T>(sql: Db, input: PlacementInput) {
       per_organization as (
         select organization_id, count(*)::int as n from placed group by organization_id
       ),
-      counted_hour as (
-        update call_limits l set hour_cut = s.cut, hour_count = s.in_hour + s.counts_in_hour * p.n
-        from per_organization p join organization s on s.organization_id = p.organization_id
-        where l.organization_id = p.organization_id
+      -- Every organization of the batch: its bound, with the calls placed; its hour, when any was.
+      counted_limits as (
+        update call_limits l set in_progress_bound = s.in_progress + coalesce(p.n, 0),
+          hour_cut = case when p.n > 0 then s.cut else l.hour_cut end,
+          hour_count = case when p.n > 0 then s.in_hour + s.counts_in_hour * p.n else l.hour_count end
+        from organization s left join per_organization p on p.organization_id = s.organization_id
+        where l.organization_id = s.organization_id
       ),
       counted_minutes as (
         update minute_usage u set used_minutes = u.used_minutes + least(p.n * ${perCall}, s.remaining)

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Sql } from "postgres";
-import { callLoadSql, makeCallLimitsSql } from "../../src/db/callAdmission.ts";
+import { inProgressSql, makeCallLimitsSql } from "../../src/db/callAdmission.ts";
 import { eventsPage } from "../../src/db/events.ts";
 import { foldPlanReturnsSql, planUsedSql } from "../../src/db/minutes.ts";
 import { decideSql } from "../../src/db/phonePlacements.ts";
@@ -19,6 +19,7 @@ import {
   type ListCase,
   nodes,
   PLAN_MODES,
+  type PlanNode,
   readsOf,
   withPlans,
 } from "../helpers/plans.ts";
@@ -259,14 +260,14 @@ describe("the organization's limits, read by every live phone call's placement",
   for (const mode of PLAN_MODES) {
     test(`calls in progress are counted by a plain index scan, never an index-only one (${mode} plan)`, async () => {
       const org = await organizationWithEndedCalls();
-      const hourAgo = new Date(Date.now() - 3_600_000);
       await withPlans(
         ctx,
         async (conn) => {
           // An index-only scan never marks the entries of ended calls dead: every placement would visit
           // the heap of each call that ever ran until a vacuum. A plain index scan marks them once seen.
-          await conn`${callLoadSql(conn, conn`select ${org}::text`, hourAgo)}`;
-          const plan = await executedPlan(conn, callLoadSql(conn, conn`select ${org}::text`, hourAgo));
+          const counted = () => conn`select ${inProgressSql(conn, conn`${org}::text`)} as n`;
+          await counted();
+          const plan = await executedPlan(conn, counted());
           const inProgress = nodes(plan).filter((n) => n["Index Name"] === "calls_live_phone_in_progress");
           expect(inProgress.length, describePlan(plan)).toBeGreaterThan(0);
           for (const n of inProgress) {
@@ -335,7 +336,7 @@ describe("the plan minutes an organization used, read and locked by every live c
 
 describe("a placement's decision, under its organization's locks", () => {
   for (const mode of PLAN_MODES) {
-    test(`reads the calls in progress by a plain index scan, and no ended call (${mode} plan)`, async () => {
+    test(`counts the calls in progress only when its bound leaves no room, by a plain index scan; reads no ended call (${mode} plan)`, async () => {
       const s = await seedOrganization(ctx);
       const sql = ctx.deps.sql;
       const org = s.org.id;
@@ -408,25 +409,35 @@ describe("a placement's decision, under its organization's locks", () => {
               }),
             };
           };
+          // The first look counts the calls in progress (the limits row keeps no bound of them yet).
           const placed = await conn<{ p_calls: { status: string }[] }[]>`${(await statement()).statement}`;
           expect(placed[0]!.p_calls.map((c) => c.status)).toEqual(["initiated", "initiated"]);
-          const plan = await executedPlan(conn, (await statement()).statement);
-          // An index-only scan never marks the entries of ended calls dead (see callLoadSql).
-          const inProgress = nodes(plan).filter((n) => n["Index Name"] === "calls_live_phone_in_progress");
-          expect(inProgress.length, describePlan(plan)).toBeGreaterThan(0);
-          for (const n of inProgress) {
-            expect(n["Node Type"], describePlan(plan)).toBe("Index Scan");
-            // The 5 in progress, and the 2 the first look placed.
-            expect(n["Actual Rows"], describePlan(plan)).toBe(7);
-          }
-          // The hour, the calls in progress and the contact each read a handful of rows, not the
-          // organization's 3,000 ended calls.
-          expectBoundedReads(plan, "calls", 10, "decision");
-          expectBoundedReads(plan, "contacts", 1, "decision");
-          expectBoundedReads(plan, "blocked_numbers", 1, "decision");
+          // The next, on the bound that look left (5 + 2, room for 3 more under 1,000), counts nothing.
+          const onBound = await executedPlan(conn, (await statement()).statement);
+          // The counts that ran (the plan holds the count either way).
+          const countsOf = (plan: PlanNode) =>
+            readsOf(plan, "calls").filter(
+              (n) => n["Index Name"] === "calls_live_phone_in_progress" && (n["Actual Loops"] ?? 0) > 0,
+            );
+          expect(countsOf(onBound), describePlan(onBound)).toEqual([]);
+          // The hour and a task's call each read a handful of rows, not the organization's 3,000 ended
+          // calls; the contact and the do-not-call list one each.
+          expectBoundedReads(onBound, "calls", 10, "decision");
+          expectBoundedReads(onBound, "contacts", 1, "decision");
+          expectBoundedReads(onBound, "blocked_numbers", 1, "decision");
           // Each candidate's subqueries run once, whatever reads their answers.
-          expect(readsOf(plan, "blocked_numbers"), describePlan(plan)).toHaveLength(1);
-          expect(readsOf(plan, "contacts"), describePlan(plan)).toHaveLength(1);
+          expect(readsOf(onBound, "blocked_numbers"), describePlan(onBound)).toHaveLength(1);
+          expect(readsOf(onBound, "contacts"), describePlan(onBound)).toHaveLength(1);
+          // With the limit at 10, the bound (9) leaves no room for the batch: the calls in progress are
+          // counted, by a plain index scan (an index-only scan never marks the entries of ended calls dead).
+          await conn`update organizations set max_concurrent_calls = 10 where id = ${org}`;
+          const counted = await executedPlan(conn, (await statement()).statement);
+          expect(countsOf(counted).length, describePlan(counted)).toBeGreaterThan(0);
+          for (const n of countsOf(counted)) {
+            expect(n["Node Type"], describePlan(counted)).toBe("Index Scan");
+            expect(n["Actual Rows"], describePlan(counted)).toBe(9);
+          }
+          expectBoundedReads(counted, "calls", 12, "decision");
         },
         mode,
       );

@@ -55,6 +55,34 @@ describe("20 parallel requests", () => {
     expect(await inProgress(seed.org.id)).toBe(5);
   });
 
+  test("calls that end make room at once: the placements' bound of calls in progress is counted again when it leaves none", async () => {
+    const seed = await seedPhoneOrganization(w.ctx, { maxConcurrentCalls: 5, maxCallsPerHour: 1000 });
+    const place = async (n: number) =>
+      tally(
+        await Promise.all(
+          Array.from({ length: n }, async () =>
+            outcomeOf(await placeCall(w.ctx, seed.liveKey, { agentId: seed.agent.id, to: freshNumber() })),
+          ),
+        ),
+      );
+    const bound = async () =>
+      (
+        await w.ctx.deps.sql<{ b: number | null }[]>`
+          select in_progress_bound as b from call_limits where organization_id = ${seed.org.id}`
+      )[0]!.b;
+    // Three placed one by one: the first counts (no bound yet), the next two are admitted on the bound.
+    for (let i = 0; i < 3; i++) expect(await place(1)).toEqual({ "201 ok": 1 });
+    expect(await bound()).toBe(3);
+    // Two of them end (as a callee hanging up would): the bound still says 3, the truth is 1.
+    await w.ctx.deps.sql`
+      update calls set status = 'completed' where id in (
+        select id from calls where organization_id = ${seed.org.id} order by id limit 2)`;
+    // Room for 4: the bound (3) leaves room for 2 only, so the calls in progress are counted again.
+    expect(await place(6)).toEqual({ "201 ok": 4, "429 concurrency_limit_reached": 2 });
+    expect(await inProgress(seed.org.id)).toBe(5);
+    expect(await bound()).toBe(5);
+  });
+
   test("maxCallsPerHour 7: exactly 7 placed, 13 refused 429 hourly_limit_reached, Retry-After about an hour", async () => {
     const seed = await seedPhoneOrganization(w.ctx, { maxConcurrentCalls: 1000, maxCallsPerHour: 7 });
     const answers = await Promise.all(

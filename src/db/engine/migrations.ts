@@ -37,6 +37,7 @@ import m0034 from "../../../sql/0034_captcha_tokens_not_remembered.sql" with { t
 import m0035 from "../../../sql/0035_previous_secrets.sql" with { type: "text" };
 import m0036 from "../../../sql/0036_deliveries_dated_with_their_event.sql" with { type: "text" };
 import m0037 from "../../../sql/0037_phone_numbers_in_one_spelling.sql" with { type: "text" };
+import m0038 from "../../../sql/0038_call_limits_in_progress_bound.sql" with { type: "text" };
 import { respellStoredNumbers } from "../numberSpelling.ts";
 import type { Db } from "./connection.ts";
 
@@ -88,4 +89,5 @@ export const migrations: readonly Migration[] = [
   { name: "0035_previous_secrets", sql: m0035 },
   { name: "0036_deliveries_dated_with_their_event", sql: m0036 },
   { name: "0037_phone_numbers_in_one_spelling", sql: m0037, run: respellStoredNumbers },
+  { name: "0038_call_limits_in_progress_bound", sql: m0038 },
 ];
