@@ -129,8 +129,8 @@ async function runTask(tx: Db, deps: Deps, taskId: string): Promise<void> {
       organizationId: call.organization_id,
       agentId: call.agent_id,
       to: call.to_number,
+      // Checked again too: a contact deleted since the task was made is not called.
       contactId: call.contact_id,
-      contactChecked: true,
       campaignId: null,
       variables: call.variables,
       scheduled: true,

@@ -188,6 +188,56 @@ describe("a task refused when it fires", () => {
     },
   );
 
+  test("a task whose contact was deleted before it fired: failed not_found, call.ended, never dialled", async () => {
+    const seed = await seedPhoneOrganization(w.ctx);
+    const to = freshNumber();
+    const made = await w.ctx.request("/api/v1/contacts", {
+      method: "POST",
+      key: seed.liveKey,
+      json: { phone: to, name: "Reminder" },
+    });
+    expect(made.status).toBe(201);
+    const contact = (await made.json()) as { id: string };
+    const res = await placeCall(w.ctx, seed.liveKey, {
+      agentId: seed.agent.id,
+      contactId: contact.id,
+      to,
+      runAt: later(),
+    });
+    expect(res.status).toBe(201);
+    const call = (await res.json()) as { id: string; taskId: string; contactId: string };
+    expect(call.contactId).toBe(contact.id);
+    const gone = await w.ctx.request(`/api/v1/contacts/${contact.id}`, {
+      method: "DELETE",
+      key: seed.liveKey,
+    });
+    expect(gone.status).toBe(200);
+    await fire(call);
+    const done = await settle(call.id, ["failed", "initiated", "ringing", "ongoing"]);
+    expect(done).toMatchObject({ status: "failed", outcome: "not_found", placed_at: null });
+    expect(await events(call.id)).toEqual(["call.ended failed not_found"]);
+    expect(w.liveKit.dialCount(`sip_${call.id}`)).toBe(0);
+  });
+
+  test("a task whose contact is still there is placed and dialled", async () => {
+    const seed = await seedPhoneOrganization(w.ctx);
+    const to = freshNumber();
+    const contact = (await (
+      await w.ctx.request("/api/v1/contacts", { method: "POST", key: seed.liveKey, json: { phone: to } })
+    ).json()) as { id: string };
+    const res = await placeCall(w.ctx, seed.liveKey, {
+      agentId: seed.agent.id,
+      contactId: contact.id,
+      to,
+      runAt: later(),
+    });
+    expect(res.status).toBe(201);
+    const call = (await res.json()) as { id: string; taskId: string };
+    await fire(call);
+    await settle(call.id, ["ringing", "ongoing", "completed"]);
+    await waitUntil("the dial", () => w.liveKit.dialCount(`sip_${call.id}`) === 1);
+  });
+
   test("two tasks of one organization firing together with room for one: one placed, one refused", async () => {
     const seed = await seedPhoneOrganization(w.ctx, { maxConcurrentCalls: 1 });
     const runAt = later();
