@@ -188,7 +188,8 @@ describe("a task refused when it fires", () => {
     },
   );
 
-  test("a task whose contact was deleted before it fired: failed not_found, call.ended, never dialled", async () => {
+  /** A contact of a new organization, and a task calling it at `runAt` (an hour ahead). */
+  async function scheduleForContact() {
     const seed = await seedPhoneOrganization(w.ctx);
     const to = freshNumber();
     const made = await w.ctx.request("/api/v1/contacts", {
@@ -207,6 +208,11 @@ describe("a task refused when it fires", () => {
     expect(res.status).toBe(201);
     const call = (await res.json()) as { id: string; taskId: string; contactId: string };
     expect(call.contactId).toBe(contact.id);
+    return { seed, contact, call };
+  }
+
+  test("a task whose contact was deleted before it fired: failed not_found, call.ended, never dialled", async () => {
+    const { seed, contact, call } = await scheduleForContact();
     const gone = await w.ctx.request(`/api/v1/contacts/${contact.id}`, {
       method: "DELETE",
       key: seed.liveKey,
@@ -220,19 +226,7 @@ describe("a task refused when it fires", () => {
   });
 
   test("a task whose contact is still there is placed and dialled", async () => {
-    const seed = await seedPhoneOrganization(w.ctx);
-    const to = freshNumber();
-    const contact = (await (
-      await w.ctx.request("/api/v1/contacts", { method: "POST", key: seed.liveKey, json: { phone: to } })
-    ).json()) as { id: string };
-    const res = await placeCall(w.ctx, seed.liveKey, {
-      agentId: seed.agent.id,
-      contactId: contact.id,
-      to,
-      runAt: later(),
-    });
-    expect(res.status).toBe(201);
-    const call = (await res.json()) as { id: string; taskId: string };
+    const { call } = await scheduleForContact();
     await fire(call);
     await settle(call.id, ["ringing", "ongoing", "completed"]);
     await waitUntil("the dial", () => w.liveKit.dialCount(`sip_${call.id}`) === 1);
