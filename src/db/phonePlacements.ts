@@ -112,7 +112,9 @@ export async function placePhoneCalls<T>(
   ].map((statement) => statement.execute());
   const decided = send(decideSql<T>(tx, input));
   const [rows] = await settledAll([decided, ...locks] as const);
-  const calls = new Map((rows[0]?.p_calls ?? []).map((json) => [json.id as string, callFromJson(json)]));
+  const calls = new Map(
+    (rows[0]?.p_calls ?? []).map((json) => [json.id as string, rowFromJson<CallRow>(json, CALL_DATES)]),
+  );
   const decisions = rows.map((r, i) => ({
     stale: r.p_stale,
     agentMissing: r.p_agent_missing,
@@ -136,17 +138,20 @@ export interface VersionedJson {
   version: string;
 }
 
-/** A call as `json_agg` returns it: its times as text. */
-function callFromJson(json: Record<string, unknown>): CallRow {
-  const at = (v: unknown) => (v === null ? null : new Date(v as string));
-  return {
-    ...(json as unknown as CallRow),
-    created_at: at(json.created_at)!,
-    updated_at: at(json.updated_at)!,
-    started_at: at(json.started_at),
-    ended_at: at(json.ended_at),
-  };
+/**
+ * A row as `row_to_json` / `json_agg` return it, its timestamp columns `dates` (text there) made
+ * `Date`s again: a call placed, an organization or an agent sent back for a second look.
+ */
+export function rowFromJson<T>(json: Record<string, unknown>, dates: readonly string[]): T {
+  const row: Record<string, unknown> = { ...json };
+  for (const column of dates) {
+    const v = json[column];
+    row[column] = v === null || v === undefined ? null : new Date(v as string);
+  }
+  return row as T;
 }
+
+const CALL_DATES = ["created_at", "updated_at", "started_at", "ended_at"] as const;
 
 interface DecisionRow<T> {
   p_stale: boolean;

@@ -8,6 +8,7 @@ import { ApiError, type ErrorCode } from "../errors.ts";
 import { countryOf } from "../phoneNumbers.ts";
 import { describeWindow, isOpen, nextOpening } from "./callWindow.ts";
 import { monthOf, planMinutesExhausted } from "./minutes.ts";
+import { notFound } from "./organizations.ts";
 
 /** Checks that decide whether a live call may start, shared by every way of starting one. */
 
@@ -105,11 +106,6 @@ type Check =
   | { reads: "rows"; refusal: (deps: Pick<Deps, "env" | "liveKit">, call: PhoneCall) => ApiError | null }
   | { reads: "database"; refusal: (found: PhoneCallFindings, call: PhoneCall) => ApiError | null };
 
-/** 404 for a contact that is not the organization's. */
-export function noSuchContact(): ApiError {
-  return new ApiError("not_found", "No such contact.", { param: "contactId" });
-}
-
 /**
  * The refusals of a live phone call after the agent (404) and the key's restriction (403), in this
  * order: contact (404) → paid plan (403) → plan minutes (403) → carrier (503) → agent active (503) →
@@ -117,7 +113,7 @@ export function noSuchContact(): ApiError {
  * (429). Some read only the organization and the agent, the others what the database finds.
  */
 const PHONE_CALL_CHECKS: readonly Check[] = [
-  { reads: "database", refusal: (found) => (found.contactMissing ? noSuchContact() : null) },
+  { reads: "database", refusal: (found) => (found.contactMissing ? notFound("contact", "contactId") : null) },
   {
     reads: "rows",
     refusal: (_, call) =>

@@ -26,8 +26,9 @@ import type { Deps, LivePlacement } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
 import type { FlatObject } from "../schemas.ts";
-import { noSuchContact, phoneCallRefusal } from "./admission.ts";
+import { phoneCallRefusal } from "./admission.ts";
 import { monthOf } from "./minutes.ts";
+import { notFound } from "./organizations.ts";
 import { type PhoneCallToPlace, placeNow } from "./placement.ts";
 import { tryCreateSimulatedCall } from "./simulatedCalls.ts";
 import { scheduleCall } from "./tasks.ts";
@@ -105,12 +106,12 @@ async function checkAgentAndContact(
   contactId: string | null,
   contactFound?: Promise<boolean>,
 ): Promise<string | null> {
-  if (!agent) throw new ApiError("not_found", "No such agent.", { param: "agentId" });
+  if (!agent) throw notFound("agent", "agentId");
   assertAgentAllowed(auth, agent.id);
   if (contactId !== null) {
     const found =
       isId(contactId, "ct") && (await (contactFound ?? contactExists(sql, auth.organizationId, contactId)));
-    if (!found) throw noSuchContact();
+    if (!found) throw notFound("contact", "contactId");
   }
   return contactId;
 }
@@ -180,7 +181,7 @@ async function checkScheduledCall(deps: Deps, tx: Db, r: LivePlacement, runAt: D
   const facts = read!.facts;
   if (!facts) throw new ApiError("not_found", "No such organization.");
   const agent = facts.agent;
-  if (!agent) throw new ApiError("not_found", "No such agent.", { param: "agentId" });
+  if (!agent) throw notFound("agent", "agentId");
   assertAgentAllowed(r.auth, agent.id);
   const refusal = phoneCallRefusal(
     deps,
@@ -221,7 +222,7 @@ export async function placeLiveCalls(
       const r = requests[i]!;
       // A malformed agent id is an unknown agent: nothing to look up.
       if (!isId(r.agentId, "agt")) {
-        answers[i] = new ApiError("not_found", "No such agent.", { param: "agentId" });
+        answers[i] = notFound("agent", "agentId");
         continue;
       }
       answering.push(i);

@@ -37,6 +37,7 @@ import { nextOpening } from "./callWindow.ts";
 import { callEvent, recordEvent, recordEvents } from "./events.ts";
 import { afterBulkChange } from "./housekeeping.ts";
 import { planMinutesExhausted } from "./minutes.ts";
+import { notFound } from "./organizations.ts";
 import { placeInTransaction } from "./placement.ts";
 import { createSimulatedCall } from "./simulatedCalls.ts";
 
@@ -88,7 +89,7 @@ export async function createCampaign(
   const agent = isId(input.agentId, "agt")
     ? await findAgent(deps.sql, auth.organizationId, input.agentId)
     : null;
-  if (!agent) throw new ApiError("not_found", "No such agent.", { param: "agentId" });
+  if (!agent) throw notFound("agent", "agentId");
   assertAgentAllowed(auth, agent.id);
   const targets = input.contactIds
     ? await contactTargets(deps, auth.organizationId, input.contactIds)

@@ -4,14 +4,20 @@ import type { AgentRow } from "../db/agents.ts";
 import type { CallRow } from "../db/calls.ts";
 import { type Db, pipelinedTransaction, type TransactionEnd } from "../db/engine/connection.ts";
 import type { OrganizationRow } from "../db/organizations.ts";
-import { type PhoneCallDecision, placePhoneCalls, type VersionedJson } from "../db/phonePlacements.ts";
+import {
+  type PhoneCallDecision,
+  placePhoneCalls,
+  rowFromJson,
+  type VersionedJson,
+} from "../db/phonePlacements.ts";
 import type { InsertedTimerRow } from "../db/timers.ts";
 import type { Deps } from "../deps.ts";
-import { ApiError } from "../errors.ts";
+import type { ApiError } from "../errors.ts";
 import { canonicalNumber } from "../phoneNumbers.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
 import { type PhoneCall, phoneCallRefusal, type RowsRefusal, rowsRefusal } from "./admission.ts";
 import { monthOf } from "./minutes.ts";
+import { notFound } from "./organizations.ts";
 
 /**
  * Placing live phone calls: every check of a live phone call in its order (services/admission.ts),
@@ -198,7 +204,7 @@ function decide(
   call: PhoneCall | null,
   fromRows: RowsRefusal | null,
 ): Placement | "stale" {
-  if (d.agentMissing) return { refused: new ApiError("not_found", "No such agent.", { param: "agentId" }) };
+  if (d.agentMissing) return { refused: notFound("agent", "agentId") };
   if (d.stale) {
     keep(deps.placementRows.organizations, c.organizationId, d.organization, organizationOf);
     keep(deps.placementRows.agents, c.agentId, d.agent, agentOf);
@@ -235,7 +241,5 @@ function keep<T>(
   else rows.delete(id);
 }
 
-const organizationOf = (json: Record<string, unknown>) =>
-  ({ ...json, created_at: new Date(json.created_at as string) }) as unknown as OrganizationRow;
-const agentOf = (json: Record<string, unknown>) =>
-  ({ ...json, created_at: new Date(json.created_at as string) }) as unknown as AgentRow;
+const organizationOf = (json: Record<string, unknown>) => rowFromJson<OrganizationRow>(json, ["created_at"]);
+const agentOf = (json: Record<string, unknown>) => rowFromJson<AgentRow>(json, ["created_at"]);
