@@ -46,6 +46,12 @@ interface Command {
   /** Name of the one positional argument (the object's id), when the command takes one. */
   id?: string;
   flags: Record<string, Flag>;
+  /**
+   * Other names a flag answers to: a field whose flag is shortened (`--agent`) is also taken under
+   * its field's own kebab-case name (`--agent-id`), which is the rule for every other flag, and the
+   * organization flag as `--organization-id`. Not shown in the help, which names one way.
+   */
+  aliases: Record<string, string>;
 }
 
 /** The path id travels as this field between parsing and running. */
@@ -91,12 +97,14 @@ const kebab = (field: string) => field.replace(/[A-Z]/g, (ch) => `-${ch.toLowerC
 
 function commandOf(op: AdminOperation): Command {
   const flags: Record<string, Flag> = {};
+  const aliases: Record<string, string> = {};
   let id: string | undefined;
   if (op.id) {
     if ("positional" in op.id.cli) id = op.id.cli.positional;
     else {
       const { flag, value, help } = op.id.cli;
       flags[flag] = { kind: "text", field: ID_FIELD, required: true, value, help };
+      aliases[`${flag}-id`] = flag;
     }
   }
   const input = op.body ?? op.query;
@@ -104,15 +112,19 @@ function commandOf(op: AdminOperation): Command {
   for (const [field, schema] of Object.entries(shape)) {
     const o = op.flags?.[field] ?? {};
     const { kind, required } = fieldKind(schema);
-    flags[o.flag ?? kebab(field)] = {
+    const name = o.flag ?? kebab(field);
+    flags[name] = {
       kind,
       field,
       required,
       value: o.value ?? `<${kebab(field)}>`,
       help: o.help ?? "",
     };
+    if (name !== kebab(field)) aliases[kebab(field)] = name;
   }
-  return { operation: op, summary: `${op.summary}.`, ...(id ? { id } : {}), flags };
+  // An alias never hides a flag of its own name.
+  for (const alias of Object.keys(aliases)) if (Object.hasOwn(flags, alias)) delete aliases[alias];
+  return { operation: op, summary: `${op.summary}.`, ...(id ? { id } : {}), flags, aliases };
 }
 
 const commands: Record<string, Command> = Object.fromEntries(
@@ -236,7 +248,8 @@ function parse(argv: readonly string[]): AdminResult | AdminInvocation {
       continue;
     }
     const eq = token.indexOf("=");
-    const flagName = eq === -1 ? token.slice(2) : token.slice(2, eq);
+    const given = eq === -1 ? token.slice(2) : token.slice(2, eq);
+    const flagName = Object.hasOwn(command.aliases, given) ? command.aliases[given]! : given;
     const flag = Object.hasOwn(command.flags, flagName) ? command.flags[flagName] : undefined;
     if (!flag) throw new UsageError(`Unknown option --${flagName} for ${name}.`, `--${flagName}`);
     if (raw.has(flagName)) throw new UsageError(`--${flagName} is given twice.`, `--${flagName}`);
@@ -256,7 +269,7 @@ function parse(argv: readonly string[]): AdminResult | AdminInvocation {
     } else {
       const next = rest[i + 1];
       if (next === undefined || next.startsWith("--"))
-        throw new UsageError(`--${flagName} needs a value (${flag.value}).`, `--${flagName}`);
+        throw new UsageError(`--${given} needs a value (${flag.value}).`, `--${given}`);
       value = next;
       i++;
     }

@@ -223,6 +223,40 @@ describe("commands through runAdmin", () => {
     expect(row!.revoked_at).toBeInstanceOf(Date);
   });
 
+  test("a shortened flag also answers to its field's own name: --agent-id, --allowed-origins, --knowledge-base-ids, --organization-id", async () => {
+    const org = await ok("create-organization", "--name", "Aliased Co");
+    const kb = await ok("create-knowledge-base", "--organization-id", org.id, "--name", "FAQ");
+    const agent = await ok(
+      "create-agent",
+      "--organization-id",
+      org.id,
+      "--name",
+      "Web",
+      "--knowledge-base-ids",
+      kb.id,
+    );
+    expect(agent).toMatchObject({ organizationId: org.id, knowledgeBaseIds: [kb.id] });
+    const key = await ok(
+      "create-publishable-key",
+      `--organization-id=${org.id}`,
+      "--agent-id",
+      agent.id,
+      "--allowed-origins",
+      "https://www.example.com",
+      "--monthly-minute-cap",
+      "5",
+    );
+    expect(key).toMatchObject({ agentId: agent.id, allowedOrigins: ["https://www.example.com"] });
+    // Both names of one flag are one flag given twice.
+    expect(
+      usage("create-publishable-key", "--organization", org.id, "--agent", agent.id, "--agent-id", agent.id),
+    ).toMatchObject({ message: expect.stringContaining("--agent is given twice"), param: "--agent" });
+    // The help names one way.
+    const help = parseAdmin(["help", "create-publishable-key"]) as AdminResult;
+    expect(help.stdout).toContain("--agent <agent-id>");
+    expect(help.stdout).not.toContain("--agent-id ");
+  });
+
   test("list-secret-keys: newest first, revoked ones included, never the key, in pages", async () => {
     const org = await ok("create-organization", "--name", "Listed Keys Co");
     const agent = await ok("create-agent", "--organization", org.id, "--name", "A");
