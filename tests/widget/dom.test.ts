@@ -246,7 +246,7 @@ describe("styles", () => {
 });
 
 describe("nothing before interaction, then prefetch", () => {
-  test("mounting requests nothing; pointer-enter or focus prefetches the media client and the bot check once", async () => {
+  test("mounting requests nothing; pointer-enter or focus prefetches the bot check once; the media client loads on the first click", async () => {
     const m = track(mount(PUBLISHABLE));
     expect(m.browser.requests).toHaveLength(0);
     expect(m.browser.mediaLoads).toHaveLength(0);
@@ -255,11 +255,14 @@ describe("nothing before interaction, then prefetch", () => {
     m.button().dispatchEvent(new m.page.window.PointerEvent("pointerenter") as unknown as Event);
     m.button().focus();
     await flush();
-    expect(m.browser.mediaLoads).toEqual(["https://voice.example.net/widget/v1/media.js"]);
     expect(m.browser.captchaLoads).toEqual([
       { scriptUrl: "https://www.google.com/recaptcha/api.js", siteKey: PUBLISHABLE.captchaSiteKey },
     ]);
+    expect(m.browser.mediaLoads).toHaveLength(0);
     expect(m.browser.requests).toHaveLength(0);
+    m.button().click();
+    await flush();
+    expect(m.browser.mediaLoads).toEqual(["https://voice.example.net/widget/v1/media.js"]);
   });
 
   test("with a session token the bot check is never loaded", async () => {

@@ -249,7 +249,7 @@ describe("simulated call", () => {
   test("shows the call in progress for about a minute with no media, then idle with the microphone released", async () => {
     const m = track(mount({ sessionToken: TOKEN }));
     expect(await m.widget.start()).toEqual({ state: "in-call" });
-    expect(m.browser.mediaLoads).toHaveLength(0);
+    // The media client loaded with the click (the answer's kind was not known yet) and joined nothing.
     expect(m.browser.joins).toHaveLength(0);
     m.browser.advance(SIMULATED_CALL_SECONDS * 1000 - 1);
     expect(m.widget.getState()).toBe("in-call");
@@ -324,6 +324,24 @@ describe("live call", () => {
       expect(await m.widget.start()).toEqual({ state: "error", error: code });
       expect(browser.streams[0]!.tracks[0]!.stopped).toBe(true);
     }
+  });
+
+  test("the media client loads from the click on; a load that failed then is tried again with the answer", async () => {
+    const browser = new FakeBrowser();
+    browser.mediaFailure = "load";
+    browser.answer = () => {
+      // The click's load has failed by now.
+      expect(browser.mediaLoads).toHaveLength(1);
+      browser.mediaFailure = null;
+      return json(201, liveAnswer());
+    };
+    const m = track(mount(PUBLISHABLE, { browser }));
+    expect(await m.widget.start()).toEqual({ state: "in-call" });
+    expect(browser.mediaLoads).toEqual([
+      "https://voice.example.net/widget/v1/media.js",
+      "https://voice.example.net/widget/v1/media.js",
+    ]);
+    expect(browser.joins).toHaveLength(1);
   });
 
   test("stop() leaves the room, releases the microphone and settles at idle", async () => {

@@ -190,6 +190,10 @@ export function createWidget(options: WidgetOptions, env: Environment): WidgetHa
       const credential = config.credential;
       if (credential.kind === "single-token" && !credential.token)
         throw new WidgetError("invalid_session_token");
+      // The media client loads from the click on, while the microphone is asked for and the call
+      // requested; a simulated call leaves it unused.
+      const mediaLoad = runtime.loadMedia(config.mediaUrl);
+      mediaLoad.catch(() => {});
       // The microphone first: a refusal costs no token, no bot check and no minute.
       const media = await acquireMicrophone();
       if (id !== attempt) {
@@ -214,7 +218,8 @@ export function createWidget(options: WidgetOptions, env: Environment): WidgetHa
       }
       let client: MediaClient;
       try {
-        client = await runtime.loadMedia(config.mediaUrl);
+        // A load that failed is tried once more now that the call is there.
+        client = await mediaLoad.catch(() => runtime.loadMedia(config.mediaUrl));
       } catch {
         throw new WidgetError("network_error");
       }
@@ -271,14 +276,16 @@ export function createWidget(options: WidgetOptions, env: Environment): WidgetHa
     else void start();
   }
 
-  /** First pointer-enter or focus: fetch what the click will need, so the click feels instant. */
+  /**
+   * First pointer-enter or focus: the bot check's script, slow to fetch and to start, loads ahead of
+   * the click that needs its token. The media client waits for the click itself (`run`).
+   */
   function warmUp() {
     if (warmedUp) return;
     warmedUp = true;
     if (config.credential.kind === "publishable") {
       runtime.prefetchCaptcha(doc, config.captchaScriptUrl, config.credential.siteKey, host);
     }
-    runtime.loadMedia(config.mediaUrl).catch(() => {});
   }
 
   /**
