@@ -243,6 +243,17 @@ export async function earliestRetry(sql: Db, campaignId: string, now: Date): Pro
 }
 
 /**
+ * The running live campaigns of an organization that wait for a timer still to come (a call window's
+ * opening, room in the hour, the organization's calls in progress).
+ */
+export async function waitingLiveCampaigns(sql: Db, organizationId: string, now: Date): Promise<string[]> {
+  const rows = await sql<{ id: string }[]>`
+    select id from campaigns
+    where organization_id = ${organizationId} and livemode and status = 'running' and wake_at > ${now}`;
+  return rows.map((r) => r.id);
+}
+
+/**
  * Records when the campaign's waiting timer fires: the engine's own bookkeeping, not part of the
  * campaign object, so its `updated_at` stays.
  */

@@ -1,3 +1,5 @@
+import { waitingLiveCampaigns } from "../db/campaigns.ts";
+import { pipelinedTransaction } from "../db/engine/connection.ts";
 import { type Page, type PageInput, paginate } from "../db/engine/pages.ts";
 import { usageOf } from "../db/minutes.ts";
 import {
@@ -9,9 +11,10 @@ import {
   organizationsPage,
   updateOrganization as updateOrganizationRow,
 } from "../db/organizations.ts";
-import type { TxDeps } from "../deps.ts";
+import type { Deps, TxDeps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { isId } from "../ids.ts";
+import { TIMER_KINDS } from "../timers/kinds.ts";
 import { monthOf } from "./minutes.ts";
 
 /** Organizations: what operators create and change (admin API and CLI). */
@@ -101,9 +104,26 @@ export async function createOrganization(deps: TxDeps, input: Given<Organization
 }
 
 /** Changes the fields given. Cached keys of the organization are evicted (their paid plan changed). */
-export async function updateOrganization(deps: TxDeps, id: string, input: Given<OrganizationFields>) {
+export async function updateOrganization(deps: Deps, id: string, input: Given<OrganizationFields>) {
   if (!isId(id, "org")) throw notFound("organization");
-  const row = await updateOrganizationRow(deps.sql, id, rowFields(given<OrganizationFields>(input)));
+  const row = await pipelinedTransaction(deps.sql, async (tx) => {
+    const updated = await updateOrganizationRow(tx, id, rowFields(given<OrganizationFields>(input)));
+    // Its live campaigns waiting on its rules (a window's opening, room in the hour or among its calls)
+    // look again now: a wider window or a higher limit lets them call at once rather than at the
+    // time the old rules gave. One the new rules still refuse goes back to waiting.
+    if (updated) {
+      const now = deps.clock.now();
+      const waiting = await waitingLiveCampaigns(tx, id, now);
+      for (const campaignId of waiting) {
+        await deps.timers.schedule(tx, {
+          kind: TIMER_KINDS.campaignAdvance,
+          delayMs: 0,
+          payload: { campaignId },
+        });
+      }
+    }
+    return updated;
+  });
   if (!row) throw notFound("organization");
   deps.keyCache.evictChange({ organizationId: id });
   return organizationView(row);

@@ -435,6 +435,123 @@ describe("a live campaign outside the call window", () => {
   });
 });
 
+describe("a live campaign waiting on the organization's rules, when an operator changes them", () => {
+  const ADMIN_TOKEN = "adm_campaign_rules_0123456789abcdefghijklmnopqrstuvwxyz";
+
+  async function patchOrganization(world: PhoneWorld, id: string, json: Record<string, unknown>) {
+    const res = await world.ctx.request(`/api/admin/v1/organizations/${id}`, {
+      method: "PATCH",
+      key: ADMIN_TOKEN,
+      json,
+    });
+    expect(res.status).toBe(200);
+  }
+
+  test("a call window removed: it calls at once, not at the old window's opening, and only once", async () => {
+    // Monday 2027-01-04 08:00 in Paris, a window from 09:00: it waits an hour, the clock stays put.
+    const clock = new ManualClock("2027-01-04T07:00:00.000Z");
+    const timed = await startPhoneWorld({ timers: true, clock, env: { ADMIN_TOKEN } });
+    try {
+      const seed = await seedPhoneOrganization(timed.ctx, {
+        callWindow: { start: "09:00", end: "18:00", timeZone: "Europe/Paris", days: [1, 2, 3, 4, 5] },
+      });
+      const to = freshNumber();
+      timed.liveKit.scriptDial(to, { kind: "answer", afterMs: 50 });
+      const campaign = await create(timed, seed, { contacts: [{ phone: to }] });
+      expect(campaign.progress).toMatchObject({ pending: 1, inProgress: 0 });
+      await Bun.sleep(300);
+      expect(timed.liveKit.dials.filter((d) => d.to === to)).toHaveLength(0);
+
+      await patchOrganization(timed, seed.org.id, { callWindow: null });
+      await waitUntil("the dial", () => timed.liveKit.dials.some((d) => d.to === to));
+      expect((await read(timed, seed, campaign.id)).progress).toMatchObject({ pending: 0, inProgress: 1 });
+
+      // The old opening's timer still fires: it finds nothing left to call.
+      clock.set("2027-01-04T08:00:00.000Z");
+      await timed.ctx.deps.sql`
+        update timers set due_at = now()
+        where kind = 'campaign.advance' and payload->>'campaignId' = ${campaign.id}`;
+      await waitUntil(
+        "no campaign timer left",
+        async () =>
+          (
+            await timed.ctx.deps.sql`
+              select 1 from timers where kind = 'campaign.advance' and payload->>'campaignId' = ${campaign.id}`
+          ).length === 0,
+      );
+      expect(timed.liveKit.dials.filter((d) => d.to === to)).toHaveLength(1);
+    } finally {
+      await timed.close();
+    }
+  });
+
+  test("the hourly limit raised: the contact that waited for the hour is called at once", async () => {
+    const world = await startPhoneWorld({ timers: true, env: { ADMIN_TOKEN } });
+    try {
+      const seed = await seedPhoneOrganization(world.ctx, { maxCallsPerHour: 1 });
+      const [first, second] = [freshNumber(), freshNumber()];
+      world.liveKit.scriptDial(first, { kind: "sip_error", sipStatus: 486, afterMs: 20 });
+      world.liveKit.scriptDial(second, { kind: "answer", afterMs: 20 });
+      const campaign = await create(world, seed, {
+        contacts: [{ phone: first }, { phone: second }],
+        concurrency: 2,
+        maxAttempts: 1,
+      });
+      await waitUntil(
+        "the first contact to fail",
+        async () => (await read(world, seed, campaign.id)).progress.failed === 1,
+      );
+      await Bun.sleep(300);
+      expect(world.liveKit.dials.filter((d) => d.to === second)).toHaveLength(0);
+
+      await patchOrganization(world, seed.org.id, { maxCallsPerHour: 10 });
+      await waitUntil("the second contact's dial", () => world.liveKit.dials.some((d) => d.to === second));
+    } finally {
+      await world.close();
+    }
+  });
+
+  test("a change that still refuses: it goes back to waiting, nothing dialled", async () => {
+    const world = await startPhoneWorld({ timers: true, env: { ADMIN_TOKEN } });
+    try {
+      const seed = await seedPhoneOrganization(world.ctx, { maxCallsPerHour: 1 });
+      const [first, second] = [freshNumber(), freshNumber()];
+      world.liveKit.scriptDial(first, { kind: "sip_error", sipStatus: 486, afterMs: 20 });
+      const campaign = await create(world, seed, {
+        contacts: [{ phone: first }, { phone: second }],
+        concurrency: 2,
+        maxAttempts: 1,
+      });
+      await waitUntil(
+        "the first contact to fail",
+        async () => (await read(world, seed, campaign.id)).progress.failed === 1,
+      );
+      await patchOrganization(world, seed.org.id, { name: "Renamed" });
+      await waitUntil(
+        "the woken step to have run",
+        async () =>
+          (
+            await world.ctx.deps.sql`
+              select 1 from timers where kind = 'campaign.advance' and payload->>'campaignId' = ${campaign.id}
+                and due_at <= now() + interval '1 minute'`
+          ).length === 0,
+      );
+      expect(await read(world, seed, campaign.id)).toMatchObject({
+        status: "running",
+        progress: { pending: 1, inProgress: 0, failed: 1 },
+      });
+      expect(world.liveKit.dials.filter((d) => d.to === second)).toHaveLength(0);
+      // Still woken when the hour has room again.
+      const [later] = await world.ctx.deps.sql<{ wait: number }[]>`
+        select extract(epoch from max(due_at) - now())::int as wait from timers
+        where kind = 'campaign.advance' and payload->>'campaignId' = ${campaign.id}`;
+      expect(later!.wait).toBeGreaterThan(3500);
+    } finally {
+      await world.close();
+    }
+  });
+});
+
 describe("a large live campaign that stops", () => {
   test("300 contacts not yet called fail in one step, in a number of statements that does not grow with them", async () => {
     // Saturday: outside the window, so the campaign waits with every contact pending.
