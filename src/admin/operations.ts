@@ -193,9 +193,7 @@ export const adminOperations: AdminOperation[] = [
     description:
       "Changes any of `name`, `paidPlan`, `planMinutes` and the carrier settings; fields left out keep their " +
       "value, `null` clears a setting. Changing `planMinutes` changes the monthly allowance, not the minutes " +
-      "already used. The organization's live campaigns waiting on its rules (the call window's opening, room " +
-      "in the hour or among its calls) look again at once: a wider window or a higher limit lets them call " +
-      "without waiting for the time the old rules gave.",
+      "already used. Its live campaigns waiting on its rules (a call window, a limit) look again at once.",
     id: { prefix: "org", example: ORG_ID, cli: { positional: "<org-id>" } },
     body: OrganizationPatch,
     flags: {

@@ -17,9 +17,10 @@ import {
 
 /** Live campaigns on the one engine: each contact through the live phone call path. */
 
+const ADMIN_TOKEN = "adm_campaign_rules_0123456789abcdefghijklmnopqrstuvwxyz";
 let w: PhoneWorld;
 beforeAll(async () => {
-  w = await startPhoneWorld({ timers: true });
+  w = await startPhoneWorld({ timers: true, env: { ADMIN_TOKEN } });
 });
 afterAll(() => w.close());
 
@@ -436,8 +437,6 @@ describe("a live campaign outside the call window", () => {
 });
 
 describe("a live campaign waiting on the organization's rules, when an operator changes them", () => {
-  const ADMIN_TOKEN = "adm_campaign_rules_0123456789abcdefghijklmnopqrstuvwxyz";
-
   async function patchOrganization(world: PhoneWorld, id: string, json: Record<string, unknown>) {
     const res = await world.ctx.request(`/api/admin/v1/organizations/${id}`, {
       method: "PATCH",
@@ -485,70 +484,55 @@ describe("a live campaign waiting on the organization's rules, when an operator 
     }
   });
 
-  test("the hourly limit raised: the contact that waited for the hour is called at once", async () => {
-    const world = await startPhoneWorld({ timers: true, env: { ADMIN_TOKEN } });
-    try {
-      const seed = await seedPhoneOrganization(world.ctx, { maxCallsPerHour: 1 });
-      const [first, second] = [freshNumber(), freshNumber()];
-      world.liveKit.scriptDial(first, { kind: "sip_error", sipStatus: 486, afterMs: 20 });
-      world.liveKit.scriptDial(second, { kind: "answer", afterMs: 20 });
-      const campaign = await create(world, seed, {
-        contacts: [{ phone: first }, { phone: second }],
-        concurrency: 2,
-        maxAttempts: 1,
-      });
-      await waitUntil(
-        "the first contact to fail",
-        async () => (await read(world, seed, campaign.id)).progress.failed === 1,
-      );
-      await Bun.sleep(300);
-      expect(world.liveKit.dials.filter((d) => d.to === second)).toHaveLength(0);
+  /** A campaign of two contacts whose first used the hour's one call (busy): the second waits for the hour. */
+  async function waitingForTheHour(world: PhoneWorld) {
+    const seed = await seedPhoneOrganization(world.ctx, { maxCallsPerHour: 1 });
+    const [first, second] = [freshNumber(), freshNumber()];
+    world.liveKit.scriptDial(first, { kind: "sip_error", sipStatus: 486, afterMs: 20 });
+    world.liveKit.scriptDial(second, { kind: "answer", afterMs: 20 });
+    const campaign = await create(world, seed, {
+      contacts: [{ phone: first }, { phone: second }],
+      concurrency: 2,
+      maxAttempts: 1,
+    });
+    await waitUntil(
+      "the first contact to fail",
+      async () => (await read(world, seed, campaign.id)).progress.failed === 1,
+    );
+    return { seed, campaign, second };
+  }
 
-      await patchOrganization(world, seed.org.id, { maxCallsPerHour: 10 });
-      await waitUntil("the second contact's dial", () => world.liveKit.dials.some((d) => d.to === second));
-    } finally {
-      await world.close();
-    }
+  test("the hourly limit raised: the contact that waited for the hour is called at once", async () => {
+    const { seed, second } = await waitingForTheHour(w);
+    await Bun.sleep(300);
+    expect(w.liveKit.dials.filter((d) => d.to === second)).toHaveLength(0);
+
+    await patchOrganization(w, seed.org.id, { maxCallsPerHour: 10 });
+    await waitUntil("the second contact's dial", () => w.liveKit.dials.some((d) => d.to === second));
   });
 
   test("a change that still refuses: it goes back to waiting, nothing dialled", async () => {
-    const world = await startPhoneWorld({ timers: true, env: { ADMIN_TOKEN } });
-    try {
-      const seed = await seedPhoneOrganization(world.ctx, { maxCallsPerHour: 1 });
-      const [first, second] = [freshNumber(), freshNumber()];
-      world.liveKit.scriptDial(first, { kind: "sip_error", sipStatus: 486, afterMs: 20 });
-      const campaign = await create(world, seed, {
-        contacts: [{ phone: first }, { phone: second }],
-        concurrency: 2,
-        maxAttempts: 1,
-      });
-      await waitUntil(
-        "the first contact to fail",
-        async () => (await read(world, seed, campaign.id)).progress.failed === 1,
-      );
-      await patchOrganization(world, seed.org.id, { name: "Renamed" });
-      await waitUntil(
-        "the woken step to have run",
-        async () =>
-          (
-            await world.ctx.deps.sql`
-              select 1 from timers where kind = 'campaign.advance' and payload->>'campaignId' = ${campaign.id}
-                and due_at <= now() + interval '1 minute'`
-          ).length === 0,
-      );
-      expect(await read(world, seed, campaign.id)).toMatchObject({
-        status: "running",
-        progress: { pending: 1, inProgress: 0, failed: 1 },
-      });
-      expect(world.liveKit.dials.filter((d) => d.to === second)).toHaveLength(0);
-      // Still woken when the hour has room again.
-      const [later] = await world.ctx.deps.sql<{ wait: number }[]>`
-        select extract(epoch from max(due_at) - now())::int as wait from timers
-        where kind = 'campaign.advance' and payload->>'campaignId' = ${campaign.id}`;
-      expect(later!.wait).toBeGreaterThan(3500);
-    } finally {
-      await world.close();
-    }
+    const { seed, campaign, second } = await waitingForTheHour(w);
+    await patchOrganization(w, seed.org.id, { name: "Renamed" });
+    await waitUntil(
+      "the woken step to have run",
+      async () =>
+        (
+          await w.ctx.deps.sql`
+            select 1 from timers where kind = 'campaign.advance' and payload->>'campaignId' = ${campaign.id}
+              and due_at <= now() + interval '1 minute'`
+        ).length === 0,
+    );
+    expect(await read(w, seed, campaign.id)).toMatchObject({
+      status: "running",
+      progress: { pending: 1, inProgress: 0, failed: 1 },
+    });
+    expect(w.liveKit.dials.filter((d) => d.to === second)).toHaveLength(0);
+    // Still woken when the hour has room again.
+    const [later] = await w.ctx.deps.sql<{ wait: number }[]>`
+      select extract(epoch from max(due_at) - now())::int as wait from timers
+      where kind = 'campaign.advance' and payload->>'campaignId' = ${campaign.id}`;
+    expect(later!.wait).toBeGreaterThan(3500);
   });
 });
 

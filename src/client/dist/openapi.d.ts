@@ -660,7 +660,7 @@ export interface paths {
         head?: never;
         /**
          * Update an organization
-         * @description Changes any of `name`, `paidPlan`, `planMinutes` and the carrier settings; fields left out keep their value, `null` clears a setting. Changing `planMinutes` changes the monthly allowance, not the minutes already used. Operators only: enabled when `ADMIN_TOKEN` is set (otherwise 404 `not_found`), authenticated with `Authorization: Bearer <ADMIN_TOKEN>`.
+         * @description Changes any of `name`, `paidPlan`, `planMinutes` and the carrier settings; fields left out keep their value, `null` clears a setting. Changing `planMinutes` changes the monthly allowance, not the minutes already used. Its live campaigns waiting on its rules (a call window, a limit) look again at once. Operators only: enabled when `ADMIN_TOKEN` is set (otherwise 404 `not_found`), authenticated with `Authorization: Bearer <ADMIN_TOKEN>`.
          */
         patch: operations["adminUpdateOrganization"];
         trace?: never;
