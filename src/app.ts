@@ -2,7 +2,14 @@ import type { Hook } from "@hono/zod-openapi";
 import { OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import type { Deps } from "./deps.ts";
-import { ApiError, describeIssues, errorResponse, onError, thrownValuesAsErrors } from "./errors.ts";
+import {
+  ApiError,
+  describeIssues,
+  errorResponse,
+  notFound,
+  onError,
+  thrownValuesAsErrors,
+} from "./errors.ts";
 import type { AppEnv } from "./http/appEnv.ts";
 import { bodyLimit, jsonBody } from "./http/body.ts";
 import { allowedMethods, noRouteError } from "./http/methodNotAllowed.ts";
@@ -26,7 +33,7 @@ export const defaultHook: Hook<unknown, AppEnv, string, unknown> = (result, c) =
   const { message, param } = describeIssues(result.error.issues);
   if (target === "query") throw new ApiError("invalid_query", message, param ? { param } : {});
   // An id in the path that is malformed is just an unknown id: the same 404, naming no parameter.
-  if (target === "param") throw new ApiError("not_found", "No such object.");
+  if (target === "param") throw notFound("object");
   return errorResponse(c, new ApiError("invalid_request", message, param ? { param } : {}));
 };
 
@@ -37,7 +44,7 @@ function refuseNul(c: Context<AppEnv>, target: string | undefined): void {
     if (param !== undefined) throw new ApiError("invalid_query", `${param} ${NUL_MESSAGE}`, { param });
   }
   if (target === "param" && Object.values(c.req.param() as Record<string, string>).some(hasNul)) {
-    throw new ApiError("not_found", "No such object.");
+    throw notFound("object");
   }
 }
 

@@ -62,6 +62,11 @@ export class ApiError extends HTTPException {
   }
 }
 
+/** 404 `not_found` for an object that is not there (or not the caller's): "No such <what>." */
+export function notFound(what: string, param?: string): ApiError {
+  return new ApiError("not_found", `No such ${what}.`, param ? { param } : {});
+}
+
 export const ErrorBodySchema = z
   .object({
     error: z.object({

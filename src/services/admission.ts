@@ -4,11 +4,10 @@ import { type CallFacts, readCallFacts } from "../db/callAdmission.ts";
 import type { Db } from "../db/engine/connection.ts";
 import { findOrganization, type OrganizationRow } from "../db/organizations.ts";
 import type { Deps } from "../deps.ts";
-import { ApiError, type ErrorCode } from "../errors.ts";
+import { ApiError, type ErrorCode, notFound } from "../errors.ts";
 import { countryOf } from "../phoneNumbers.ts";
 import { describeWindow, isOpen, nextOpening } from "./callWindow.ts";
 import { monthOf, planMinutesExhausted } from "./minutes.ts";
-import { notFound } from "./organizations.ts";
 
 /** Checks that decide whether a live call may start, shared by every way of starting one. */
 
@@ -71,7 +70,7 @@ export async function callFacts(
     monthOf(deps.clock.now()),
   );
   // Only an organization deleted under a key could miss; there is no such operation.
-  if (!facts) throw new ApiError("not_found", "No such organization.");
+  if (!facts) throw notFound("organization");
   return facts;
 }
 

@@ -13,9 +13,9 @@ import {
 import { type Page, type PageInput, paginate } from "../db/engine/pages.ts";
 import { existingKnowledgeBaseIds } from "../db/knowledgeBases.ts";
 import type { TxDeps } from "../deps.ts";
-import { ApiError } from "../errors.ts";
+import { notFound } from "../errors.ts";
 import { isId } from "../ids.ts";
-import { assertOrganization, notFound } from "./organizations.ts";
+import { assertOrganization } from "./organizations.ts";
 
 /**
  * Agents: created and changed by operators, listed and read by secret keys. The voice agent dispatched
@@ -128,7 +128,7 @@ export async function listAgentsForKey(deps: TxDeps, auth: SecretKeyAuth) {
 export async function getAgentForKey(deps: TxDeps, auth: SecretKeyAuth, id: string): Promise<AgentView> {
   const row =
     isId(id, "agt") && agentAllowed(auth, id) ? await findAgent(deps.sql, auth.organizationId, id) : null;
-  if (!row) throw new ApiError("not_found", "No such agent.");
+  if (!row) throw notFound("agent");
   return agentView(row);
 }
 

@@ -7,7 +7,7 @@ import {
 } from "../db/blockedNumbers.ts";
 import { type Page, paginate } from "../db/engine/pages.ts";
 import type { Deps } from "../deps.ts";
-import { ApiError } from "../errors.ts";
+import { notFound } from "../errors.ts";
 import { isId } from "../ids.ts";
 
 /**
@@ -49,7 +49,7 @@ export async function blockNumber(
 /** Malformed, unknown, foreign, other-mode: all the same 404. */
 export async function unblockNumber(deps: Deps, auth: Scope, id: string) {
   if (!isId(id, "bn") || !(await deleteRow(deps.sql, auth, id))) {
-    throw new ApiError("not_found", "No such blocked number.");
+    throw notFound("blocked number");
   }
   return { id, deleted: true as const };
 }

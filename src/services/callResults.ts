@@ -10,7 +10,7 @@ import {
 } from "../db/calls.ts";
 import { type Db, pipelinedTransaction } from "../db/engine/connection.ts";
 import type { Deps } from "../deps.ts";
-import { ApiError } from "../errors.ts";
+import { ApiError, notFound } from "../errors.ts";
 import { isId } from "../ids.ts";
 import { callEvent, type EventDeps, type NewEvent, recordEvents } from "./events.ts";
 
@@ -105,5 +105,5 @@ export async function releaseCallResults(tx: Db, deps: EventDeps, callId: string
 }
 
 function noSuchCall(): ApiError {
-  return new ApiError("not_found", "No such call.");
+  return notFound("call");
 }

@@ -23,12 +23,11 @@ import { contactExists } from "../db/contacts.ts";
 import { type Db, pipelinedTransaction } from "../db/engine/connection.ts";
 import { type Page, paginate } from "../db/engine/pages.ts";
 import type { Deps, LivePlacement } from "../deps.ts";
-import { ApiError } from "../errors.ts";
+import { ApiError, notFound } from "../errors.ts";
 import { isId } from "../ids.ts";
 import type { FlatObject } from "../schemas.ts";
 import { phoneCallRefusal } from "./admission.ts";
 import { monthOf } from "./minutes.ts";
-import { notFound } from "./organizations.ts";
 import { type PhoneCallToPlace, placeNow } from "./placement.ts";
 import { tryCreateSimulatedCall } from "./simulatedCalls.ts";
 import { scheduleCall } from "./tasks.ts";
@@ -179,7 +178,7 @@ async function checkScheduledCall(deps: Deps, tx: Db, r: LivePlacement, runAt: D
   );
   // Only an organization deleted under a key could miss; there is no such operation.
   const facts = read!.facts;
-  if (!facts) throw new ApiError("not_found", "No such organization.");
+  if (!facts) throw notFound("organization");
   const agent = facts.agent;
   if (!agent) throw notFound("agent", "agentId");
   assertAgentAllowed(r.auth, agent.id);
@@ -256,13 +255,13 @@ export async function placeLiveCalls(
 /** Malformed, unknown, foreign, other-mode: all the same 404. */
 export async function getCall(deps: Pick<Deps, "sql">, auth: ReadScope, id: string): Promise<CallView> {
   const row = isId(id, "call") ? await findCall(deps.sql, auth, id) : null;
-  if (!row) throw new ApiError("not_found", "No such call.");
+  if (!row) throw notFound("call");
   return callView(row);
 }
 
 export async function getTranscript(deps: Pick<Deps, "sql">, auth: ReadScope, id: string) {
   const row = isId(id, "call") ? await findTranscript(deps.sql, auth, id) : null;
-  if (!row) throw new ApiError("not_found", "No such call.");
+  if (!row) throw notFound("call");
   // A live call's transcript, reported by its voice agent, is there once the call has ended too.
   if (!row.transcript || !(ENDED_STATUSES as readonly string[]).includes(row.status)) {
     throw new ApiError("not_found", "This call has no transcript yet.");
@@ -276,7 +275,7 @@ export async function getTranscript(deps: Pick<Deps, "sql">, auth: ReadScope, id
  */
 export async function getRecording(deps: Pick<Deps, "sql">, auth: ReadScope, id: string) {
   const row = isId(id, "call") ? await findCall(deps.sql, auth, id) : null;
-  if (!row) throw new ApiError("not_found", "No such call.");
+  if (!row) throw notFound("call");
   if (!row.recording_url) throw new ApiError("not_found", "This call has no recording.");
   return { callId: row.id, livemode: row.livemode, url: row.recording_url };
 }

@@ -27,7 +27,7 @@ import { paginate } from "../db/engine/pages.ts";
 import { hasOpenReservations } from "../db/minutes.ts";
 import type { CallWindow } from "../db/organizations.ts";
 import type { Deps } from "../deps.ts";
-import { ApiError, type ErrorCode } from "../errors.ts";
+import { ApiError, type ErrorCode, notFound } from "../errors.ts";
 import { isId } from "../ids.ts";
 import type { FlatObject } from "../schemas.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
@@ -37,7 +37,6 @@ import { nextOpening } from "./callWindow.ts";
 import { callEvent, recordEvent, recordEvents } from "./events.ts";
 import { afterBulkChange } from "./housekeeping.ts";
 import { planMinutesExhausted } from "./minutes.ts";
-import { notFound } from "./organizations.ts";
 import { placeInTransaction } from "./placement.ts";
 import { createSimulatedCall } from "./simulatedCalls.ts";
 
@@ -441,7 +440,7 @@ export async function getCampaign(
   id: string,
 ): Promise<CampaignView> {
   const row = isId(id, "cmp") ? await findCampaign(deps.sql, auth, id) : null;
-  if (!row) throw new ApiError("not_found", "No such campaign.");
+  if (!row) throw notFound("campaign");
   return campaignView(row);
 }
 
@@ -453,11 +452,11 @@ export async function getCampaign(
  * whose engine step has not run yet, is completed by the cancel instead (`campaign.completed`).
  */
 export async function cancelCampaign(deps: Deps, auth: ReadScope, id: string): Promise<CampaignView> {
-  if (!isId(id, "cmp")) throw new ApiError("not_found", "No such campaign.");
+  if (!isId(id, "cmp")) throw notFound("campaign");
   return pipelinedTransaction(deps.sql, async (transaction) => {
     const tx = transaction;
     const campaign = await findCampaign(tx, auth, id, { forUpdate: true });
-    if (!campaign) throw new ApiError("not_found", "No such campaign.");
+    if (!campaign) throw notFound("campaign");
     if (campaign.status !== "running") return campaignView(campaign);
     await settleEndedCalls(tx, { ...campaign, status: "cancelled" }, deps.clock.now());
     await cancelPending(tx, id);

@@ -10,7 +10,7 @@ import {
 import { pipelinedTransaction } from "../db/engine/connection.ts";
 import { type Page, paginate } from "../db/engine/pages.ts";
 import type { Deps } from "../deps.ts";
-import { ApiError } from "../errors.ts";
+import { type ApiError, notFound } from "../errors.ts";
 import { isId } from "../ids.ts";
 import type { FlatObject } from "../schemas.ts";
 import { recordEvent } from "./events.ts";
@@ -56,9 +56,7 @@ export function contactView(r: ContactRow): Contact {
   };
 }
 
-function notFound(): ApiError {
-  return new ApiError("not_found", "No such contact.");
-}
+const noSuchContact = (): ApiError => notFound("contact");
 
 export async function createContact(deps: Deps, actor: Actor, input: ContactInput): Promise<Contact> {
   const v = input;
@@ -87,9 +85,9 @@ export async function createContact(deps: Deps, actor: Actor, input: ContactInpu
 }
 
 export async function getContact(deps: Deps, organizationId: string, id: string): Promise<Contact> {
-  if (!isId(id, "ct")) throw notFound();
+  if (!isId(id, "ct")) throw noSuchContact();
   const row = await findContact(deps.sql, organizationId, id);
-  if (!row) throw notFound();
+  if (!row) throw noSuchContact();
   return contactView(row);
 }
 
@@ -104,10 +102,10 @@ export async function updateContact(
   patch: ContactPatch,
 ): Promise<Contact> {
   const v = patch;
-  if (!isId(id, "ct")) throw notFound();
+  if (!isId(id, "ct")) throw noSuchContact();
   return pipelinedTransaction(deps.sql, async (tx) => {
     const current = await lockContact(tx, actor.organizationId, id);
-    if (!current) throw notFound();
+    if (!current) throw noSuchContact();
     const next = {
       phone: v.phone ?? current.phone,
       name: v.name !== undefined ? v.name : current.name,
@@ -143,10 +141,10 @@ export async function deleteContact(
   actor: Actor,
   id: string,
 ): Promise<{ id: string; deleted: true; updatedAt: string }> {
-  if (!isId(id, "ct")) throw notFound();
+  if (!isId(id, "ct")) throw noSuchContact();
   return pipelinedTransaction(deps.sql, async (tx) => {
     const at = await deleteContactRow(tx, actor.organizationId, id, deps.clock.now());
-    if (!at) throw notFound();
+    if (!at) throw noSuchContact();
     const deleted = { id, deleted: true as const, updatedAt: at.toISOString() };
     await recordEvent(tx, deps, {
       organizationId: actor.organizationId,

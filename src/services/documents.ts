@@ -10,7 +10,7 @@ import { pipelinedTransaction } from "../db/engine/connection.ts";
 import { type Page, paginate } from "../db/engine/pages.ts";
 import { knowledgeBaseExists } from "../db/knowledgeBases.ts";
 import type { Deps } from "../deps.ts";
-import { ApiError } from "../errors.ts";
+import { notFound } from "../errors.ts";
 import { isId } from "../ids.ts";
 import { recordEvent } from "./events.ts";
 import { afterBulkChange } from "./housekeeping.ts";
@@ -91,11 +91,11 @@ export async function addDocument(
 }
 
 function noSuchKnowledgeBase() {
-  return new ApiError("not_found", "No such knowledge base.");
+  return notFound("knowledge base");
 }
 
 function noSuchDocument() {
-  return new ApiError("not_found", "No such document.");
+  return notFound("document");
 }
 
 export function documentView(r: DocumentRow) {

@@ -5,7 +5,7 @@ import {
   retryFailedTimer as retryFailedTimerRow,
 } from "../db/failedTimers.ts";
 import type { TxDeps } from "../deps.ts";
-import { ApiError } from "../errors.ts";
+import { ApiError, notFound } from "../errors.ts";
 import { isAnyId, ROW_ID_KEY, rowId, rowOf } from "../ids.ts";
 
 /**
@@ -73,7 +73,7 @@ export async function retryFailedTimer(deps: TxDeps, id: string): Promise<Failed
   const key = await deps.secrets.get(ROW_ID_KEY);
   const n = rowOf(key, id, "tmr");
   const result = n === null ? "absent" : await retryFailedTimerRow(deps.sql, n);
-  if (result === "absent") throw new ApiError("not_found", "No such failed timer.");
+  if (result === "absent") throw notFound("failed timer");
   if (result === "one_pending") {
     throw new ApiError(
       "invalid_request",

@@ -1,9 +1,9 @@
 import { readKeyDays, SCORE_BUCKETS } from "../db/publishableKeyStats.ts";
 import { findPublishableKeyById } from "../db/publishableKeys.ts";
 import type { TxDeps } from "../deps.ts";
+import { notFound } from "../errors.ts";
 import { isId } from "../ids.ts";
 import { dayOf } from "./minutes.ts";
-import { notFound } from "./organizations.ts";
 
 /**
  * The abuse view of a publishable key, for operators: per day (UTC) the attempts, the calls started,

@@ -13,10 +13,11 @@ import {
   secretKeysPage,
 } from "../db/secretKeys.ts";
 import type { TxDeps } from "../deps.ts";
+import { notFound } from "../errors.ts";
 import { isId } from "../ids.ts";
 import { assertAgentsOf } from "./agents.ts";
 import { monthOf } from "./minutes.ts";
-import { assertOrganization, notFound } from "./organizations.ts";
+import { assertOrganization } from "./organizations.ts";
 
 /** Secret and publishable keys: created (the key shown once, only its hash kept) and revoked by operators. */
 

@@ -9,9 +9,9 @@ import {
   updateKnowledgeBase as updateKnowledgeBaseRow,
 } from "../db/knowledgeBases.ts";
 import type { Deps, TxDeps } from "../deps.ts";
-import { ApiError } from "../errors.ts";
+import { notFound } from "../errors.ts";
 import { isId } from "../ids.ts";
-import { assertOrganization, notFound } from "./organizations.ts";
+import { assertOrganization } from "./organizations.ts";
 
 /**
  * Knowledge bases: created by operators; documents go into them through the API (services/documents.ts);
@@ -84,7 +84,7 @@ export async function searchKnowledgeBase(
   const parsed = isId(knowledgeBaseId, "kb")
     ? await parseSearchQuery(deps.sql, auth.organizationId, knowledgeBaseId, q.q)
     : null;
-  if (!parsed) throw new ApiError("not_found", "No such knowledge base.");
+  if (!parsed) throw notFound("knowledge base");
   if (!auth.livemode || parsed.query === "") return { livemode: auth.livemode, results: [] };
   const hits = await searchChunks(deps.sql, knowledgeBaseId, parsed.query, q.limit);
   return {

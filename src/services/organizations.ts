@@ -12,7 +12,7 @@ import {
   updateOrganization as updateOrganizationRow,
 } from "../db/organizations.ts";
 import type { Deps, TxDeps } from "../deps.ts";
-import { ApiError } from "../errors.ts";
+import { notFound } from "../errors.ts";
 import { isId } from "../ids.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
 import { monthOf } from "./minutes.ts";
@@ -32,10 +32,6 @@ export const organizationView = (r: OrganizationRow) => ({
   maxCallsPerHour: r.max_calls_per_hour,
   createdAt: r.created_at.toISOString(),
 });
-
-export function notFound(what: string, param?: string): ApiError {
-  return new ApiError("not_found", `No such ${what}.`, param ? { param } : {});
-}
 
 /** 404 unless the organization exists. */
 export async function assertOrganization(deps: TxDeps, id: string): Promise<void> {

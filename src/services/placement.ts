@@ -12,12 +12,11 @@ import {
 } from "../db/phonePlacements.ts";
 import type { InsertedTimerRow } from "../db/timers.ts";
 import type { Deps } from "../deps.ts";
-import type { ApiError } from "../errors.ts";
+import { type ApiError, notFound } from "../errors.ts";
 import { canonicalNumber } from "../phoneNumbers.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
 import { type PhoneCall, phoneCallRefusal, type RowsRefusal, rowsRefusal } from "./admission.ts";
 import { monthOf } from "./minutes.ts";
-import { notFound } from "./organizations.ts";
 
 /**
  * Placing live phone calls: every check of a live phone call in its order (services/admission.ts),

@@ -4,7 +4,7 @@ import { type CallView, callView, findCallById, insertCall } from "../db/calls.t
 import { type Db, pipelinedTransaction } from "../db/engine/connection.ts";
 import { findScheduledTask, finishTask, insertTask, listScheduledTasks, taskView } from "../db/tasks.ts";
 import type { Deps } from "../deps.ts";
-import { ApiError } from "../errors.ts";
+import { ApiError, notFound } from "../errors.ts";
 import { isId } from "../ids.ts";
 import { TIMER_KINDS } from "../timers/kinds.ts";
 import type { BatchTimerHandler } from "../timers/types.ts";
@@ -88,14 +88,14 @@ export async function listTasks(deps: Pick<Deps, "sql">, auth: SecretKeyAuth) {
  */
 export async function deleteTask(deps: Deps, auth: SecretKeyAuth, id: string) {
   assertLiveMode(auth);
-  const notFound = () => new ApiError("not_found", "No such scheduled task.");
-  if (!isId(id, "task")) throw notFound();
+  const noSuchTask = () => notFound("scheduled task");
+  if (!isId(id, "task")) throw noSuchTask();
   const task = await findScheduledTask(deps.sql, auth.organizationId, auth.agentIds, id);
-  if (!task) throw notFound();
+  if (!task) throw noSuchTask();
   return pipelinedTransaction(deps.sql, async (tx) => {
     if (task.timer_id) await deps.timers.cancel(tx, task.timer_id);
     const cancelled = await finishTask(tx, task.id, "cancelled");
-    if (!cancelled) throw notFound();
+    if (!cancelled) throw noSuchTask();
     await endLiveCall(tx, deps, task.call_id, deps.clock.now(), {
       reason: "not_connected",
       status: "cancelled",

@@ -19,7 +19,7 @@ import {
   webhookEndpointsPage,
 } from "../db/webhookEndpoints.ts";
 import type { Deps } from "../deps.ts";
-import { ApiError } from "../errors.ts";
+import { ApiError, notFound } from "../errors.ts";
 import { isId, ROW_ID_KEY, rowId } from "../ids.ts";
 import { EVENT_TYPES, type EventType } from "./events.ts";
 import { webhookUrlProblem } from "./webhookUrls.ts";
@@ -90,7 +90,7 @@ export function generateWebhookSecret(): string {
 }
 
 function noSuchEndpoint(): ApiError {
-  return new ApiError("not_found", "No such webhook endpoint.");
+  return notFound("webhook endpoint");
 }
 
 function checkUrl(deps: Pick<Deps, "env">, url: string): void {
@@ -252,7 +252,7 @@ export async function listEndpointDeliveries(
   return paginate<DeliveryLogRow, Delivery>({ ...deliveriesPage(sql, id, q, key), map: deliveryView(key) });
 }
 
-const noSuchEvent = () => new ApiError("not_found", "No such event.");
+const noSuchEvent = () => notFound("event");
 
 /**
  * Sends an event of the key's mode again: a new delivery to every enabled endpoint that receives it

@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { SCOPES } from "../../auth/scopes.ts";
-import { ApiError, ErrorBodySchema } from "../../errors.ts";
+import { ErrorBodySchema, notFound } from "../../errors.ts";
 import type { App } from "../../http/appEnv.ts";
 import { chooseEncoding, matchesEtag } from "../../http/contentNegotiation.ts";
 import { type DocsAsset, docsAssets } from "./assets.ts";
@@ -59,7 +59,7 @@ export function registerDocs(app: App) {
 
   app.get("/api/docs/assets/:file", (c) => {
     const found = docsAssets().byFile.get(c.req.param("file"));
-    if (!found) throw new ApiError("not_found", "No such file.");
+    if (!found) throw notFound("file");
     return serveAsset(c, found);
   });
 }
