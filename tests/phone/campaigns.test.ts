@@ -403,18 +403,37 @@ describe("live campaign creation", () => {
   );
 });
 
+/**
+ * Monday 2027-01-04 08:00 in Paris (07:00 UTC), on a clock of its own, an organization whose window
+ * opens at 09:00 and a campaign of one contact (who answers): the wake timer is an hour ahead.
+ */
+async function outsideTheWindow(
+  run: (t: {
+    timed: PhoneWorld;
+    clock: ManualClock;
+    seed: PhoneSeed;
+    to: string;
+    campaign: Campaign;
+  }) => Promise<void>,
+) {
+  const clock = new ManualClock("2027-01-04T07:00:00.000Z");
+  const timed = await startPhoneWorld({ timers: true, clock, env: { ADMIN_TOKEN } });
+  try {
+    const seed = await seedPhoneOrganization(timed.ctx, {
+      callWindow: { start: "09:00", end: "18:00", timeZone: "Europe/Paris", days: [1, 2, 3, 4, 5] },
+    });
+    const to = freshNumber();
+    timed.liveKit.scriptDial(to, { kind: "answer", afterMs: 50 });
+    const campaign = await create(timed, seed, { contacts: [{ phone: to }] });
+    await run({ timed, clock, seed, to, campaign });
+  } finally {
+    await timed.close();
+  }
+}
+
 describe("a live campaign outside the call window", () => {
   test("waits, still running, with a timer at the next opening, and calls once the window opens", async () => {
-    // Monday 2027-01-04 08:00 in Paris (07:00 UTC), a window from 09:00: the wake timer is in the future.
-    const clock = new ManualClock("2027-01-04T07:00:00.000Z");
-    const timed = await startPhoneWorld({ timers: true, clock });
-    try {
-      const seed = await seedPhoneOrganization(timed.ctx, {
-        callWindow: { start: "09:00", end: "18:00", timeZone: "Europe/Paris", days: [1, 2, 3, 4, 5] },
-      });
-      const to = freshNumber();
-      timed.liveKit.scriptDial(to, { kind: "answer", afterMs: 50 });
-      const campaign = await create(timed, seed, { contacts: [{ phone: to }] });
+    await outsideTheWindow(async ({ timed, clock, seed, to, campaign }) => {
       expect(campaign).toMatchObject({ status: "running", progress: { pending: 1, inProgress: 0 } });
       const timers = await timed.ctx.deps.sql<{ id: string; due_at: Date }[]>`
         select id::text, due_at from timers where kind = 'campaign.advance' and payload->>'campaignId' = ${campaign.id}`;
@@ -430,9 +449,7 @@ describe("a live campaign outside the call window", () => {
         async () => (await read(timed, seed, campaign.id)).progress.inProgress === 1,
       );
       await waitUntil("the dial", () => timed.liveKit.dials.some((d) => d.to === to));
-    } finally {
-      await timed.close();
-    }
+    });
   });
 });
 
@@ -447,16 +464,8 @@ describe("a live campaign waiting on the organization's rules, when an operator 
   }
 
   test("a call window removed: it calls at once, not at the old window's opening, and only once", async () => {
-    // Monday 2027-01-04 08:00 in Paris, a window from 09:00: it waits an hour, the clock stays put.
-    const clock = new ManualClock("2027-01-04T07:00:00.000Z");
-    const timed = await startPhoneWorld({ timers: true, clock, env: { ADMIN_TOKEN } });
-    try {
-      const seed = await seedPhoneOrganization(timed.ctx, {
-        callWindow: { start: "09:00", end: "18:00", timeZone: "Europe/Paris", days: [1, 2, 3, 4, 5] },
-      });
-      const to = freshNumber();
-      timed.liveKit.scriptDial(to, { kind: "answer", afterMs: 50 });
-      const campaign = await create(timed, seed, { contacts: [{ phone: to }] });
+    // It waits an hour; the clock stays put.
+    await outsideTheWindow(async ({ timed, clock, seed, to, campaign }) => {
       expect(campaign.progress).toMatchObject({ pending: 1, inProgress: 0 });
       await Bun.sleep(300);
       expect(timed.liveKit.dials.filter((d) => d.to === to)).toHaveLength(0);
@@ -479,9 +488,7 @@ describe("a live campaign waiting on the organization's rules, when an operator 
           ).length === 0,
       );
       expect(timed.liveKit.dials.filter((d) => d.to === to)).toHaveLength(1);
-    } finally {
-      await timed.close();
-    }
+    });
   });
 
   /** A campaign of two contacts whose first used the hour's one call (busy): the second waits for the hour. */
