@@ -119,6 +119,9 @@ export async function startServer(
   // BENCH_PRELOAD=<file>: a module the server (on Bun) loads first, to watch it from inside.
   const preload =
     process.env.BENCH_PRELOAD && runtime === "bun" ? ["--preload", process.env.BENCH_PRELOAD] : [];
+  // BENCH_LOOP_LAG=<folder>: the server's event loop watched (loop-lag.ts; `loopLag` reads it).
+  if (process.env.BENCH_LOOP_LAG && runtime === "bun")
+    preload.push("--preload", join(ROOT, "tests", "bench", "loop-lag.ts"));
   const proc = Bun.spawn([...RUNTIME_COMMANDS[runtime], ...profile, ...preload, "src/main.ts", "serve"], {
     cwd: ROOT,
     env: {
@@ -250,5 +253,30 @@ export async function cpuWhile<T>(serverPid: number, work: () => Promise<T>) {
     server: pct(cpuTicks(serverPid) - s0),
     postgres: pct(pg() - p0),
     idle: pct(idleTicks() - i0),
+  };
+}
+
+/**
+ * What loop-lag.ts saw in server `pid` between two epoch times (BENCH_LOOP_LAG set, Bun only): how many
+ * times its event loop came more than 10 ms late, how late in all and at most, and how much of that
+ * its thread spent on a core and waiting for one. Null when nothing was recorded.
+ */
+export function loopLag(pid: number, from: number, to: number) {
+  const dir = process.env.BENCH_LOOP_LAG;
+  if (!dir) return null;
+  let kept: number[][];
+  try {
+    kept = JSON.parse(readFileSync(join(dir, `${pid}.json`), "utf8"));
+  } catch {
+    return null;
+  }
+  const late = kept.filter(([at, ms]) => at! >= from && at! <= to && ms! > 10);
+  const sum = (i: number) => Math.round(late.reduce((total, row) => total + row[i]!, 0));
+  return {
+    times: late.length,
+    lateMs: sum(1),
+    maxMs: Math.round(Math.max(0, ...late.map((row) => row[1]!))),
+    runningMs: sum(2),
+    waitingMs: sum(3),
   };
 }

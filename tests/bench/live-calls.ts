@@ -25,6 +25,8 @@
  * cpu      where each offered phase's time goes: CPU per cent of one core of the server, PostgreSQL's
  *          backends (none on the embedded database: it runs inside the server), this process (the fake
  *          LiveKit) and the load generator, and what the machine had left idle.
+ * lag      with BENCH_LOOP_LAG=<folder>: how often the server's event loop ran late in the even phase, and
+ *          whether its thread was working or waiting for a core meanwhile (loop-lag.ts).
  * dial     for every call accepted: the time from its creation (just before its 201) to the fake's
  *          receipt of its CreateSIPParticipant, p50 / p99 (of the even phase's calls, and of all), and
  *          that it was dialled exactly once.
@@ -51,6 +53,7 @@ import {
   cpuWhile,
   freshPostgres,
   type LoadResult,
+  loopLag,
   machine,
   percentile,
   ROOT,
@@ -244,6 +247,14 @@ async function run(label: string, env: Record<string, string>, seeded: Seeded[],
       `server ${s.server}, PostgreSQL ${s.postgres}, fake LiveKit ${s.fakeLiveKit}, load ${s.load}, idle ${s.idle}`;
     console.log(`  CPU, % of one core: bursts: ${cpu(burstsSplit)}; even: ${cpu(evenSplit)}`);
     console.log(`  even: the sender was ${even.latestSendMs} ms late at most`);
+    // Written by the server every second: give it one more before reading.
+    if (process.env.BENCH_LOOP_LAG) await Bun.sleep(1100);
+    const lag = loopLag(server.pid, evenFrom, evenTo);
+    if (lag)
+      console.log(
+        `  even: the server's event loop came > 10 ms late ${lag.times} times, ${lag.lateMs} ms in all (at most ${lag.maxMs}); ` +
+          `its thread meanwhile ran ${lag.runningMs} ms and waited for a core ${lag.waitingMs} ms`,
+      );
   } finally {
     liveKit.hangUpAfter(null);
     await server.stop();
