@@ -47,10 +47,10 @@ export async function reportCallResults(
   input: CallResultsInput,
 ): Promise<CallView> {
   assertResultsKey(auth);
-  if (!isId(callId, "call")) throw noSuchCall();
+  if (!isId(callId, "call")) throw notFound("call");
   return pipelinedTransaction(deps.sql, async (tx) => {
     const call = await lockCall(tx, auth, callId);
-    if (!call) throw noSuchCall();
+    if (!call) throw notFound("call");
     if (!call.started_at) {
       throw new ApiError(
         "call_not_started",
@@ -102,8 +102,4 @@ export async function releaseCallResults(tx: Db, deps: EventDeps, callId: string
   }
   events.push(callEvent("call.analysis_ready", call));
   await recordEvents(tx, deps, events);
-}
-
-function noSuchCall(): ApiError {
-  return notFound("call");
 }

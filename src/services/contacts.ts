@@ -10,7 +10,7 @@ import {
 import { pipelinedTransaction } from "../db/engine/connection.ts";
 import { type Page, paginate } from "../db/engine/pages.ts";
 import type { Deps } from "../deps.ts";
-import { type ApiError, notFound } from "../errors.ts";
+import { notFound } from "../errors.ts";
 import { isId } from "../ids.ts";
 import type { FlatObject } from "../schemas.ts";
 import { recordEvent } from "./events.ts";
@@ -56,8 +56,6 @@ export function contactView(r: ContactRow): Contact {
   };
 }
 
-const noSuchContact = (): ApiError => notFound("contact");
-
 export async function createContact(deps: Deps, actor: Actor, input: ContactInput): Promise<Contact> {
   const v = input;
   return pipelinedTransaction(deps.sql, async (tx) => {
@@ -85,9 +83,9 @@ export async function createContact(deps: Deps, actor: Actor, input: ContactInpu
 }
 
 export async function getContact(deps: Deps, organizationId: string, id: string): Promise<Contact> {
-  if (!isId(id, "ct")) throw noSuchContact();
+  if (!isId(id, "ct")) throw notFound("contact");
   const row = await findContact(deps.sql, organizationId, id);
-  if (!row) throw noSuchContact();
+  if (!row) throw notFound("contact");
   return contactView(row);
 }
 
@@ -102,10 +100,10 @@ export async function updateContact(
   patch: ContactPatch,
 ): Promise<Contact> {
   const v = patch;
-  if (!isId(id, "ct")) throw noSuchContact();
+  if (!isId(id, "ct")) throw notFound("contact");
   return pipelinedTransaction(deps.sql, async (tx) => {
     const current = await lockContact(tx, actor.organizationId, id);
-    if (!current) throw noSuchContact();
+    if (!current) throw notFound("contact");
     const next = {
       phone: v.phone ?? current.phone,
       name: v.name !== undefined ? v.name : current.name,
@@ -141,10 +139,10 @@ export async function deleteContact(
   actor: Actor,
   id: string,
 ): Promise<{ id: string; deleted: true; updatedAt: string }> {
-  if (!isId(id, "ct")) throw noSuchContact();
+  if (!isId(id, "ct")) throw notFound("contact");
   return pipelinedTransaction(deps.sql, async (tx) => {
     const at = await deleteContactRow(tx, actor.organizationId, id, deps.clock.now());
-    if (!at) throw noSuchContact();
+    if (!at) throw notFound("contact");
     const deleted = { id, deleted: true as const, updatedAt: at.toISOString() };
     await recordEvent(tx, deps, {
       organizationId: actor.organizationId,

@@ -48,7 +48,7 @@ export async function addDocument(
   input: DocumentInput,
 ): Promise<DocumentReady> {
   const { sql, clock } = deps;
-  if (!isId(knowledgeBaseId, "kb")) throw noSuchKnowledgeBase();
+  if (!isId(knowledgeBaseId, "kb")) throw notFound("knowledge base");
   const chunks = chunkText(input.text);
   const documentId = deps.ids.next("doc");
   const createdAt = clock.now();
@@ -69,7 +69,8 @@ export async function addDocument(
   };
 
   if (!auth.livemode) {
-    if (!(await knowledgeBaseExists(sql, auth.organizationId, knowledgeBaseId))) throw noSuchKnowledgeBase();
+    if (!(await knowledgeBaseExists(sql, auth.organizationId, knowledgeBaseId)))
+      throw notFound("knowledge base");
     await recordEvent(sql, deps, event);
     return { documentId, chunkCount: chunks.length, livemode: false, simulated: true };
   }
@@ -83,19 +84,11 @@ export async function addDocument(
       chunks,
       createdAt,
     });
-    if (!inserted) throw noSuchKnowledgeBase();
+    if (!inserted) throw notFound("knowledge base");
     await afterBulkChange(tx, chunks.length);
     await recordEvent(tx, deps, event);
   });
   return { documentId, chunkCount: chunks.length, livemode: true };
-}
-
-function noSuchKnowledgeBase() {
-  return notFound("knowledge base");
-}
-
-function noSuchDocument() {
-  return notFound("document");
 }
 
 export function documentView(r: DocumentRow) {
@@ -123,7 +116,7 @@ export async function listDocuments(
     !isId(knowledgeBaseId, "kb") ||
     !(await knowledgeBaseExists(sql, auth.organizationId, knowledgeBaseId))
   ) {
-    throw noSuchKnowledgeBase();
+    throw notFound("knowledge base");
   }
   const scope = { knowledgeBaseId, livemode: auth.livemode };
   return paginate<DocumentRow, DocumentView>({ ...documentsPage(sql, scope, q), map: documentView });
@@ -140,7 +133,7 @@ export async function getDocument(
     auth.livemode && isId(knowledgeBaseId, "kb") && isId(documentId, "doc")
       ? await findDocument(deps.sql, auth.organizationId, knowledgeBaseId, documentId)
       : null;
-  if (!row) throw noSuchDocument();
+  if (!row) throw notFound("document");
   return { ...documentView(row), text: row.text };
 }
 
@@ -156,7 +149,7 @@ export async function deleteDocument(
     isId(knowledgeBaseId, "kb") &&
     isId(documentId, "doc") &&
     (await deleteDocumentRow(deps.sql, auth.organizationId, knowledgeBaseId, documentId));
-  if (!deleted) throw noSuchDocument();
+  if (!deleted) throw notFound("document");
   return { id: documentId, deleted: true };
 }
 

@@ -88,14 +88,13 @@ export async function listTasks(deps: Pick<Deps, "sql">, auth: SecretKeyAuth) {
  */
 export async function deleteTask(deps: Deps, auth: SecretKeyAuth, id: string) {
   assertLiveMode(auth);
-  const noSuchTask = () => notFound("scheduled task");
-  if (!isId(id, "task")) throw noSuchTask();
+  if (!isId(id, "task")) throw notFound("scheduled task");
   const task = await findScheduledTask(deps.sql, auth.organizationId, auth.agentIds, id);
-  if (!task) throw noSuchTask();
+  if (!task) throw notFound("scheduled task");
   return pipelinedTransaction(deps.sql, async (tx) => {
     if (task.timer_id) await deps.timers.cancel(tx, task.timer_id);
     const cancelled = await finishTask(tx, task.id, "cancelled");
-    if (!cancelled) throw noSuchTask();
+    if (!cancelled) throw notFound("scheduled task");
     await endLiveCall(tx, deps, task.call_id, deps.clock.now(), {
       reason: "not_connected",
       status: "cancelled",

@@ -89,10 +89,6 @@ export function generateWebhookSecret(): string {
   return `whsec_${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64")}`;
 }
 
-function noSuchEndpoint(): ApiError {
-  return notFound("webhook endpoint");
-}
-
 function checkUrl(deps: Pick<Deps, "env">, url: string): void {
   const problem = webhookUrlProblem(url, deps.env.WEBHOOK_ALLOW_PRIVATE_URLS);
   if (problem) throw new ApiError("invalid_request", `url: ${problem}`, { param: "url" });
@@ -152,7 +148,7 @@ export async function getWebhookEndpoint(
   id: string,
 ): Promise<WebhookEndpoint> {
   const row = isId(id, "we") ? await findWebhookEndpoint(sql, scope, id) : null;
-  if (!row) throw noSuchEndpoint();
+  if (!row) throw notFound("webhook endpoint");
   return webhookEndpointView(row);
 }
 
@@ -162,14 +158,14 @@ export async function updateWebhookEndpoint(
   id: string,
   patch: WebhookEndpointPatch,
 ): Promise<WebhookEndpoint> {
-  if (!isId(id, "we")) throw noSuchEndpoint();
+  if (!isId(id, "we")) throw notFound("webhook endpoint");
   if (patch.url !== undefined) checkUrl(deps, patch.url);
   const row = await updateWebhookEndpointRow(deps.sql, scope, id, {
     url: patch.url,
     events: patch.events === undefined ? undefined : eventTypes(patch.events),
     enabled: patch.enabled,
   });
-  if (!row) throw noSuchEndpoint();
+  if (!row) throw notFound("webhook endpoint");
   return webhookEndpointView(row);
 }
 
@@ -184,7 +180,7 @@ export async function rotateWebhookSecret(
   scope: EndpointScope,
   id: string,
 ): Promise<WebhookEndpoint & { secret: string; previousSecretExpiresAt: string }> {
-  if (!isId(id, "we")) throw noSuchEndpoint();
+  if (!isId(id, "we")) throw notFound("webhook endpoint");
   const until = new Date(deps.clock.now().getTime() + PREVIOUS_SECRET_TTL_MS);
   const row = await rotateWebhookSecretRow(
     deps.sql,
@@ -194,7 +190,7 @@ export async function rotateWebhookSecret(
     until,
     MAX_PREVIOUS_SECRETS,
   );
-  if (!row) throw noSuchEndpoint();
+  if (!row) throw notFound("webhook endpoint");
   return {
     ...webhookEndpointView(row),
     secret: row.secret,
@@ -207,7 +203,8 @@ export async function deleteWebhookEndpoint(
   scope: EndpointScope,
   id: string,
 ): Promise<{ id: string; deleted: true }> {
-  if (!isId(id, "we") || !(await deleteWebhookEndpointRow(sql, scope, id))) throw noSuchEndpoint();
+  if (!isId(id, "we") || !(await deleteWebhookEndpointRow(sql, scope, id)))
+    throw notFound("webhook endpoint");
   return { id, deleted: true };
 }
 
@@ -247,12 +244,10 @@ export async function listEndpointDeliveries(
   id: string,
   q: PageInput,
 ): Promise<Page<Delivery>> {
-  if (!isId(id, "we") || !(await findWebhookEndpoint(sql, scope, id))) throw noSuchEndpoint();
+  if (!isId(id, "we") || !(await findWebhookEndpoint(sql, scope, id))) throw notFound("webhook endpoint");
   const key = await secrets.get(ROW_ID_KEY);
   return paginate<DeliveryLogRow, Delivery>({ ...deliveriesPage(sql, id, q, key), map: deliveryView(key) });
 }
-
-const noSuchEvent = () => notFound("event");
 
 /**
  * Sends an event of the key's mode again: a new delivery to every enabled endpoint that receives it
@@ -265,14 +260,14 @@ export async function redeliverEvent(
   scope: EndpointScope,
   eventId: string,
 ): Promise<{ eventId: string; deliveries: Delivery[] }> {
-  if (!isId(eventId, "evt")) throw noSuchEvent();
+  if (!isId(eventId, "evt")) throw notFound("event");
   // Read before the deliveries are written: a failure after them would answer 500 for work done.
   const rowIdKey = await deps.secrets.get(ROW_ID_KEY);
   const { rows, timers } = await pipelinedTransaction(deps.sql, async (tx) => {
     // Locked against its removal by retention until the deliveries refer to it; one being removed
     // meanwhile is gone when the lock is granted.
     const event = await lockEvent(tx, scope, eventId);
-    if (!event) throw noSuchEvent();
+    if (!event) throw notFound("event");
     const created = await redeliverEventRows(tx, event);
     const ids = created.map((d) => d.id);
     const scheduled: InsertedTimerRow[] =
